@@ -1,0 +1,396 @@
+//! Input data: dense row-major and sparse CSR feature matrices, and labelled datasets.
+//!
+//! Both layouts are validated once (shapes, finiteness, sorted in-range CSR indices) at
+//! construction, so the solvers never see malformed input.
+
+use crate::error::{JokerError, Result};
+use crate::scalar::Scalar;
+
+/// A dense matrix stored row by row: entry `(i, j)` is `data[i * ncols + j]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenseMatrix<T> {
+    nrows: usize,
+    ncols: usize,
+    data: Vec<T>,
+}
+
+/// A sparse matrix in compressed sparse row form: row `i` holds the entries
+/// `values[indptr[i]..indptr[i + 1]]` at columns `indices[..]` (strictly increasing).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CsrMatrix<T> {
+    nrows: usize,
+    ncols: usize,
+    indptr: Vec<usize>,
+    indices: Vec<u32>,
+    values: Vec<T>,
+}
+
+/// Features of `n` samples in `d` dimensions, dense or sparse.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Features<T> {
+    /// Dense row-major storage.
+    Dense(DenseMatrix<T>),
+    /// Compressed sparse rows.
+    Sparse(CsrMatrix<T>),
+}
+
+/// Features with one target per row (a class label or a real value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dataset<T> {
+    /// The samples.
+    pub x: Features<T>,
+    /// One target per sample: class labels (any numbers) or regression targets.
+    pub y: Vec<f64>,
+}
+
+fn check_finite<T: Scalar>(what: &'static str, v: T, row: usize, col: usize) -> Result<()> {
+    if v.to_f64().is_finite() {
+        Ok(())
+    } else {
+        Err(JokerError::NonFinite { what, row, col })
+    }
+}
+
+impl<T: Scalar> DenseMatrix<T> {
+    /// Wraps row-major `data` of `nrows x ncols`, checking the length and that every value
+    /// is finite.
+    pub fn new(nrows: usize, ncols: usize, data: Vec<T>) -> Result<Self> {
+        if nrows == 0 || ncols == 0 {
+            return Err(JokerError::EmptyData(format!(
+                "a dense matrix needs at least one row and one column, got {nrows} x {ncols}"
+            )));
+        }
+        let want = nrows.checked_mul(ncols).ok_or_else(|| {
+            JokerError::ShapeMismatch(format!("{nrows} x {ncols} overflows usize"))
+        })?;
+        if data.len() != want {
+            return Err(JokerError::ShapeMismatch(format!(
+                "dense matrix of {nrows} x {ncols} needs {want} values, got {}",
+                data.len()
+            )));
+        }
+        for (k, &v) in data.iter().enumerate() {
+            check_finite("features", v, k / ncols, k % ncols)?;
+        }
+        Ok(DenseMatrix { nrows, ncols, data })
+    }
+
+    /// Builds a matrix from rows of equal length.
+    pub fn from_rows(rows: &[Vec<T>]) -> Result<Self> {
+        let ncols = rows.first().map_or(0, Vec::len);
+        if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != ncols) {
+            return Err(JokerError::ShapeMismatch(format!(
+                "row {i} has {} values, row 0 has {ncols}",
+                r.len()
+            )));
+        }
+        Self::new(rows.len(), ncols, rows.concat())
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// The row-major values.
+    pub fn as_slice(&self) -> &[T] {
+        &self.data
+    }
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[T] {
+        &self.data[i * self.ncols..(i + 1) * self.ncols]
+    }
+    /// Consumes the matrix, returning its row-major values.
+    pub fn into_vec(self) -> Vec<T> {
+        self.data
+    }
+}
+
+impl<T: Scalar> CsrMatrix<T> {
+    /// Wraps CSR arrays, checking that `indptr` is monotone with `nrows + 1` entries, that
+    /// the column indices of each row are strictly increasing and below `ncols`, and that
+    /// every value is finite.
+    pub fn new(
+        nrows: usize,
+        ncols: usize,
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        values: Vec<T>,
+    ) -> Result<Self> {
+        if nrows == 0 || ncols == 0 {
+            return Err(JokerError::EmptyData(format!(
+                "a sparse matrix needs at least one row and one column, got {nrows} x {ncols}"
+            )));
+        }
+        if indptr.len() != nrows + 1 || indptr[0] != 0 {
+            return Err(JokerError::ShapeMismatch(format!(
+                "CSR indptr must have nrows + 1 = {} entries starting at 0, got {}",
+                nrows + 1,
+                indptr.len()
+            )));
+        }
+        if indices.len() != values.len() || indptr[nrows] != values.len() {
+            return Err(JokerError::ShapeMismatch(format!(
+                "CSR has {} indices and {} values but indptr ends at {}",
+                indices.len(),
+                values.len(),
+                indptr[nrows]
+            )));
+        }
+        if ncols > u32::MAX as usize {
+            return Err(JokerError::ShapeMismatch(format!(
+                "{ncols} columns exceed the CSR index range"
+            )));
+        }
+        for i in 0..nrows {
+            let (a, b) = (indptr[i], indptr[i + 1]);
+            if a > b || b > values.len() {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "CSR indptr is not monotone at row {i}"
+                )));
+            }
+            for k in a..b {
+                let j = indices[k] as usize;
+                if j >= ncols {
+                    return Err(JokerError::ShapeMismatch(format!(
+                        "CSR row {i} has column {j}, but there are {ncols} columns"
+                    )));
+                }
+                if k > a && indices[k - 1] >= indices[k] {
+                    return Err(JokerError::ShapeMismatch(format!(
+                        "CSR row {i}: column indices must be strictly increasing"
+                    )));
+                }
+                check_finite("features", values[k], i, j)?;
+            }
+        }
+        Ok(CsrMatrix {
+            nrows,
+            ncols,
+            indptr,
+            indices,
+            values,
+        })
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+    /// Row `i` as (column indices, values).
+    pub fn row(&self, i: usize) -> (&[u32], &[T]) {
+        let (a, b) = (self.indptr[i], self.indptr[i + 1]);
+        (&self.indices[a..b], &self.values[a..b])
+    }
+    /// The row pointer array.
+    pub fn indptr(&self) -> &[usize] {
+        &self.indptr
+    }
+    /// The column index array.
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+    /// The value array.
+    pub fn values(&self) -> &[T] {
+        &self.values
+    }
+    /// Mutable values (shape-preserving rescaling).
+    pub(crate) fn values_mut(&mut self) -> &mut [T] {
+        &mut self.values
+    }
+}
+
+impl<T: Scalar> Features<T> {
+    /// Number of samples.
+    pub fn nrows(&self) -> usize {
+        match self {
+            Features::Dense(m) => m.nrows(),
+            Features::Sparse(m) => m.nrows(),
+        }
+    }
+
+    /// Input dimension.
+    pub fn ncols(&self) -> usize {
+        match self {
+            Features::Dense(m) => m.ncols(),
+            Features::Sparse(m) => m.ncols(),
+        }
+    }
+
+    /// Writes the given rows, densified, row-major into `out` (`rows.len() * ncols` values).
+    pub fn gather_dense(&self, rows: &[usize], out: &mut [T]) {
+        let d = self.ncols();
+        debug_assert_eq!(out.len(), rows.len() * d);
+        for (dst, &i) in out.chunks_exact_mut(d).zip(rows) {
+            self.write_row(i, dst);
+        }
+    }
+
+    /// Writes rows `start..start + out.len() / ncols` densified into `out`.
+    pub fn gather_range(&self, start: usize, out: &mut [T]) {
+        let d = self.ncols();
+        for (k, dst) in out.chunks_exact_mut(d).enumerate() {
+            self.write_row(start + k, dst);
+        }
+    }
+
+    fn write_row(&self, i: usize, dst: &mut [T]) {
+        match self {
+            Features::Dense(m) => dst.copy_from_slice(m.row(i)),
+            Features::Sparse(m) => {
+                dst.fill(T::default());
+                let (idx, val) = m.row(i);
+                for (&j, &v) in idx.iter().zip(val) {
+                    dst[j as usize] = v;
+                }
+            }
+        }
+    }
+
+    /// Converts to another precision.
+    pub fn cast<U: Scalar>(&self) -> Features<U> {
+        let conv = |v: &[T]| v.iter().map(|x| U::from_f64(x.to_f64())).collect::<Vec<U>>();
+        match self {
+            Features::Dense(m) => Features::Dense(DenseMatrix {
+                nrows: m.nrows,
+                ncols: m.ncols,
+                data: conv(&m.data),
+            }),
+            Features::Sparse(m) => Features::Sparse(CsrMatrix {
+                nrows: m.nrows,
+                ncols: m.ncols,
+                indptr: m.indptr.clone(),
+                indices: m.indices.clone(),
+                values: conv(&m.values),
+            }),
+        }
+    }
+
+    /// The same features with `ncols` widened to `d` (sparse files may not mention the last
+    /// columns); fails if the data already has more than `d` columns.
+    pub fn with_ncols(self, d: usize) -> Result<Self> {
+        let have = self.ncols();
+        if have > d {
+            return Err(JokerError::ShapeMismatch(format!(
+                "data has {have} features, the model expects {d}"
+            )));
+        }
+        if have == d {
+            return Ok(self);
+        }
+        match self {
+            Features::Sparse(mut m) => {
+                m.ncols = d;
+                Ok(Features::Sparse(m))
+            }
+            Features::Dense(m) => {
+                let mut data = Vec::with_capacity(m.nrows * d);
+                for i in 0..m.nrows {
+                    data.extend_from_slice(m.row(i));
+                    data.resize((i + 1) * d, T::default());
+                }
+                Ok(Features::Dense(DenseMatrix {
+                    nrows: m.nrows,
+                    ncols: d,
+                    data,
+                }))
+            }
+        }
+    }
+
+    /// Mutable access for in-place column scaling (used by standardisation).
+    pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(usize, &mut T)) {
+        match self {
+            Features::Dense(m) => {
+                let d = m.ncols;
+                for (k, v) in m.data.iter_mut().enumerate() {
+                    f(k % d, v);
+                }
+            }
+            Features::Sparse(m) => {
+                let idx = m.indices.clone();
+                for (v, &j) in m.values_mut().iter_mut().zip(&idx) {
+                    f(j as usize, v);
+                }
+            }
+        }
+    }
+}
+
+impl<T: Scalar> Dataset<T> {
+    /// Pairs features with targets, checking that there is one finite target per row.
+    pub fn new(x: Features<T>, y: Vec<f64>) -> Result<Self> {
+        if y.len() != x.nrows() {
+            return Err(JokerError::ShapeMismatch(format!(
+                "{} rows of features but {} targets",
+                x.nrows(),
+                y.len()
+            )));
+        }
+        if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+            return Err(JokerError::NonFinite {
+                what: "targets",
+                row: i,
+                col: 0,
+            });
+        }
+        Ok(Dataset { x, y })
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    /// Whether there are no samples (never true for a validated dataset).
+    pub fn is_empty(&self) -> bool {
+        self.y.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_rejects_bad_shapes_and_nan() {
+        assert!(matches!(
+            DenseMatrix::<f64>::new(2, 2, vec![1.0; 3]),
+            Err(JokerError::ShapeMismatch(_))
+        ));
+        assert!(matches!(
+            DenseMatrix::<f64>::new(0, 2, vec![]),
+            Err(JokerError::EmptyData(_))
+        ));
+        assert!(matches!(
+            DenseMatrix::new(2, 2, vec![1.0, 2.0, f64::NAN, 0.0]),
+            Err(JokerError::NonFinite { row: 1, col: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn csr_validates_and_gathers() {
+        assert!(CsrMatrix::<f32>::new(2, 3, vec![0, 1, 2], vec![0, 3], vec![1.0, 2.0]).is_err());
+        assert!(
+            CsrMatrix::<f32>::new(1, 3, vec![0, 2], vec![2, 1], vec![1.0, 2.0]).is_err(),
+            "unsorted"
+        );
+        let m = CsrMatrix::<f32>::new(2, 3, vec![0, 1, 3], vec![1, 0, 2], vec![5.0, 1.0, 2.0])
+            .unwrap();
+        let f = Features::Sparse(m);
+        let mut out = vec![-9.0; 6];
+        f.gather_dense(&[1, 0], &mut out);
+        assert_eq!(out, vec![1.0, 0.0, 2.0, 0.0, 5.0, 0.0]);
+    }
+}

@@ -1,0 +1,17 @@
+//! # joker: large-scale kernel machines
+//!
+//! Joker solves the dual of a regularised kernel machine,
+//! `min_a 1/2 a^T K a + sum_i f_i(a_i)` over a box, by dual block coordinate descent with a
+//! trust region (DBCD-TR) and a truncated, box-aware CG-Steihaug inner solver, over exact
+//! kernels or random Fourier features (Zhang and Lai, ICML 2025).
+
+#![warn(missing_docs)]
+
+pub mod data;
+pub mod error;
+pub mod rng;
+pub mod scalar;
+
+pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
+pub use error::{JokerError, Result};
+pub use scalar::Scalar;
