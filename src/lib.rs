@@ -15,3 +15,8 @@ pub mod scalar;
 pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
 pub use error::{JokerError, Result};
 pub use scalar::Scalar;
+pub mod backend;
+pub mod features;
+pub mod kernel;
+pub mod loss;
+pub mod solver;

@@ -1,0 +1,296 @@
+//! Shift-invariant kernels: exact evaluation, spectral sampling for random features, and
+//! bandwidth heuristics.
+//!
+//! Parametrisation (one scale `gamma` per kernel, as in scikit-learn):
+//! - Gaussian `exp(-gamma ||x - x'||^2)`, spectral density `N(0, 2 gamma I)`;
+//! - Laplacian (L1) `exp(-gamma ||x - x'||_1)`, spectral density iid `Cauchy(0, gamma)`;
+//! - Matern with `nu` in {1/2, 3/2, 5/2} and length scale `1/gamma`, `r = gamma ||x - x'||_2`:
+//!   `exp(-r)`, `(1 + sqrt3 r) exp(-sqrt3 r)`, `(1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)`;
+//!   spectral density a multivariate Student-t with `2 nu` degrees of freedom and scale `gamma`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Features;
+use crate::error::{JokerError, Result, invalid};
+use crate::rng::Stream;
+use crate::scalar::Scalar;
+
+/// Smoothness of a Matern kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MaternNu {
+    /// nu = 1/2 (the exponential kernel).
+    #[serde(rename = "0.5")]
+    Half,
+    /// nu = 3/2.
+    #[serde(rename = "1.5")]
+    ThreeHalves,
+    /// nu = 5/2.
+    #[serde(rename = "2.5")]
+    FiveHalves,
+}
+
+impl MaternNu {
+    /// The value of nu.
+    pub fn value(self) -> f64 {
+        match self {
+            MaternNu::Half => 0.5,
+            MaternNu::ThreeHalves => 1.5,
+            MaternNu::FiveHalves => 2.5,
+        }
+    }
+
+    /// Parses 0.5, 1.5 or 2.5.
+    pub fn from_value(nu: f64) -> Result<Self> {
+        match nu {
+            v if v == 0.5 => Ok(MaternNu::Half),
+            v if v == 1.5 => Ok(MaternNu::ThreeHalves),
+            v if v == 2.5 => Ok(MaternNu::FiveHalves),
+            _ => Err(invalid("nu", format!("Matern nu must be 0.5, 1.5 or 2.5, got {nu}"))),
+        }
+    }
+}
+
+/// The family of a kernel, without its scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "snake_case")]
+pub enum KernelKind {
+    /// `exp(-gamma ||x - x'||^2)`.
+    Gaussian,
+    /// `exp(-gamma ||x - x'||_1)`.
+    Laplacian,
+    /// Matern with smoothness `nu` and length scale `1/gamma`.
+    Matern {
+        /// Smoothness.
+        nu: MaternNu,
+    },
+}
+
+/// A kernel with its scale.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// The family.
+    pub kind: KernelKind,
+    /// The scale `gamma > 0` (see the module documentation for each family's meaning).
+    pub gamma: f64,
+}
+
+/// How the kernel scale is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Bandwidth {
+    /// An explicit `gamma`.
+    Gamma(f64),
+    /// The median heuristic: the median pairwise distance `m` of (a subsample of) the
+    /// training rows sets `gamma = 1/(2 m^2)` (Gaussian, `m` Euclidean), `1/m` (Laplacian, `m`
+    /// in L1), `1/m` (Matern, Euclidean).
+    Median,
+    /// The Joker reference code's rule: `gamma = 1/s` with `s` the mean squared Euclidean
+    /// distance between training rows (computed exactly), for every family (for Matern
+    /// `1/sqrt(s)`).
+    MeanSquaredDistance,
+}
+
+impl Kernel {
+    /// Checks `gamma`.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.gamma > 0.0 && self.gamma.is_finite()) {
+            return Err(invalid(
+                "gamma",
+                format!("the kernel scale must be positive and finite, got {}", self.gamma),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel as a function of the distance it is defined on: the squared Euclidean
+    /// distance (Gaussian), the L1 distance (Laplacian) or the Euclidean distance (Matern).
+    #[inline]
+    pub fn of_distance(&self, dist: f64) -> f64 {
+        let g = self.gamma;
+        match self.kind {
+            KernelKind::Gaussian | KernelKind::Laplacian => (-g * dist).exp(),
+            KernelKind::Matern { nu } => {
+                let r = g * dist;
+                match nu {
+                    MaternNu::Half => (-r).exp(),
+                    MaternNu::ThreeHalves => {
+                        let t = 3f64.sqrt() * r;
+                        (1.0 + t) * (-t).exp()
+                    }
+                    MaternNu::FiveHalves => {
+                        let t = 5f64.sqrt() * r;
+                        (1.0 + t + t * t / 3.0) * (-t).exp()
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the kernel works on the L1 distance.
+    pub fn uses_l1(&self) -> bool {
+        self.kind == KernelKind::Laplacian
+    }
+
+    /// Exact kernel value between two points, in `f64`.
+    pub fn eval(&self, x: &[f64], z: &[f64]) -> f64 {
+        let dist = match self.kind {
+            KernelKind::Gaussian => x.iter().zip(z).map(|(a, b)| (a - b) * (a - b)).sum(),
+            KernelKind::Laplacian => x.iter().zip(z).map(|(a, b)| (a - b).abs()).sum(),
+            KernelKind::Matern { .. } => x
+                .iter()
+                .zip(z)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt(),
+        };
+        self.of_distance(dist)
+    }
+}
+
+/// Rows used by the bandwidth heuristics (a deterministic subsample beyond this).
+const HEURISTIC_ROWS: usize = 2000;
+
+/// Resolves a [`Bandwidth`] to `gamma` for the given kernel family on the given data.
+pub fn resolve_gamma<T: Scalar>(
+    kind: KernelKind,
+    bandwidth: Bandwidth,
+    x: &Features<T>,
+    seed: u64,
+) -> Result<f64> {
+    let gamma = match bandwidth {
+        Bandwidth::Gamma(g) => g,
+        Bandwidth::MeanSquaredDistance => {
+            let s = mean_squared_distance(x);
+            if !(s > 0.0) {
+                return Err(JokerError::InvalidLabels(
+                    "all training rows are identical: no bandwidth heuristic applies; set gamma"
+                        .into(),
+                ));
+            }
+            match kind {
+                KernelKind::Matern { .. } => 1.0 / s.sqrt(),
+                _ => 1.0 / s,
+            }
+        }
+        Bandwidth::Median => {
+            let m = median_distance(x, kind == KernelKind::Laplacian, seed);
+            if !(m > 0.0) {
+                return Err(JokerError::InvalidLabels(
+                    "the median pairwise distance is zero (many duplicate rows): set gamma".into(),
+                ));
+            }
+            match kind {
+                KernelKind::Gaussian => 0.5 / (m * m),
+                _ => 1.0 / m,
+            }
+        }
+    };
+    let k = Kernel { kind, gamma };
+    k.validate()?;
+    Ok(gamma)
+}
+
+/// Mean of `||x_i - x_j||^2` over all ordered pairs `i != j`, exactly, in `O(n d)`:
+/// `2 n/(n-1) (mean ||x||^2 - ||mean x||^2)`.
+pub fn mean_squared_distance<T: Scalar>(x: &Features<T>) -> f64 {
+    let (n, d) = (x.nrows(), x.ncols());
+    if n < 2 {
+        return 0.0;
+    }
+    let mut sum = vec![0.0f64; d];
+    let mut sq = 0.0f64;
+    let mut row = vec![T::default(); d];
+    for i in 0..n {
+        x.gather_range(i, &mut row);
+        for (s, v) in sum.iter_mut().zip(&row) {
+            let v = v.to_f64();
+            *s += v;
+            sq += v * v;
+        }
+    }
+    let nf = n as f64;
+    let mean_sq = sq / nf;
+    let norm_mean: f64 = sum.iter().map(|s| (s / nf) * (s / nf)).sum();
+    (2.0 * nf / (nf - 1.0) * (mean_sq - norm_mean)).max(0.0)
+}
+
+/// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
+/// at most [`HEURISTIC_ROWS`] rows.
+pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
+    let (n, d) = (x.nrows(), x.ncols());
+    let mut idx: Vec<usize> = (0..n).collect();
+    if n > HEURISTIC_ROWS {
+        Stream::new(seed, 0xB4D).shuffle(&mut idx);
+        idx.truncate(HEURISTIC_ROWS);
+    }
+    let k = idx.len();
+    let mut rows = vec![T::default(); k * d];
+    x.gather_dense(&idx, &mut rows);
+    let rows: Vec<f64> = rows.iter().map(|v| v.to_f64()).collect();
+    let mut dists = Vec::with_capacity(k * (k - 1) / 2);
+    for i in 0..k {
+        let xi = &rows[i * d..(i + 1) * d];
+        for j in 0..i {
+            let xj = &rows[j * d..(j + 1) * d];
+            let dist = if l1 {
+                xi.iter().zip(xj).map(|(a, b)| (a - b).abs()).sum::<f64>()
+            } else {
+                xi.iter().zip(xj).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+            };
+            dists.push(dist);
+        }
+    }
+    if dists.is_empty() {
+        return 0.0;
+    }
+    let mid = dists.len() / 2;
+    let (_, m, _) = dists.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
+    *m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::DenseMatrix;
+
+    #[test]
+    fn mean_squared_distance_is_exact() {
+        let rows = vec![vec![0.0, 1.0], vec![2.0, -1.0], vec![3.0, 5.0]];
+        let x = Features::Dense(DenseMatrix::<f64>::from_rows(&rows).unwrap());
+        let mut brute = 0.0;
+        for i in 0..3 {
+            for j in 0..3 {
+                if i != j {
+                    brute += rows[i]
+                        .iter()
+                        .zip(&rows[j])
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>();
+                }
+            }
+        }
+        brute /= 6.0;
+        assert!((mean_squared_distance(&x) - brute).abs() < 1e-12);
+        // distances sqrt 8, 5, sqrt 37: the median is 5
+        assert!((median_distance(&x, false, 1) - 5.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn matern_half_is_exponential_and_all_start_at_one() {
+        for kind in [
+            KernelKind::Gaussian,
+            KernelKind::Laplacian,
+            KernelKind::Matern { nu: MaternNu::Half },
+            KernelKind::Matern { nu: MaternNu::ThreeHalves },
+            KernelKind::Matern { nu: MaternNu::FiveHalves },
+        ] {
+            let k = Kernel { kind, gamma: 0.7 };
+            assert_eq!(k.eval(&[1.0, 2.0], &[1.0, 2.0]), 1.0);
+            assert!(k.eval(&[0.0, 0.0], &[1.0, 2.0]) < 1.0);
+        }
+        let k = Kernel {
+            kind: KernelKind::Matern { nu: MaternNu::Half },
+            gamma: 0.7,
+        };
+        assert!((k.eval(&[0.0, 0.0], &[3.0, 4.0]) - (-3.5f64).exp()).abs() < 1e-15);
+    }
+}

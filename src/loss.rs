@@ -1,0 +1,401 @@
+//! Losses and their dual coordinate functions (Table 2 of the Joker paper).
+//!
+//! With `c = 1/lambda`, the dual of `min 1/2 ||theta||^2 + c sum_i l(y_i, <theta, phi(x_i)>)`
+//! is `min_a 1/2 a^T K a + sum_i f_i(a_i)` over a box, with
+//! `f_i(a) = c xi*_{y_i}(-lambda a)`. For each loss this module gives `f_i`, its derivatives
+//! (with the paper's Hessian cap for KLR), the box, the primal loss, and the optimality (KKT)
+//! relation between a coordinate and its prediction. Sample weights enter as a per-sample
+//! `lambda_i = lambda / w_i`, which is exactly the dual of the weighted loss `w_i l`.
+
+use serde::{Deserialize, Serialize};
+
+/// A loss function of the primal problem, with the model it defines.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum Loss {
+    /// Kernel ridge regression: `(y - u)^2 / 2`.
+    SquaredError,
+    /// Huber regression: quadratic within `delta` of the target, linear outside.
+    Huber {
+        /// Width of the quadratic zone (> 0).
+        delta: f64,
+    },
+    /// Support vector regression: `max(0, |y - u| - epsilon)`.
+    EpsilonInsensitive {
+        /// Half-width of the insensitive tube (>= 0).
+        epsilon: f64,
+    },
+    /// L1 regression: `|y - u|`.
+    Absolute,
+    /// Lp regression: `|y - u|^p / p` with `p > 1`.
+    Lp {
+        /// The exponent (> 1).
+        p: f64,
+    },
+    /// L1-SVC: the hinge loss `max(0, 1 - y u)`.
+    Hinge,
+    /// L2-SVC: the squared hinge `max(0, 1 - y u)^2 / 2`.
+    SquaredHinge,
+    /// Kernel logistic regression: `log(1 + exp(-y u))`.
+    Logistic,
+}
+
+/// The per-coordinate data a loss needs: target, effective `lambda_i`, and (KLR only) the
+/// distance the box keeps from its ends, one unit in the last place of `c_i` in the working
+/// precision (paper Sec. 3.2).
+#[derive(Clone, Copy, Debug)]
+pub struct Coord {
+    /// Target: `+-1` for classifiers, a real value for regression.
+    pub y: f64,
+    /// `lambda / w_i`.
+    pub lam: f64,
+    /// KLR box margin `c_i - prevfloat(c_i)`; unused by the other losses.
+    pub eps: f64,
+}
+
+impl Coord {
+    /// `c_i = 1/lambda_i`.
+    #[inline]
+    pub fn c(&self) -> f64 {
+        1.0 / self.lam
+    }
+}
+
+/// `x log x` with `0 log 0 = 0`.
+#[inline]
+fn xlogx(x: f64) -> f64 {
+    if x <= 0.0 { 0.0 } else { x * x.ln() }
+}
+
+/// `(x + s) log(x + s) - x log x` without cancellation for small `s`.
+#[inline]
+fn xlogx_diff(x: f64, s: f64) -> f64 {
+    let xs = x + s;
+    if x <= 0.0 || xs <= 0.0 {
+        return xlogx(xs) - xlogx(x);
+    }
+    // (x+s) log(x+s) - x log x = x log(1 + s/x) + s log(x+s)
+    x * (s / x).ln_1p() + s * xs.ln()
+}
+
+impl Loss {
+    /// Short name used by the CLI and in messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Loss::SquaredError => "krr",
+            Loss::Huber { .. } => "huber",
+            Loss::EpsilonInsensitive { .. } => "svr",
+            Loss::Absolute => "l1",
+            Loss::Lp { .. } => "lp",
+            Loss::Hinge => "l1-svc",
+            Loss::SquaredHinge => "l2-svc",
+            Loss::Logistic => "klr",
+        }
+    }
+
+    /// Whether the loss is a classification loss (targets must be `+-1`).
+    pub fn is_classifier(&self) -> bool {
+        matches!(self, Loss::Hinge | Loss::SquaredHinge | Loss::Logistic)
+    }
+
+    /// Checks the loss's own parameters.
+    pub fn validate(&self) -> crate::Result<()> {
+        use crate::error::invalid;
+        match *self {
+            Loss::Huber { delta } if !(delta > 0.0 && delta.is_finite()) => {
+                Err(invalid("delta", format!("must be positive and finite, got {delta}")))
+            }
+            Loss::EpsilonInsensitive { epsilon } if !(epsilon >= 0.0 && epsilon.is_finite()) => {
+                Err(invalid("epsilon", format!("must be >= 0 and finite, got {epsilon}")))
+            }
+            Loss::Lp { p } if !(p > 1.0 && p.is_finite()) => Err(invalid(
+                "p",
+                format!("Lp regression needs a finite p > 1, got {p} (use the absolute loss for p = 1)"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Weight of the non-smooth `|a|` term in `f_i` (SVR's `epsilon`), handled orthant-wise by
+    /// the solver; zero for the other losses.
+    pub fn l1_weight(&self) -> f64 {
+        match *self {
+            Loss::EpsilonInsensitive { epsilon } => epsilon,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether the dual coordinates must start strictly inside the box (KLR's gradient is
+    /// infinite at the ends).
+    pub fn needs_interior_start(&self) -> bool {
+        matches!(self, Loss::Logistic)
+    }
+
+    /// `q = p / (p - 1)`, the conjugate exponent for Lp.
+    fn q(p: f64) -> f64 {
+        p / (p - 1.0)
+    }
+
+    /// The box `[lo, hi]` of coordinate `i`.
+    pub fn bounds(&self, k: &Coord) -> (f64, f64) {
+        let c = k.c();
+        let inf = f64::INFINITY;
+        let by_sign = |lo: f64, hi: f64| if k.y > 0.0 { (lo, hi) } else { (-hi, -lo) };
+        match *self {
+            Loss::SquaredError | Loss::Lp { .. } => (-inf, inf),
+            Loss::Huber { delta } => (-delta * c, delta * c),
+            Loss::EpsilonInsensitive { .. } | Loss::Absolute => (-c, c),
+            Loss::Hinge => by_sign(0.0, c),
+            Loss::SquaredHinge => by_sign(0.0, inf),
+            Loss::Logistic => by_sign(k.eps, c - k.eps),
+        }
+    }
+
+    /// `f_i(a)`, the dual coordinate function (including SVR's `epsilon |a|`).
+    pub fn dual(&self, a: f64, k: &Coord) -> f64 {
+        let (y, lam) = (k.y, k.lam);
+        match *self {
+            Loss::SquaredError | Loss::Huber { .. } | Loss::SquaredHinge => {
+                0.5 * lam * a * a - y * a
+            }
+            Loss::EpsilonInsensitive { epsilon } => epsilon * a.abs() - y * a,
+            Loss::Absolute | Loss::Hinge => -y * a,
+            Loss::Lp { p } => {
+                let q = Self::q(p);
+                lam.powf(q - 1.0) * a.abs().powf(q) / q - y * a
+            }
+            Loss::Logistic => {
+                let c = k.c();
+                let ah = y * a;
+                xlogx(ah) + xlogx(c - ah) - xlogx(c)
+            }
+        }
+    }
+
+    /// `f_i(a + s) - f_i(a)`, computed without cancellation (the trust-region ratio needs it
+    /// accurate when `s` is small).
+    pub fn dual_change(&self, a: f64, s: f64, k: &Coord) -> f64 {
+        let (y, lam) = (k.y, k.lam);
+        match *self {
+            Loss::SquaredError | Loss::Huber { .. } | Loss::SquaredHinge => {
+                s * (lam * (a + 0.5 * s) - y)
+            }
+            Loss::Absolute | Loss::Hinge => -y * s,
+            Loss::EpsilonInsensitive { epsilon } => epsilon * ((a + s).abs() - a.abs()) - y * s,
+            Loss::Logistic => {
+                let c = k.c();
+                let ah = y * a;
+                let sh = y * s;
+                xlogx_diff(ah, sh) + xlogx_diff(c - ah, -sh)
+            }
+            Loss::Lp { .. } => self.dual(a + s, k) - self.dual(a, k),
+        }
+    }
+
+    /// Derivative of the smooth part of `f_i` at `a` (SVR's `epsilon |a|` excluded).
+    pub fn grad(&self, a: f64, k: &Coord) -> f64 {
+        let (y, lam) = (k.y, k.lam);
+        match *self {
+            Loss::SquaredError | Loss::Huber { .. } | Loss::SquaredHinge => lam * a - y,
+            Loss::EpsilonInsensitive { .. } | Loss::Absolute | Loss::Hinge => -y,
+            Loss::Lp { p } => {
+                let q = Self::q(p);
+                lam.powf(q - 1.0) * a.signum() * a.abs().powf(q - 1.0) - y
+            }
+            Loss::Logistic => {
+                let c = k.c();
+                let ah = y * a;
+                y * (ah.ln() - (c - ah).ln())
+            }
+        }
+    }
+
+    /// Second derivative of `f_i` used in the quadratic model, clamped where it is unbounded:
+    /// KLR at `eps^{-1/2}` (paper Sec. 3.2), Lp with `q < 2` at the same scale relative to
+    /// `lambda`.
+    pub fn hess(&self, a: f64, k: &Coord) -> f64 {
+        let lam = k.lam;
+        match *self {
+            Loss::SquaredError | Loss::Huber { .. } | Loss::SquaredHinge => lam,
+            Loss::EpsilonInsensitive { .. } | Loss::Absolute | Loss::Hinge => 0.0,
+            Loss::Lp { p } => {
+                let q = Self::q(p);
+                let h = (q - 1.0) * lam.powf(q - 1.0) * a.abs().powf(q - 2.0);
+                h.min(1e6 * lam.max(1.0))
+            }
+            Loss::Logistic => {
+                let c = k.c();
+                let ah = k.y * a;
+                let h = c / (ah * (c - ah));
+                let cap = 1.0 / k.eps.sqrt();
+                if h.is_finite() { h.min(cap) } else { cap }
+            }
+        }
+    }
+
+    /// The primal loss `l(y, u)` at prediction `u`.
+    pub fn primal(&self, u: f64, y: f64) -> f64 {
+        let r = y - u;
+        match *self {
+            Loss::SquaredError => 0.5 * r * r,
+            Loss::Huber { delta } => {
+                if r.abs() <= delta {
+                    0.5 * r * r
+                } else {
+                    delta * r.abs() - 0.5 * delta * delta
+                }
+            }
+            Loss::EpsilonInsensitive { epsilon } => (r.abs() - epsilon).max(0.0),
+            Loss::Absolute => r.abs(),
+            Loss::Lp { p } => r.abs().powf(p) / p,
+            Loss::Hinge => (1.0 - y * u).max(0.0),
+            Loss::SquaredHinge => 0.5 * (1.0 - y * u).max(0.0).powi(2),
+            Loss::Logistic => {
+                // log(1 + exp(-yu)) without overflow
+                let z = -y * u;
+                if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+            }
+        }
+    }
+
+    /// The optimality relation `-lambda a in d l(y, u)`: the set of optimal `a` given the
+    /// prediction `u`, as an interval `[lo, hi]` (a single point where `l` is differentiable).
+    pub fn kkt_interval(&self, u: f64, k: &Coord) -> (f64, f64) {
+        let (y, c) = (k.y, k.c());
+        let r = y - u;
+        let pt = |v: f64| (v, v);
+        match *self {
+            Loss::SquaredError => pt(r * c),
+            Loss::Huber { delta } => pt(r.clamp(-delta, delta) * c),
+            Loss::SquaredHinge => pt(y * (1.0 - y * u).max(0.0) * c),
+            Loss::Logistic => pt(y * c / (1.0 + (y * u).exp())),
+            Loss::Lp { p } => pt(r.signum() * r.abs().powf(p - 1.0) * c),
+            Loss::Hinge => {
+                let m = y * u;
+                let (lo, hi) = if m < 1.0 {
+                    (c, c)
+                } else if m > 1.0 {
+                    (0.0, 0.0)
+                } else {
+                    (0.0, c)
+                };
+                if y > 0.0 { (lo, hi) } else { (-hi, -lo) }
+            }
+            Loss::Absolute => {
+                if r > 0.0 {
+                    pt(c)
+                } else if r < 0.0 {
+                    pt(-c)
+                } else {
+                    (-c, c)
+                }
+            }
+            Loss::EpsilonInsensitive { epsilon } => {
+                if r.abs() > epsilon {
+                    pt(r.signum() * c)
+                } else if r.abs() < epsilon {
+                    pt(0.0)
+                } else if r > 0.0 {
+                    (0.0, c)
+                } else {
+                    (-c, 0.0)
+                }
+            }
+        }
+    }
+
+    /// The dual starting point of a coordinate: zero, or (KLR) the optimum of the model with
+    /// `K = 0`, `a_hat = c / 2`, which lies strictly inside the box.
+    pub fn start(&self, k: &Coord) -> f64 {
+        match self {
+            Loss::Logistic => k.y * 0.5 * k.c(),
+            _ => 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Loss; 8] = [
+        Loss::SquaredError,
+        Loss::Huber { delta: 0.7 },
+        Loss::EpsilonInsensitive { epsilon: 0.2 },
+        Loss::Absolute,
+        Loss::Lp { p: 1.5 },
+        Loss::Hinge,
+        Loss::SquaredHinge,
+        Loss::Logistic,
+    ];
+
+    fn coord(y: f64) -> Coord {
+        let lam: f64 = 0.37;
+        Coord {
+            y,
+            lam,
+            eps: <f32 as crate::Scalar>::gap_below(1.0 / lam),
+        }
+    }
+
+    /// Finite differences of `dual` agree with `grad`, and `dual_change` with `dual`.
+    #[test]
+    fn derivatives_match_finite_differences() {
+        for loss in ALL {
+            for &y in &[1.0, -1.0] {
+                let k = coord(y);
+                let (lo, hi) = loss.bounds(&k);
+                for t in [0.13, 0.5, 0.81] {
+                    let a = if lo.is_finite() && hi.is_finite() {
+                        lo + t * (hi - lo)
+                    } else {
+                        (t - 0.4) * 3.0
+                    };
+                    if loss.l1_weight() > 0.0 && a.abs() < 1e-3 {
+                        continue;
+                    }
+                    let h = 1e-6;
+                    let fd = (loss.dual(a + h, &k) - loss.dual(a - h, &k)) / (2.0 * h);
+                    let g = loss.grad(a, &k) + loss.l1_weight() * a.signum();
+                    assert!((fd - g).abs() < 1e-5 * (1.0 + g.abs()), "{loss:?} a={a}: {fd} vs {g}");
+                    let s = 1e-3;
+                    let exact = loss.dual(a + s, &k) - loss.dual(a, &k);
+                    let stable = loss.dual_change(a, s, &k);
+                    assert!((exact - stable).abs() < 1e-9, "{loss:?}: {exact} vs {stable}");
+                    let h2 = loss.hess(a, &k);
+                    let fd2 = (loss.grad(a + h, &k) - loss.grad(a - h, &k)) / (2.0 * h);
+                    assert!(
+                        (fd2 - h2).abs() < 1e-4 * (1.0 + h2.abs()),
+                        "{loss:?} a={a}: hess {h2} vs {fd2}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Fenchel-Young in dual-coordinate form: `c l(y, u) + f_i(a) + a u >= 0`, with equality
+    /// exactly on the KKT interval.
+    #[test]
+    fn fenchel_young_equality_on_kkt_interval() {
+        for loss in ALL {
+            for &y in &[1.0, -1.0] {
+                let k = coord(y);
+                for u in [-2.0, -0.3, 0.4, 1.7] {
+                    let (lo, hi) = loss.kkt_interval(u, &k);
+                    let (blo, bhi) = loss.bounds(&k);
+                    let a = 0.5 * (lo + hi);
+                    let a = a.clamp(blo, bhi);
+                    let val = k.c() * loss.primal(u, y) + loss.dual(a, &k) + a * u;
+                    let tol = if loss == Loss::Logistic { 1e-5 } else { 1e-9 };
+                    assert!(val.abs() < tol, "{loss:?} y={y} u={u}: {val}");
+                    // any other feasible point gives a positive value
+                    let other = (a + 0.3).clamp(blo, bhi);
+                    if (other - a).abs() > 1e-9 && !(other >= lo && other <= hi) {
+                        let v2 = k.c() * loss.primal(u, y) + loss.dual(other, &k) + other * u;
+                        assert!(v2 > 0.0, "{loss:?}: {v2}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Dual block coordinate descent with a trust region (paper Algorithm 3).
+//!
+//! The training set is partitioned once into fixed blocks (after one seeded shuffle); each
+//! iteration picks a block uniformly at random, forms `K_BB` and `gbar = K_{B,:} alpha`,
+//! solves the block subproblem per target column, and folds the accepted change back:
+//! - random features: `theta += Phi_B^T delta_alpha` in `f64`, with `gbar = Phi_B theta`;
+//! - exact kernels: `beta += K(X, X_B) delta_alpha` in row chunks, with `gbar = beta_B`.
+//!
+//! Every `check_every` iterations the primal and dual objectives and the relative duality gap
+//! are computed (one pass over the data), a validation metric is evaluated if asked for, the
+//! progress callback runs, and the stopping rules are applied.
+
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+
+use super::decision::{CHUNK_ROWS, Predictor};
+use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
+use crate::backend::Backend;
+use crate::data::Features;
+use crate::error::{JokerError, Result, invalid};
+use crate::features::FeatureMap;
+use crate::kernel::Kernel;
+use crate::loss::{Coord, Loss};
+use crate::rng::Stream;
+use crate::scalar::Scalar;
+
+/// Outer-loop settings.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SolverConfig {
+    /// Block size `|B|` (paper: 512; 1024 for KLR).
+    pub block_size: usize,
+    /// Iteration budget.
+    pub max_iter: usize,
+    /// Stop when the relative duality gap `(P - D) / max(|P|, |D|)` is at most this.
+    pub tol: f64,
+    /// Wall-clock budget.
+    pub time_limit: Option<Duration>,
+    /// Evaluate objectives, gap and validation every this many iterations (0: once per pass
+    /// over the data, `ceil(n / block_size)`).
+    pub check_every: usize,
+    /// Initial `Delta_max` (reference code: 64).
+    pub delta_max: f64,
+    /// `Delta_max` is multiplied by `shrink_rate` every `shrink_every` iterations (reference
+    /// code: 0.9 every 1000); `shrink_every = 0` disables the annealing.
+    pub shrink_every: usize,
+    /// See `shrink_every`.
+    pub shrink_rate: f64,
+    /// The block solver.
+    pub trust_region: TrustRegion,
+    /// Seed of the block partition and block choice.
+    pub seed: u64,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        SolverConfig {
+            block_size: 512,
+            max_iter: 10_000,
+            tol: 1e-3,
+            time_limit: None,
+            check_every: 0,
+            delta_max: 64.0,
+            shrink_every: 1000,
+            shrink_rate: 0.9,
+            trust_region: TrustRegion::default(),
+            seed: 42,
+        }
+    }
+}
+
+/// A snapshot of the optimisation, passed to the progress callback.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Progress {
+    /// Iterations done.
+    pub iter: usize,
+    /// Passes over the data (`iter * |B| / n`).
+    pub epoch: f64,
+    /// Seconds since the start of the fit.
+    pub seconds: f64,
+    /// Primal objective `1/2 ||theta||^2 + sum_i c_i l(y_i, f(x_i))` (summed over targets).
+    pub primal: f64,
+    /// Dual objective `-(1/2 a^T K a + sum_i f_i(a_i))`.
+    pub dual: f64,
+    /// Relative duality gap.
+    pub gap: f64,
+    /// Validation metric (accuracy for classifiers, RMSE for regression), if a validation set
+    /// was given.
+    pub validation: Option<f64>,
+    /// Trust-region steps accepted so far.
+    pub accepted: usize,
+}
+
+/// Why the solver stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum StopReason {
+    /// The duality gap reached the tolerance.
+    Converged,
+    /// The iteration budget ran out.
+    MaxIter,
+    /// The time budget ran out.
+    TimeLimit,
+    /// The progress callback asked to stop.
+    Cancelled,
+}
+
+/// The solver's result.
+#[derive(Clone, Debug)]
+pub struct Solution {
+    /// Dual coefficients, column-major `n x T`.
+    pub alpha: Vec<f64>,
+    /// Primal weights (`M x T`), for random-feature models.
+    pub theta: Option<Vec<f64>>,
+    /// Iterations run.
+    pub iters: usize,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Every check, in order (the last is the final state).
+    pub history: Vec<Progress>,
+}
+
+/// How the kernel is represented.
+pub enum Repr<'a, T> {
+    /// Random Fourier features.
+    Features(&'a FeatureMap<T>),
+    /// The exact kernel.
+    Exact(&'a Kernel),
+}
+
+/// The problem data: features, loss, targets (`n x T` column-major, `+-1` for classifiers)
+/// and per-sample `lambda_i` and KLR box margins.
+pub struct Problem<'a, T> {
+    /// Training features.
+    pub x: &'a Features<T>,
+    /// Kernel representation.
+    pub repr: Repr<'a, T>,
+    /// The loss.
+    pub loss: Loss,
+    /// Number of target columns.
+    pub targets: usize,
+    /// Targets, column-major `n x T`.
+    pub y: &'a [f64],
+    /// `lambda / w_i`.
+    pub lam: &'a [f64],
+    /// KLR box margins (one ulp of `c_i` in the working precision).
+    pub eps: &'a [f64],
+}
+
+/// Optional hooks into the loop.
+#[derive(Default)]
+pub struct Hooks<'a, T> {
+    /// Returns the validation metric for the current predictor.
+    #[allow(clippy::type_complexity)]
+    pub validate: Option<Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>>,
+    /// Sees every check; returning `false` stops the fit.
+    pub progress: Option<Box<dyn FnMut(&Progress) -> bool + 'a>>,
+}
+
+/// Bytes the solver will allocate for a problem (checked before allocating).
+pub fn memory_estimate(n: usize, d: usize, m: Option<usize>, targets: usize, block: usize) -> usize {
+    let f64s = n * targets * 2 + n * 2; // alpha, beta or y, lam/eps
+    let block_bytes = block * block * 8 * 2 + block * d * 8;
+    let feat = m.map_or(0, |m| m * d * 8 + m * targets * 8 + block * m * 8 + CHUNK_ROWS * m * 8);
+    let exact_tile = if m.is_none() { CHUNK_ROWS * block * 8 * 2 } else { 0 };
+    f64s * 8 + block_bytes + feat + exact_tile
+}
+
+struct State<'a, T: Scalar> {
+    prob: &'a Problem<'a, T>,
+    backend: &'a dyn Backend<T>,
+    n: usize,
+    alpha: Vec<f64>,
+    /// `theta` (features) or `beta = K alpha` (exact), both `f64`.
+    theta: Vec<f64>,
+    beta: Vec<f64>,
+}
+
+impl<T: Scalar> State<'_, T> {
+    fn coord(&self, i: usize, t: usize) -> Coord {
+        Coord {
+            y: self.prob.y[t * self.n + i],
+            lam: self.prob.lam[i],
+            eps: self.prob.eps[i],
+        }
+    }
+
+    fn predictor(&self) -> Predictor<'_, T> {
+        match self.prob.repr {
+            Repr::Features(map) => Predictor::Features {
+                map,
+                theta: &self.theta,
+            },
+            Repr::Exact(kernel) => Predictor::Exact {
+                kernel,
+                support: self.prob.x,
+                rows: None,
+                alpha: &self.alpha,
+            },
+        }
+    }
+
+    /// Builds `theta` or `beta` from scratch (needed when `alpha != 0` at the start).
+    fn sync_from_alpha(&mut self) {
+        let (n, tt) = (self.n, self.prob.targets);
+        if self.alpha.iter().all(|&a| a == 0.0) {
+            return;
+        }
+        let x = self.prob.x;
+        let d = x.ncols();
+        match self.prob.repr {
+            Repr::Features(map) => {
+                let m = map.m();
+                let mut xc = vec![T::default(); CHUNK_ROWS * d];
+                let mut phi = vec![T::default(); CHUNK_ROWS * m];
+                for start in (0..n).step_by(CHUNK_ROWS) {
+                    let rows = CHUNK_ROWS.min(n - start);
+                    x.gather_range(start, &mut xc[..rows * d]);
+                    self.backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+                    let mut delta = vec![0.0; rows * tt];
+                    for t in 0..tt {
+                        delta[t * rows..(t + 1) * rows]
+                            .copy_from_slice(&self.alpha[t * n + start..t * n + start + rows]);
+                    }
+                    self.backend.accumulate(&phi[..rows * m], rows, m, &delta, tt, &mut self.theta);
+                }
+            }
+            Repr::Exact(_) => {
+                self.beta = self.predictor().decision(self.backend, x, tt);
+            }
+        }
+    }
+
+    /// Primal, dual and relative gap, plus the squared norm term.
+    fn objectives(&self) -> (f64, f64, f64) {
+        let (n, tt) = (self.n, self.prob.targets);
+        let loss = self.prob.loss;
+        let (u, sq) = match self.prob.repr {
+            Repr::Features(_) => {
+                let u = self.predictor().decision(self.backend, self.prob.x, tt);
+                let sq: f64 = self.theta.iter().map(|v| v * v).sum();
+                (u, sq)
+            }
+            Repr::Exact(_) => {
+                let sq: f64 = self.alpha.iter().zip(&self.beta).map(|(a, b)| a * b).sum();
+                (self.beta.clone(), sq)
+            }
+        };
+        let (mut lsum, mut fsum) = (0.0, 0.0);
+        for t in 0..tt {
+            for i in 0..n {
+                let k = self.coord(i, t);
+                lsum += k.c() * loss.primal(u[t * n + i], k.y);
+                fsum += loss.dual(self.alpha[t * n + i], &k);
+            }
+        }
+        let primal = 0.5 * sq + lsum;
+        let dual = -(0.5 * sq + fsum);
+        let scale = primal.abs().max(dual.abs()).max(f64::MIN_POSITIVE);
+        let gap = ((primal - dual) / scale).max(0.0);
+        (primal, dual, gap)
+    }
+}
+
+/// Runs DBCD-TR. `alpha0` (column-major `n x T`) warm-starts the dual; it is projected into the
+/// box (strictly inside for KLR).
+pub fn solve<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &Problem<T>,
+    cfg: &SolverConfig,
+    alpha0: Option<Vec<f64>>,
+    hooks: &mut Hooks<T>,
+) -> Result<Solution> {
+    let start = Instant::now();
+    let (n, d, tt) = (prob.x.nrows(), prob.x.ncols(), prob.targets);
+    let b = cfg.block_size;
+    if b == 0 || b > n {
+        return Err(invalid(
+            "block_size",
+            format!("must be between 1 and the number of samples ({n}), got {b}"),
+        ));
+    }
+    if prob.y.len() != n * tt || prob.lam.len() != n || prob.eps.len() != n {
+        return Err(JokerError::ShapeMismatch(format!(
+            "{n} samples and {tt} targets need {} target values, got {}",
+            n * tt,
+            prob.y.len()
+        )));
+    }
+    let mut st = State {
+        prob,
+        backend,
+        n,
+        alpha: vec![0.0; n * tt],
+        theta: Vec::new(),
+        beta: Vec::new(),
+    };
+    // Starting point: the warm start or the loss's own, inside the box.
+    for t in 0..tt {
+        for i in 0..n {
+            let k = st.coord(i, t);
+            let (lo, hi) = prob.loss.bounds(&k);
+            let a0 = match &alpha0 {
+                Some(a) => a[t * n + i],
+                None => prob.loss.start(&k),
+            };
+            st.alpha[t * n + i] = a0.clamp(lo, hi);
+        }
+    }
+    let m = match prob.repr {
+        Repr::Features(map) => {
+            if map.d() != d {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "feature map built for {} inputs, data has {d}",
+                    map.d()
+                )));
+            }
+            st.theta = vec![0.0; map.m() * tt];
+            map.m()
+        }
+        Repr::Exact(_) => {
+            st.beta = vec![0.0; n * tt];
+            0
+        }
+    };
+    st.sync_from_alpha();
+
+    // Fixed blocks over one seeded shuffle.
+    let mut perm: Vec<usize> = (0..n).collect();
+    Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
+    let blocks: Vec<&[usize]> = perm.chunks(b).collect();
+    let mut chooser = Stream::new(cfg.seed, 0xC401);
+    let check_every = if cfg.check_every == 0 { n.div_ceil(b) } else { cfg.check_every };
+
+    let mut xb = vec![T::default(); b * d];
+    let mut phi = vec![T::default(); b * m];
+    let mut kbb = vec![0.0; b * b];
+    let mut gbar = vec![0.0; b * tt];
+    let mut delta_max = cfg.delta_max;
+    let mut history = Vec::new();
+    let mut accepted = 0usize;
+    let mut stop = StopReason::MaxIter;
+    let mut iter = 0;
+    let mut checked_at = usize::MAX;
+
+    let mut check = |st: &State<T>, iter: usize, accepted: usize, hooks: &mut Hooks<T>| {
+        let (primal, dual, gap) = st.objectives();
+        let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+        let p = Progress {
+            iter,
+            epoch: (iter * b) as f64 / n as f64,
+            seconds: start.elapsed().as_secs_f64(),
+            primal,
+            dual,
+            gap,
+            validation,
+            accepted,
+        };
+        let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+        history.push(p);
+        (gap, go_on, primal.is_finite() && dual.is_finite())
+    };
+
+    while iter < cfg.max_iter {
+        let block = blocks[chooser.below(blocks.len())];
+        let nb = block.len();
+        prob.x.gather_dense(block, &mut xb[..nb * d]);
+        let kb = &mut kbb[..nb * nb];
+        match prob.repr {
+            Repr::Features(map) => {
+                backend.features(map, &xb[..nb * d], nb, &mut phi[..nb * m]);
+                backend.gram(&phi[..nb * m], nb, m, kb);
+                backend.project(&phi[..nb * m], nb, m, &st.theta, tt, &mut gbar[..nb * tt]);
+            }
+            Repr::Exact(kernel) => {
+                backend.kernel_tile(kernel, &xb[..nb * d], nb, &xb[..nb * d], nb, d, kb);
+                for t in 0..tt {
+                    for (r, &i) in block.iter().enumerate() {
+                        gbar[t * nb + r] = st.beta[t * n + i];
+                    }
+                }
+            }
+        }
+        // Block solve, one column per task.
+        let kb: &[f64] = kb;
+        let cols: Vec<(Vec<f64>, BlockStats)> = (0..tt)
+            .into_par_iter()
+            .map(|t| {
+                let coords: Vec<Coord> = block.iter().map(|&i| st.coord(i, t)).collect();
+                let mut a: Vec<f64> = block.iter().map(|&i| st.alpha[t * n + i]).collect();
+                let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
+                let bp = BlockProblem {
+                    kbb: kb,
+                    loss: prob.loss,
+                    coords: &coords,
+                };
+                let s = solve_column(&bp, &mut a, &mut g, delta_max, &cfg.trust_region);
+                (a, s)
+            })
+            .collect();
+        let mut delta = vec![0.0; nb * tt];
+        let mut changed = false;
+        for (t, (a, s)) in cols.iter().enumerate() {
+            accepted += s.accepted;
+            for (r, &i) in block.iter().enumerate() {
+                let dv = a[r] - st.alpha[t * n + i];
+                if dv != 0.0 {
+                    if !dv.is_finite() {
+                        return Err(JokerError::Numerical(format!(
+                            "non-finite dual update at sample {i}, iteration {iter}"
+                        )));
+                    }
+                    changed = true;
+                    delta[t * nb + r] = dv;
+                    st.alpha[t * n + i] = a[r];
+                }
+            }
+        }
+        if changed {
+            match prob.repr {
+                Repr::Features(_) => {
+                    backend.accumulate(&phi[..nb * m], nb, m, &delta, tt, &mut st.theta);
+                }
+                Repr::Exact(kernel) => {
+                    update_beta(backend, kernel, prob.x, &xb[..nb * d], nb, &delta, tt, &mut st.beta);
+                }
+            }
+        }
+        iter += 1;
+        if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
+            delta_max *= cfg.shrink_rate;
+        }
+        if iter % check_every == 0 {
+            checked_at = iter;
+            let (gap, go_on, finite) = check(&st, iter, accepted, hooks);
+            if !finite {
+                return Err(JokerError::Numerical(
+                    "the objective became non-finite; check the scaling of the data and lambda".into(),
+                ));
+            }
+            if gap <= cfg.tol {
+                stop = StopReason::Converged;
+                break;
+            }
+            if !go_on {
+                stop = StopReason::Cancelled;
+                break;
+            }
+        }
+        if cfg.time_limit.is_some_and(|lim| start.elapsed() >= lim) {
+            stop = StopReason::TimeLimit;
+            break;
+        }
+    }
+    if checked_at != iter {
+        let (gap, _, _) = check(&st, iter, accepted, hooks);
+        if gap <= cfg.tol && stop != StopReason::Cancelled {
+            stop = StopReason::Converged;
+        }
+    }
+    let theta = match prob.repr {
+        Repr::Features(_) => Some(std::mem::take(&mut st.theta)),
+        Repr::Exact(_) => None,
+    };
+    Ok(Solution {
+        alpha: st.alpha,
+        theta,
+        iters: iter,
+        stop,
+        history,
+    })
+}
+
+/// `beta (n x T) += K(X, X_B) delta` in row chunks.
+#[allow(clippy::too_many_arguments)]
+fn update_beta<T: Scalar>(
+    backend: &dyn Backend<T>,
+    kernel: &Kernel,
+    x: &Features<T>,
+    xb: &[T],
+    nb: usize,
+    delta: &[f64],
+    tt: usize,
+    beta: &mut [f64],
+) {
+    let (n, d) = (x.nrows(), x.ncols());
+    let mut xc = vec![T::default(); CHUNK_ROWS * d];
+    let mut tile = vec![0.0; CHUNK_ROWS * nb];
+    let active: Vec<usize> = (0..tt).filter(|&t| delta[t * nb..(t + 1) * nb].iter().any(|&v| v != 0.0)).collect();
+    for start in (0..n).step_by(CHUNK_ROWS) {
+        let rows = CHUNK_ROWS.min(n - start);
+        x.gather_range(start, &mut xc[..rows * d]);
+        let tl = &mut tile[..rows * nb];
+        backend.kernel_tile(kernel, &xc[..rows * d], rows, xb, nb, d, tl);
+        for &t in &active {
+            let dt = &delta[t * nb..(t + 1) * nb];
+            beta[t * n + start..t * n + start + rows]
+                .par_iter_mut()
+                .enumerate()
+                .for_each(|(r, o)| {
+                    *o += tl[r * nb..(r + 1) * nb].iter().zip(dt).map(|(k, v)| k * v).sum::<f64>();
+                });
+        }
+    }
+}

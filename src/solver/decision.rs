@@ -1,0 +1,96 @@
+//! Decision values `f(x)` of a (partial or final) solution, streamed in row chunks so that no
+//! `n x M` or `n x n` matrix is ever formed.
+
+use rayon::prelude::*;
+
+use crate::backend::Backend;
+use crate::data::Features;
+use crate::features::FeatureMap;
+use crate::kernel::Kernel;
+use crate::scalar::Scalar;
+
+/// Rows per chunk when streaming over data.
+pub const CHUNK_ROWS: usize = 1024;
+
+/// What a decision function is made of.
+pub enum Predictor<'a, T> {
+    /// `f_t(x) = psi(x)^T theta_t` (`theta` column-major `M x T`).
+    Features {
+        /// The feature map.
+        map: &'a FeatureMap<T>,
+        /// Primal weights.
+        theta: &'a [f64],
+    },
+    /// `f_t(x) = sum_i alpha_it k(s_i, x)` over support rows `s` (`alpha` column-major).
+    Exact {
+        /// The kernel.
+        kernel: &'a Kernel,
+        /// Support rows (training rows with a non-zero coefficient).
+        support: &'a Features<T>,
+        /// Which rows of `support` to use (`None`: all).
+        rows: Option<&'a [usize]>,
+        /// Coefficients, column-major `n_support x T` over all rows of `support`.
+        alpha: &'a [f64],
+    },
+}
+
+impl<T: Scalar> Predictor<'_, T> {
+    /// Decision values for every row of `x`, column-major `n x T`.
+    pub fn decision(&self, backend: &dyn Backend<T>, x: &Features<T>, targets: usize) -> Vec<f64> {
+        let (n, d) = (x.nrows(), x.ncols());
+        let mut out = vec![0.0; n * targets];
+        let mut xc = vec![T::default(); CHUNK_ROWS * d];
+        match self {
+            Predictor::Features { map, theta } => {
+                let m = map.m();
+                let mut phi = vec![T::default(); CHUNK_ROWS * m];
+                let mut part = vec![0.0; CHUNK_ROWS * targets];
+                for start in (0..n).step_by(CHUNK_ROWS) {
+                    let rows = CHUNK_ROWS.min(n - start);
+                    x.gather_range(start, &mut xc[..rows * d]);
+                    backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+                    backend.project(&phi[..rows * m], rows, m, theta, targets, &mut part[..rows * targets]);
+                    for t in 0..targets {
+                        out[t * n + start..t * n + start + rows]
+                            .copy_from_slice(&part[t * rows..(t + 1) * rows]);
+                    }
+                }
+            }
+            Predictor::Exact { kernel, support, rows, alpha } => {
+                let ns = support.nrows();
+                let all: Vec<usize>;
+                let sel: &[usize] = match rows {
+                    Some(r) => r,
+                    None => {
+                        all = (0..ns).collect();
+                        &all
+                    }
+                };
+                const SUP: usize = 2048;
+                let mut sc = vec![T::default(); SUP * d];
+                let mut tile = vec![0.0; CHUNK_ROWS * SUP];
+                for jstart in (0..sel.len()).step_by(SUP) {
+                    let js = &sel[jstart..(jstart + SUP).min(sel.len())];
+                    support.gather_dense(js, &mut sc[..js.len() * d]);
+                    for start in (0..n).step_by(CHUNK_ROWS) {
+                        let rows = CHUNK_ROWS.min(n - start);
+                        x.gather_range(start, &mut xc[..rows * d]);
+                        let tl = &mut tile[..rows * js.len()];
+                        backend.kernel_tile(kernel, &xc[..rows * d], rows, &sc[..js.len() * d], js.len(), d, tl);
+                        for t in 0..targets {
+                            let a: Vec<f64> = js.iter().map(|&j| alpha[t * ns + j]).collect();
+                            out[t * n + start..t * n + start + rows]
+                                .par_iter_mut()
+                                .enumerate()
+                                .for_each(|(r, o)| {
+                                    let row = &tl[r * js.len()..(r + 1) * js.len()];
+                                    *o += row.iter().zip(&a).map(|(k, v)| k * v).sum::<f64>();
+                                });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
