@@ -20,3 +20,12 @@ pub mod features;
 pub mod kernel;
 pub mod loss;
 pub mod solver;
+pub mod estimator;
+pub mod model;
+pub mod preprocess;
+
+pub use estimator::{ClassWeight, FitOptions, Joker, JokerBuilder};
+pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
+pub use loss::Loss;
+pub use model::{Model, Precision, Task};
+pub use solver::{Progress, RadiusRule, SolverConfig, StopReason, TrustRegion};

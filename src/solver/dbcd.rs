@@ -497,6 +497,7 @@ fn update_beta<T: Scalar>(
                 .par_iter_mut()
                 .enumerate()
                 .for_each(|(r, o)| {
+                    crate::backend::cpu::clear_upper_state();
                     *o += tl[r * nb..(r + 1) * nb].iter().zip(dt).map(|(k, v)| k * v).sum::<f64>();
                 });
         }

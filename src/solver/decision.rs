@@ -83,6 +83,7 @@ impl<T: Scalar> Predictor<'_, T> {
                                 .par_iter_mut()
                                 .enumerate()
                                 .for_each(|(r, o)| {
+                                    crate::backend::cpu::clear_upper_state();
                                     let row = &tl[r * js.len()..(r + 1) * js.len()];
                                     *o += row.iter().zip(&a).map(|(k, v)| k * v).sum::<f64>();
                                 });

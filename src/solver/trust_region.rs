@@ -8,8 +8,11 @@
 //! keeps its accuracy for small steps.
 //!
 //! Box handling: coordinates at a bound whose gradient points outward are frozen before CG
-//! (two-metric projection); a CG iterate that leaves the box is clipped to it (the reference
-//! code's rule) and the ratio test judges the result. SVR's `epsilon |a|` is handled
+//! (two-metric projection). When a CG move would leave the box, two candidates are compared
+//! on the model: the move stopped at the first bound (the model still decreases, as in
+//! Steihaug's boundary step) and the reference code's move clipped to the box; the better one
+//! is the step. Clipping alone can produce an ascent step that stalls the method (seen on
+//! L2-SVC with C = 10), which the stopped move rules out. SVR's `epsilon |a|` is handled
 //! orthant-wise: each coordinate is confined to the orthant of its sign (or of its
 //! steepest-descent sign at zero), where the model is exact.
 
@@ -121,6 +124,54 @@ fn matvec(a: &[f64], v: &[f64], out: &mut [f64]) {
     }
 }
 
+/// `g^T s + 1/2 s^T Q s`.
+fn model_value(q: &[f64], g: &[f64], s: &[f64], scratch: &mut [f64]) -> f64 {
+    matvec(q, s, scratch);
+    dot(g, s) + 0.5 * dot(s, scratch)
+}
+
+/// Largest `tau >= 0` with `slo <= s + tau d <= shi`.
+fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
+    let mut tau = f64::INFINITY;
+    for i in 0..s.len() {
+        if d[i] > 0.0 {
+            tau = tau.min((shi[i] - s[i]) / d[i]);
+        } else if d[i] < 0.0 {
+            tau = tau.min((slo[i] - s[i]) / d[i]);
+        }
+    }
+    tau.max(0.0)
+}
+
+/// The last CG move from `s` along `d` with at most `tau` (the radius boundary, or the CG
+/// minimiser when it leaves the box): of the move stopped at the first bound (which keeps the
+/// model decrease of CG) and the reference code's move clipped to the box (which makes more
+/// progress when several bounds are hit at once but may increase the model), keep the one
+/// with the lower model value.
+#[allow(clippy::too_many_arguments)]
+fn last_move(
+    q: &[f64],
+    g: &[f64],
+    slo: &[f64],
+    shi: &[f64],
+    s: &mut [f64],
+    d: &[f64],
+    tau: f64,
+    scratch: &mut [f64],
+) {
+    let n = s.len();
+    let tb = to_box(s, d, slo, shi).min(tau);
+    let stopped: Vec<f64> = (0..n).map(|i| (s[i] + tb * d[i]).clamp(slo[i], shi[i])).collect();
+    if tb >= tau {
+        s.copy_from_slice(&stopped);
+        return;
+    }
+    let clipped: Vec<f64> = (0..n).map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i])).collect();
+    let m_stop = model_value(q, g, &stopped, scratch);
+    let m_clip = model_value(q, g, &clipped, scratch);
+    s.copy_from_slice(if m_clip < m_stop { &clipped } else { &stopped });
+}
+
 /// Truncated CG-Steihaug on `min g^T s + 1/2 s^T Q s`, `||s|| <= radius`,
 /// `slo <= s <= shi`. Returns the CG iterations used; `s` holds the step.
 fn cg_steihaug(
@@ -142,41 +193,31 @@ fn cg_steihaug(
     if rr == 0.0 {
         return 0;
     }
-    let clip = |s: &mut [f64]| {
-        for i in 0..s.len() {
-            s[i] = s[i].clamp(slo[i], shi[i]);
-        }
-    };
     for it in 1..=p.max_cg_iter {
         matvec(q, &d, &mut qd);
         let dqd = dot(&d, &qd);
         let dd = dot(&d, &d);
+        let tau_radius = to_boundary(s, &d, radius);
         if !(dqd > 1e-14 * dd) {
-            // zero or negative curvature: go to the boundary along d
-            let tau = to_boundary(s, &d, radius);
-            for i in 0..n {
-                s[i] += tau * d[i];
-            }
-            clip(s);
+            // zero or negative curvature: the model decreases all the way to the boundary
+            last_move(q, g, slo, shi, s, &d, tau_radius, &mut qd);
             return it;
         }
         let omega = rr / dqd;
-        let next: Vec<f64> = s.iter().zip(&d).map(|(x, y)| x + omega * y).collect();
-        if dot(&next, &next) >= radius * radius {
-            let tau = to_boundary(s, &d, radius);
-            for i in 0..n {
-                s[i] += tau * d[i];
-            }
-            clip(s);
+        if omega >= tau_radius {
+            last_move(q, g, slo, shi, s, &d, tau_radius, &mut qd);
             return it;
         }
-        let violates = (0..n).any(|i| next[i] < slo[i] || next[i] > shi[i]);
-        s.copy_from_slice(&next);
+        let violates = (0..n).any(|i| {
+            let v = s[i] + omega * d[i];
+            v < slo[i] || v > shi[i]
+        });
         if violates {
-            clip(s);
+            last_move(q, g, slo, shi, s, &d, omega, &mut qd);
             return it;
         }
         for i in 0..n {
+            s[i] += omega * d[i];
             r[i] -= omega * qd[i];
         }
         let rr_new = dot(&r, &r);

@@ -1,0 +1,511 @@
+//! The estimator: validated parameters, `fit`, and the preprocessing around the solver.
+//!
+//! ```no_run
+//! use joker::{Joker, Loss, io};
+//! # fn main() -> joker::Result<()> {
+//! let train = io::read_libsvm::<f32>("ijcnn1".as_ref(), &Default::default())?;
+//! let model = Joker::builder()
+//!     .loss(Loss::SquaredHinge)
+//!     .c(32.0)
+//!     .n_components(10_000)
+//!     .build()?
+//!     .fit(&train)?;
+//! model.save("ijcnn1.joker.json")?;
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use crate::backend::cpu::Cpu;
+use crate::data::{Dataset, Features};
+use crate::error::{JokerError, Result, invalid};
+use crate::features::{FeatureMap, FeatureSpec};
+use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
+use crate::loss::Loss;
+use crate::model::{
+    FORMAT_NAME, FORMAT_VERSION, Model, Precision, Representation, Task, TrainingInfo, accuracy,
+    rmse, stop_name,
+};
+use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
+use crate::scalar::Scalar;
+use crate::solver::dbcd::{Hooks, Problem, Repr, memory_estimate, solve};
+use crate::solver::{Progress, RadiusRule, SolverConfig};
+
+/// Per-class weights for classifiers (they multiply the sample weights).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ClassWeight {
+    /// All classes weigh 1.
+    #[default]
+    None,
+    /// `n / (K n_k)` for class `k`, as in scikit-learn.
+    Balanced,
+    /// Explicit `(label, weight)` pairs; unlisted classes weigh 1.
+    Custom(Vec<(f64, f64)>),
+}
+
+/// Validated Joker parameters; [`Joker::fit`] trains a [`Model`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Joker {
+    /// The loss (and so the model: KRR, SVC, KLR, ...).
+    pub loss: Loss,
+    /// Kernel family.
+    pub kernel: KernelKind,
+    /// Kernel scale.
+    pub bandwidth: Bandwidth,
+    /// Regularisation `lambda > 0` (`C = 1/lambda`).
+    pub lambda: f64,
+    /// Random features `M`, or `None` for the exact kernel.
+    pub n_components: Option<usize>,
+    /// Working precision.
+    pub precision: Precision,
+    /// Classification or regression (`None`: from the loss).
+    pub task: Option<Task>,
+    /// Z-score the features with training statistics.
+    pub standardize: bool,
+    /// Z-score regression targets (predictions are returned in the original units; `epsilon`
+    /// and `delta` are then in standardised units).
+    pub normalize_target: bool,
+    /// Class weights.
+    pub class_weight: ClassWeight,
+    /// Solver settings.
+    pub solver: SolverConfig,
+    /// Refuse to fit when the estimated memory exceeds this many bytes.
+    pub max_memory: Option<usize>,
+}
+
+/// Builder for [`Joker`]; [`JokerBuilder::build`] validates.
+#[derive(Clone, Debug)]
+pub struct JokerBuilder {
+    p: Joker,
+}
+
+impl Default for JokerBuilder {
+    fn default() -> Self {
+        JokerBuilder {
+            p: Joker {
+                loss: Loss::SquaredError,
+                kernel: KernelKind::Gaussian,
+                bandwidth: Bandwidth::Median,
+                lambda: 1.0,
+                n_components: Some(2048),
+                precision: Precision::F32,
+                task: None,
+                standardize: true,
+                normalize_target: true,
+                class_weight: ClassWeight::None,
+                solver: SolverConfig::default(),
+                max_memory: None,
+            },
+        }
+    }
+}
+
+impl JokerBuilder {
+    /// The loss (default: squared error, i.e. KRR).
+    pub fn loss(mut self, loss: Loss) -> Self {
+        self.p.loss = loss;
+        self
+    }
+    /// The kernel family (default: Gaussian).
+    pub fn kernel(mut self, kind: KernelKind) -> Self {
+        self.p.kernel = kind;
+        self
+    }
+    /// An explicit kernel scale `gamma`.
+    pub fn gamma(mut self, gamma: f64) -> Self {
+        self.p.bandwidth = Bandwidth::Gamma(gamma);
+        self
+    }
+    /// How to choose the kernel scale (default: the median heuristic).
+    pub fn bandwidth(mut self, b: Bandwidth) -> Self {
+        self.p.bandwidth = b;
+        self
+    }
+    /// Regularisation `lambda` (default 1).
+    pub fn lambda(mut self, lambda: f64) -> Self {
+        self.p.lambda = lambda;
+        self
+    }
+    /// `C = 1/lambda`, as in LIBSVM and scikit-learn.
+    pub fn c(mut self, c: f64) -> Self {
+        self.p.lambda = 1.0 / c;
+        self
+    }
+    /// Number of random features (default 2048).
+    pub fn n_components(mut self, m: usize) -> Self {
+        self.p.n_components = Some(m);
+        self
+    }
+    /// Use the exact kernel instead of random features.
+    pub fn exact(mut self) -> Self {
+        self.p.n_components = None;
+        self
+    }
+    /// Working precision (default f32).
+    pub fn precision(mut self, p: Precision) -> Self {
+        self.p.precision = p;
+        self
+    }
+    /// Force classification or regression.
+    pub fn task(mut self, t: Task) -> Self {
+        self.p.task = Some(t);
+        self
+    }
+    /// Z-score the features (default true).
+    pub fn standardize(mut self, yes: bool) -> Self {
+        self.p.standardize = yes;
+        self
+    }
+    /// Z-score regression targets (default true).
+    pub fn normalize_target(mut self, yes: bool) -> Self {
+        self.p.normalize_target = yes;
+        self
+    }
+    /// Class weights.
+    pub fn class_weight(mut self, w: ClassWeight) -> Self {
+        self.p.class_weight = w;
+        self
+    }
+    /// Block size `|B|` (default 512).
+    pub fn block_size(mut self, b: usize) -> Self {
+        self.p.solver.block_size = b;
+        self
+    }
+    /// Iteration budget (default 10,000).
+    pub fn max_iter(mut self, n: usize) -> Self {
+        self.p.solver.max_iter = n;
+        self
+    }
+    /// Relative duality gap tolerance (default 1e-3).
+    pub fn tol(mut self, tol: f64) -> Self {
+        self.p.solver.tol = tol;
+        self
+    }
+    /// Wall-clock budget.
+    pub fn time_limit(mut self, d: Duration) -> Self {
+        self.p.solver.time_limit = Some(d);
+        self
+    }
+    /// Monitoring period in iterations (0: once per pass over the data).
+    pub fn check_every(mut self, k: usize) -> Self {
+        self.p.solver.check_every = k;
+        self
+    }
+    /// Seed of the random features and of the block choice (default 42).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.p.solver.seed = seed;
+        self
+    }
+    /// Trust-region radius rule (default: the reference code's).
+    pub fn radius_rule(mut self, r: RadiusRule) -> Self {
+        self.p.solver.trust_region.rule = r;
+        self
+    }
+    /// All solver settings at once.
+    pub fn solver(mut self, s: SolverConfig) -> Self {
+        self.p.solver = s;
+        self
+    }
+    /// Memory limit in bytes.
+    pub fn max_memory(mut self, bytes: usize) -> Self {
+        self.p.max_memory = Some(bytes);
+        self
+    }
+
+    /// Validates every parameter that does not depend on the data.
+    pub fn build(self) -> Result<Joker> {
+        let p = self.p;
+        if !(p.lambda > 0.0 && p.lambda.is_finite()) {
+            return Err(invalid("lambda", format!("must be positive and finite (C = 1/lambda), got {}", p.lambda)));
+        }
+        p.loss.validate()?;
+        if let Bandwidth::Gamma(g) = p.bandwidth {
+            Kernel { kind: p.kernel, gamma: g }.validate()?;
+        }
+        if p.n_components == Some(0) {
+            return Err(invalid("n_components", "the number of random features M must be >= 1 (or use the exact kernel)"));
+        }
+        let s = &p.solver;
+        if s.block_size == 0 {
+            return Err(invalid("block_size", "must be >= 1"));
+        }
+        if s.max_iter == 0 {
+            return Err(invalid("max_iter", "must be >= 1"));
+        }
+        if !(s.tol >= 0.0) {
+            return Err(invalid("tol", format!("must be >= 0, got {}", s.tol)));
+        }
+        if !(s.delta_max > 0.0 && s.delta_max.is_finite()) {
+            return Err(invalid("delta_max", format!("must be positive, got {}", s.delta_max)));
+        }
+        if !(s.shrink_rate > 0.0 && s.shrink_rate <= 1.0) {
+            return Err(invalid("shrink_rate", format!("must be in (0, 1], got {}", s.shrink_rate)));
+        }
+        let tr = &s.trust_region;
+        if !(tr.eta >= 0.0 && tr.eta < 0.25) {
+            return Err(invalid("eta", format!("must be in [0, 1/4), got {}", tr.eta)));
+        }
+        if tr.max_iter == 0 || tr.max_cg_iter == 0 {
+            return Err(invalid("max_cg_iter", "trust-region and CG iteration caps must be >= 1"));
+        }
+        if p.loss.is_classifier() && p.task == Some(Task::Regression) {
+            return Err(invalid("task", format!("the {} loss is a classifier; it cannot do regression", p.loss.name())));
+        }
+        Ok(p)
+    }
+}
+
+/// Options of one fit beyond the parameters.
+#[derive(Default)]
+pub struct FitOptions<'a, U> {
+    /// Positive weight per sample (scales that sample's box).
+    pub sample_weight: Option<&'a [f64]>,
+    /// A validation set, scored at every check.
+    pub validation: Option<&'a Dataset<U>>,
+    /// Called at every check; return `false` to stop.
+    #[allow(clippy::type_complexity)]
+    pub progress: Option<Box<dyn FnMut(&Progress) -> bool + 'a>>,
+    /// Start from this model's dual coefficients (same training set, same targets).
+    pub warm_start: Option<&'a Model>,
+}
+
+impl Joker {
+    /// Starts a builder with the defaults.
+    pub fn builder() -> JokerBuilder {
+        JokerBuilder::default()
+    }
+
+    /// The task these parameters train for.
+    pub fn task(&self) -> Task {
+        self.task.unwrap_or(if self.loss.is_classifier() { Task::Classification } else { Task::Regression })
+    }
+
+    /// Trains on `data`.
+    pub fn fit<U: Scalar>(&self, data: &Dataset<U>) -> Result<Model> {
+        self.fit_with(data, FitOptions::default())
+    }
+
+    /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
+    pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
+        match self.precision {
+            Precision::F32 => self.fit_in::<U, f32>(data, opts),
+            Precision::F64 => self.fit_in::<U, f64>(data, opts),
+        }
+    }
+
+    fn fit_in<U: Scalar, T: Scalar>(&self, data: &Dataset<U>, mut opts: FitOptions<'_, U>) -> Result<Model> {
+        let start = std::time::Instant::now();
+        let (n, d) = (data.x.nrows(), data.x.ncols());
+        let task = self.task();
+        let b = self.solver.block_size;
+        if b > n {
+            return Err(invalid("block_size", format!("{b} is larger than the number of samples ({n})")));
+        }
+
+        // Targets.
+        let (classes, y, scaler) = match task {
+            Task::Classification => {
+                let classes = classes_of(&data.y)?;
+                if self.loss.is_classifier() && classes.len() == 2 {
+                    check_binary_labels(&classes)?;
+                }
+                let y = encode_labels(&data.y, &classes)?;
+                (Some(classes), y, TargetScaler::identity())
+            }
+            Task::Regression => {
+                let s = if self.normalize_target { TargetScaler::fit(&data.y) } else { TargetScaler::identity() };
+                (None, data.y.iter().map(|&v| s.forward(v)).collect(), s)
+            }
+        };
+        let tt = y.len() / n;
+
+        // Weights -> per-sample lambda.
+        let mut w = vec![1.0; n];
+        if let Some(sw) = opts.sample_weight {
+            if sw.len() != n {
+                return Err(JokerError::ShapeMismatch(format!("{n} samples but {} sample weights", sw.len())));
+            }
+            for (i, &v) in sw.iter().enumerate() {
+                if !v.is_finite() {
+                    return Err(JokerError::NonFinite { what: "sample weights", row: i, col: 0 });
+                }
+                if v <= 0.0 {
+                    return Err(invalid("sample_weight", format!("weights must be positive, sample {i} has {v}")));
+                }
+            }
+            w.copy_from_slice(sw);
+        }
+        if let Some(classes) = &classes {
+            let cw = class_weights(&self.class_weight, classes, &data.y)?;
+            for (wi, yi) in w.iter_mut().zip(&data.y) {
+                let k = classes.binary_search_by(|c| c.total_cmp(yi)).unwrap_or(0);
+                *wi *= cw[k];
+            }
+        } else if self.class_weight != ClassWeight::None {
+            return Err(invalid("class_weight", "class weights apply to classifiers only"));
+        }
+        let lam: Vec<f64> = w.iter().map(|wi| self.lambda / wi).collect();
+        let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
+
+        // Memory, before the big allocations.
+        let need = memory_estimate(n, d, self.n_components, tt, b) + n * d * std::mem::size_of::<T>();
+        if let Some(limit) = self.max_memory {
+            if need > limit {
+                return Err(JokerError::Memory(format!(
+                    "the fit needs about {} MB (n = {n}, d = {d}, M = {:?}, T = {tt}, block {b}), over the limit of {} MB",
+                    need / (1 << 20),
+                    self.n_components,
+                    limit / (1 << 20)
+                )));
+            }
+        }
+
+        // Features.
+        let standardizer = if self.standardize { Standardizer::fit(&data.x) } else { Standardizer::identity(d) };
+        let x: Features<T> = standardizer.transform(&data.x)?;
+        let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
+        let kernel = Kernel { kind: self.kernel, gamma };
+        let map = match self.n_components {
+            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec { kernel, n_components: m, dim: d, seed: self.solver.seed })?),
+            None => None,
+        };
+
+        // Warm start.
+        let alpha0 = match opts.warm_start {
+            Some(m) => {
+                let dual = m.dual.as_ref().ok_or_else(|| invalid("warm_start", "the model holds no dual coefficients"))?;
+                if dual.len() != n * tt || m.loss != self.loss || m.n_features != d {
+                    return Err(invalid(
+                        "warm_start",
+                        format!("the model was trained on other data ({} duals for {} targets, loss {}), this fit has {n} samples, {tt} targets, loss {}", dual.len(), m.n_targets, m.loss.name(), self.loss.name()),
+                    ));
+                }
+                Some(dual.clone())
+            }
+            None => None,
+        };
+
+        // Validation hook.
+        let val = match opts.validation {
+            Some(v) => {
+                let xv: Features<T> = standardizer.transform(&v.x)?;
+                Some((xv, v.y.clone()))
+            }
+            None => None,
+        };
+        let mut hooks = Hooks::<T>::default();
+        if let Some((xv, yv)) = &val {
+            let classes = classes.clone();
+            hooks.validate = Some(Box::new(move |pred| {
+                let cols = pred.decision(&Cpu, xv, tt);
+                let nv = xv.nrows();
+                match &classes {
+                    Some(c) => {
+                        let labels: Vec<f64> = (0..nv)
+                            .map(|i| {
+                                if tt == 1 {
+                                    if cols[i] >= 0.0 { c[1] } else { c[0] }
+                                } else {
+                                    let k = (0..tt).max_by(|&a, &b| cols[a * nv + i].total_cmp(&cols[b * nv + i])).unwrap_or(0);
+                                    c[k]
+                                }
+                            })
+                            .collect();
+                        accuracy(&labels, yv)
+                    }
+                    None => rmse(&cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(), yv),
+                }
+            }));
+        }
+        hooks.progress = opts.progress.take();
+
+        let repr = match &map {
+            Some(m) => Repr::Features(m),
+            None => Repr::Exact(&kernel),
+        };
+        let prob = Problem { x: &x, repr, loss: self.loss, targets: tt, y: &y, lam: &lam, eps: &eps };
+        let sol = solve(&Cpu, &prob, &self.solver, alpha0, &mut hooks)?;
+
+        let representation = match (sol.theta, &map) {
+            (Some(theta), Some(m)) => Representation::RandomFeatures { n_components: m.m(), seed: self.solver.seed, theta },
+            _ => {
+                let rows: Vec<usize> = (0..n).filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0)).collect();
+                let mut sup = vec![T::default(); rows.len() * d];
+                x.gather_dense(&rows, &mut sup);
+                let mut alpha = Vec::with_capacity(rows.len() * tt);
+                for t in 0..tt {
+                    alpha.extend(rows.iter().map(|&i| sol.alpha[t * n + i]));
+                }
+                Representation::Exact { n_support: rows.len(), support: sup.iter().map(|v| v.to_f64()).collect(), alpha }
+            }
+        };
+        let last = sol.history.last().cloned();
+        Ok(Model {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            joker_version: env!("CARGO_PKG_VERSION").into(),
+            loss: self.loss,
+            kernel,
+            lambda: self.lambda,
+            precision: self.precision,
+            task,
+            classes,
+            n_features: d,
+            n_targets: tt,
+            standardizer,
+            target_scaler: scaler,
+            representation,
+            dual: Some(sol.alpha),
+            training: TrainingInfo {
+                iterations: sol.iters,
+                stop: stop_name(sol.stop).into(),
+                gap: last.as_ref().map_or(f64::NAN, |p| p.gap),
+                primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
+                dual: last.as_ref().map_or(f64::NAN, |p| p.dual),
+                seconds: start.elapsed().as_secs_f64(),
+                n_samples: n,
+            },
+            history: sol.history,
+        })
+    }
+}
+
+/// Binary classifiers accept any two labels; this only rejects label sets that look like
+/// regression targets fed to a classifier by mistake (many distinct values are caught by
+/// `classes_of` giving more than two classes, which one-vs-rest handles).
+fn check_binary_labels(classes: &[f64]) -> Result<()> {
+    if classes.iter().any(|c| !c.is_finite()) {
+        return Err(JokerError::InvalidLabels("labels must be finite".into()));
+    }
+    Ok(())
+}
+
+/// Weight per class (in the order of `classes`).
+fn class_weights(cw: &ClassWeight, classes: &[f64], y: &[f64]) -> Result<Vec<f64>> {
+    Ok(match cw {
+        ClassWeight::None => vec![1.0; classes.len()],
+        ClassWeight::Balanced => {
+            let mut counts = vec![0usize; classes.len()];
+            for v in y {
+                if let Ok(k) = classes.binary_search_by(|c| c.total_cmp(v)) {
+                    counts[k] += 1;
+                }
+            }
+            let (n, k) = (y.len() as f64, classes.len() as f64);
+            counts.iter().map(|&c| n / (k * c as f64)).collect()
+        }
+        ClassWeight::Custom(pairs) => {
+            let mut w = vec![1.0; classes.len()];
+            for &(label, weight) in pairs {
+                if !(weight > 0.0 && weight.is_finite()) {
+                    return Err(invalid("class_weight", format!("weight of class {label} must be positive, got {weight}")));
+                }
+                let k = classes
+                    .binary_search_by(|c| c.total_cmp(&label))
+                    .map_err(|_| invalid("class_weight", format!("class {label} does not occur in the labels {classes:?}")))?;
+                w[k] = weight;
+            }
+            w
+        }
+    })
+}

@@ -1,0 +1,385 @@
+//! Trained models: prediction and the model file.
+//!
+//! A model file is JSON (readable from any language), described field by field in
+//! `docs/model-format.md`. It holds everything prediction needs: the kernel with its resolved
+//! scale, the precision, the preprocessing, the classes, and either the random-feature map's
+//! seed and size with `theta`, or the exact model's support rows with their coefficients.
+//! Random-feature frequencies are regenerated from the seed (see [`crate::features`]).
+
+use std::io::{BufReader, BufWriter, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::cpu::Cpu;
+use crate::data::{Dataset, DenseMatrix, Features};
+use crate::error::{JokerError, Result};
+use crate::features::{FeatureMap, FeatureSpec};
+use crate::kernel::Kernel;
+use crate::loss::Loss;
+use crate::preprocess::{Standardizer, TargetScaler};
+use crate::scalar::Scalar;
+use crate::solver::decision::Predictor;
+use crate::solver::{Progress, StopReason};
+
+/// The model file format's name, in every file's `format` field.
+pub const FORMAT_NAME: &str = "joker-model";
+/// The newest model file version this build reads and the one it writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Floating-point precision of features, random features and Gram blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Single precision (the paper's setting; twice the speed).
+    #[default]
+    F32,
+    /// Double precision.
+    F64,
+}
+
+/// Classification or regression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    /// Labels are classes; predictions are labels.
+    Classification,
+    /// Targets are real values.
+    Regression,
+}
+
+/// How the kernel is represented in a trained model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Representation {
+    /// Random Fourier features: `f_t(x) = psi(x)^T theta_t`.
+    RandomFeatures {
+        /// `M`.
+        n_components: usize,
+        /// Seed of the feature map.
+        seed: u64,
+        /// `theta`, column-major `M x T` (column `t` is `theta[t*M..(t+1)*M]`).
+        theta: Vec<f64>,
+    },
+    /// The exact kernel: `f_t(x) = sum_i alpha_it k(s_i, x)`.
+    Exact {
+        /// Number of support rows.
+        n_support: usize,
+        /// Support rows after preprocessing, row-major `n_support x n_features`.
+        support: Vec<f64>,
+        /// Coefficients, column-major `n_support x T`.
+        alpha: Vec<f64>,
+    },
+}
+
+/// What happened during training (informational).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainingInfo {
+    /// DBCD-TR iterations.
+    pub iterations: usize,
+    /// Why training stopped (`converged`, `max_iter`, `time_limit`, `cancelled`).
+    pub stop: String,
+    /// Final relative duality gap.
+    pub gap: f64,
+    /// Final primal objective.
+    pub primal: f64,
+    /// Final dual objective.
+    pub dual: f64,
+    /// Training time in seconds.
+    pub seconds: f64,
+    /// Number of training samples.
+    pub n_samples: usize,
+}
+
+/// A trained Joker model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// Model file version ([`FORMAT_VERSION`] for files this build writes).
+    pub version: u32,
+    /// Version of joker that trained the model.
+    pub joker_version: String,
+    /// The loss trained with.
+    pub loss: Loss,
+    /// The kernel, with the resolved scale.
+    pub kernel: Kernel,
+    /// The regularisation `lambda` (`C = 1/lambda`).
+    pub lambda: f64,
+    /// Precision used for features and prediction.
+    pub precision: Precision,
+    /// Classification or regression.
+    pub task: Task,
+    /// Sorted class labels (classification only).
+    pub classes: Option<Vec<f64>>,
+    /// Number of input features.
+    pub n_features: usize,
+    /// Number of decision columns `T` (1 for regression and binary, `K` for one-vs-rest).
+    pub n_targets: usize,
+    /// Feature preprocessing.
+    pub standardizer: Standardizer,
+    /// Target scaling (regression; identity otherwise).
+    pub target_scaler: TargetScaler,
+    /// The kernel representation and its coefficients.
+    pub representation: Representation,
+    /// Dual coefficients of all training samples (column-major `n x T`), for warm starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual: Option<Vec<f64>>,
+    /// Training summary.
+    pub training: TrainingInfo,
+    /// Every monitoring check of the fit (not saved).
+    #[serde(skip)]
+    pub history: Vec<Progress>,
+}
+
+impl Model {
+    /// Decision values, row-major `n x T`: the raw `f_t(x)` (in target units for regression).
+    pub fn decision_function<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
+        let cols = match self.precision {
+            Precision::F32 => self.decision_columns::<U, f32>(x)?,
+            Precision::F64 => self.decision_columns::<U, f64>(x)?,
+        };
+        let (n, t) = (x.nrows(), self.n_targets);
+        let mut out = vec![0.0; n * t];
+        for c in 0..t {
+            for i in 0..n {
+                out[i * t + c] = self.target_scaler.inverse(cols[c * n + i]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Column-major decision values in standardized target units.
+    pub(crate) fn decision_columns<U: Scalar, T: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
+        let xt: Features<T> = self.standardizer.transform(x)?;
+        Ok(self.decision_prepared(&xt))
+    }
+
+    /// Decision values of already-preprocessed data in the model's precision.
+    pub(crate) fn decision_prepared<T: Scalar>(&self, xt: &Features<T>) -> Vec<f64> {
+        let t = self.n_targets;
+        match &self.representation {
+            Representation::RandomFeatures {
+                n_components,
+                seed,
+                theta,
+            } => {
+                let spec = FeatureSpec {
+                    kernel: self.kernel,
+                    n_components: *n_components,
+                    dim: self.n_features,
+                    seed: *seed,
+                };
+                // The spec was validated when the model was made or loaded.
+                match FeatureMap::<T>::new(spec) {
+                    Ok(map) => Predictor::Features { map: &map, theta }.decision(&Cpu, xt, t),
+                    Err(_) => vec![f64::NAN; xt.nrows() * t],
+                }
+            }
+            Representation::Exact {
+                n_support,
+                support,
+                alpha,
+            } => {
+                let sup = support.iter().map(|&v| T::from_f64(v)).collect();
+                match DenseMatrix::new(*n_support, self.n_features, sup) {
+                    Ok(s) => Predictor::Exact {
+                        kernel: &self.kernel,
+                        support: &Features::Dense(s),
+                        rows: None,
+                        alpha,
+                    }
+                    .decision(&Cpu, xt, t),
+                    // an empty support (all coefficients zero) predicts zero
+                    Err(_) => vec![0.0; xt.nrows() * t],
+                }
+            }
+        }
+    }
+
+    /// Predictions: class labels for classifiers (sign, or argmax for one-vs-rest), values for
+    /// regression.
+    pub fn predict<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
+        let dv = self.decision_function(x)?;
+        Ok(self.labels_from_decision(&dv))
+    }
+
+    /// Maps row-major decision values to predictions.
+    pub fn labels_from_decision(&self, dv: &[f64]) -> Vec<f64> {
+        let t = self.n_targets;
+        match (&self.classes, self.task) {
+            (Some(classes), Task::Classification) => dv
+                .chunks_exact(t)
+                .map(|row| {
+                    if t == 1 {
+                        if row[0] >= 0.0 { classes[1] } else { classes[0] }
+                    } else {
+                        let best = row
+                            .iter()
+                            .enumerate()
+                            .max_by(|a, b| a.1.total_cmp(b.1))
+                            .map_or(0, |(k, _)| k);
+                        classes[best]
+                    }
+                })
+                .collect(),
+            _ => dv.to_vec(),
+        }
+    }
+
+    /// Class probabilities (KLR only), row-major `n x K` in the order of `classes`: the
+    /// sigmoid of the decision value for two classes; for one-vs-rest, each class's sigmoid
+    /// normalised over the classes.
+    pub fn predict_proba<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
+        if self.loss != Loss::Logistic {
+            return Err(JokerError::Unsupported(format!(
+                "probabilities need the logistic loss (KLR); this model uses {}",
+                self.loss.name()
+            )));
+        }
+        let dv = self.decision_function(x)?;
+        let sig = |z: f64| 1.0 / (1.0 + (-z).exp());
+        let t = self.n_targets;
+        Ok(if t == 1 {
+            dv.iter().flat_map(|&z| [1.0 - sig(z), sig(z)]).collect()
+        } else {
+            dv.chunks_exact(t)
+                .flat_map(|row| {
+                    let p: Vec<f64> = row.iter().map(|&z| sig(z)).collect();
+                    let s: f64 = p.iter().sum();
+                    p.into_iter().map(move |v| v / s)
+                })
+                .collect()
+        })
+    }
+
+    /// Accuracy for classifiers, the coefficient of determination R^2 for regression.
+    pub fn score<U: Scalar>(&self, data: &Dataset<U>) -> Result<f64> {
+        let pred = self.predict(&data.x)?;
+        Ok(match self.task {
+            Task::Classification => accuracy(&pred, &data.y),
+            Task::Regression => {
+                let mean = data.y.iter().sum::<f64>() / data.y.len() as f64;
+                let ss_tot: f64 = data.y.iter().map(|v| (v - mean).powi(2)).sum();
+                let ss_res: f64 = pred.iter().zip(&data.y).map(|(p, y)| (p - y).powi(2)).sum();
+                if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { f64::NAN }
+            }
+        })
+    }
+
+    /// Number of random features, or `None` for an exact model.
+    pub fn n_components(&self) -> Option<usize> {
+        match &self.representation {
+            Representation::RandomFeatures { n_components, .. } => Some(*n_components),
+            Representation::Exact { .. } => None,
+        }
+    }
+
+    /// Writes the model file (JSON).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let io = |source| JokerError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::create(path).map_err(io)?;
+        let mut w = BufWriter::new(file);
+        serde_json::to_writer(&mut w, self)
+            .map_err(|e| JokerError::ModelFormat(format!("cannot serialise the model: {e}")))?;
+        w.flush().map_err(io)
+    }
+
+    /// Reads a model file, refusing files from a newer format version.
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        let path = path.as_ref();
+        let file = std::fs::File::open(path).map_err(|source| JokerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let value: serde_json::Value = serde_json::from_reader(BufReader::new(file))
+            .map_err(|e| JokerError::ModelFormat(format!("{}: not valid JSON: {e}", path.display())))?;
+        Self::from_json_value(value).map_err(|e| match e {
+            JokerError::ModelFormat(m) => JokerError::ModelFormat(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Parses a model from JSON text.
+    pub fn from_json(text: &str) -> Result<Model> {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| JokerError::ModelFormat(format!("not valid JSON: {e}")))?;
+        Self::from_json_value(value)
+    }
+
+    fn from_json_value(value: serde_json::Value) -> Result<Model> {
+        if value.get("format").and_then(|v| v.as_str()) != Some(FORMAT_NAME) {
+            return Err(JokerError::ModelFormat(format!(
+                "not a joker model (the `format` field is not \"{FORMAT_NAME}\")"
+            )));
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+        if version > FORMAT_VERSION as u64 {
+            return Err(JokerError::ModelFormat(format!(
+                "written by a newer joker (format version {version}); this build ({}) reads versions up to {FORMAT_VERSION}: upgrade joker",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        let model: Model = serde_json::from_value(value)
+            .map_err(|e| JokerError::ModelFormat(format!("malformed model: {e}")))?;
+        model.check()?;
+        Ok(model)
+    }
+
+    /// Consistency of the sizes inside a model.
+    fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(JokerError::ModelFormat(m));
+        self.kernel.validate()?;
+        let (d, t) = (self.n_features, self.n_targets);
+        if d == 0 || t == 0 {
+            return bad("n_features and n_targets must be positive".into());
+        }
+        if self.standardizer.center.len() != d || self.standardizer.scale.len() != d {
+            return bad("standardizer length differs from n_features".into());
+        }
+        if let Some(c) = &self.classes {
+            let want = if c.len() == 2 { 1 } else { c.len() };
+            if want != t {
+                return bad(format!("{} classes need {want} targets, model has {t}", c.len()));
+            }
+        }
+        match &self.representation {
+            Representation::RandomFeatures { n_components, theta, .. } => {
+                if *n_components == 0 || theta.len() != n_components * t {
+                    return bad(format!("theta has {} values, expected M x T = {}", theta.len(), n_components * t));
+                }
+            }
+            Representation::Exact { n_support, support, alpha } => {
+                if support.len() != n_support * d || alpha.len() != n_support * t {
+                    return bad("support or alpha size differs from n_support".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Fraction of equal entries.
+pub fn accuracy(pred: &[f64], truth: &[f64]) -> f64 {
+    let hits = pred.iter().zip(truth).filter(|(p, y)| p == y).count();
+    hits as f64 / truth.len().max(1) as f64
+}
+
+/// Root mean squared error.
+pub fn rmse(pred: &[f64], truth: &[f64]) -> f64 {
+    let s: f64 = pred.iter().zip(truth).map(|(p, y)| (p - y).powi(2)).sum();
+    (s / truth.len().max(1) as f64).sqrt()
+}
+
+pub(crate) fn stop_name(s: StopReason) -> &'static str {
+    match s {
+        StopReason::Converged => "converged",
+        StopReason::MaxIter => "max_iter",
+        StopReason::TimeLimit => "time_limit",
+        StopReason::Cancelled => "cancelled",
+    }
+}

@@ -1,0 +1,91 @@
+//! Shared helpers for the integration tests: synthetic data and the real-data directory.
+#![allow(dead_code)]
+
+use joker::rng::Stream;
+use joker::{Dataset, DenseMatrix, Features};
+
+/// A regression set: `y = sin(2 x0) + 0.5 x1 - 0.3 x2^2 + noise`, `x` uniform in [-2, 2]^d.
+pub fn regression(n: usize, d: usize, seed: u64) -> Dataset<f64> {
+    let mut s = Stream::new(seed, 77);
+    let mut x = Vec::with_capacity(n * d);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f64> = (0..d).map(|_| 4.0 * s.uniform() - 2.0).collect();
+        let noise = 0.1 * (s.uniform() - 0.5);
+        y.push((2.0 * row[0]).sin() + 0.5 * row[1 % d] - 0.3 * row[2 % d].powi(2) + noise);
+        x.extend(row);
+    }
+    Dataset::new(Features::Dense(DenseMatrix::new(n, d, x).unwrap()), y).unwrap()
+}
+
+/// A binary set with labels `-1/+1`: the sign of `x0^2 + x1 - 1` with 5% flipped labels.
+pub fn binary(n: usize, d: usize, seed: u64) -> Dataset<f64> {
+    let mut s = Stream::new(seed, 78);
+    let mut x = Vec::with_capacity(n * d);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f64> = (0..d).map(|_| 4.0 * s.uniform() - 2.0).collect();
+        let mut label = if row[0] * row[0] + row[1 % d] - 1.0 > 0.0 { 1.0 } else { -1.0 };
+        if s.uniform() < 0.05 {
+            label = -label;
+        }
+        y.push(label);
+        x.extend(row);
+    }
+    Dataset::new(Features::Dense(DenseMatrix::new(n, d, x).unwrap()), y).unwrap()
+}
+
+/// Three classes by angle of `(x0, x1)`, labels 0, 1, 2.
+pub fn three_classes(n: usize, seed: u64) -> Dataset<f64> {
+    let mut s = Stream::new(seed, 79);
+    let mut x = Vec::with_capacity(n * 2);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (a, b) = (4.0 * s.uniform() - 2.0, 4.0 * s.uniform() - 2.0);
+        let ang = b.atan2(a) + std::f64::consts::PI;
+        y.push(((ang / (2.0 * std::f64::consts::PI / 3.0)) as usize).min(2) as f64);
+        x.extend([a, b]);
+    }
+    Dataset::new(Features::Dense(DenseMatrix::new(n, 2, x).unwrap()), y).unwrap()
+}
+
+/// The shared real datasets, or `None` (with a message) when absent.
+pub fn data_dir() -> Option<std::path::PathBuf> {
+    let dir = std::env::var("JOKER_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
+    if dir.join("README.md").exists() {
+        Some(dir)
+    } else {
+        eprintln!("skipped: real datasets not found at {} (set JOKER_DATA_DIR)", dir.display());
+        None
+    }
+}
+
+/// Solves `A x = b` (dense, row-major) by Gaussian elimination with partial pivoting in f64:
+/// the independent reference for exact KRR.
+pub fn dense_solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Vec<f64> {
+    let n = b.len();
+    for k in 0..n {
+        let p = (k..n).max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs())).unwrap();
+        if p != k {
+            for j in 0..n {
+                a.swap(k * n + j, p * n + j);
+            }
+            b.swap(k, p);
+        }
+        for i in k + 1..n {
+            let f = a[i * n + k] / a[k * n + k];
+            for j in k..n {
+                a[i * n + j] -= f * a[k * n + j];
+            }
+            b[i] -= f * b[k];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for i in (0..n).rev() {
+        let s: f64 = (i + 1..n).map(|j| a[i * n + j] * x[j]).sum();
+        x[i] = (b[i] - s) / a[i * n + i];
+    }
+    x
+}
