@@ -9,6 +9,7 @@
 
 pub mod data;
 pub mod error;
+pub mod io;
 pub mod rng;
 pub mod scalar;
 
