@@ -260,7 +260,11 @@ impl<T: Scalar> Features<T> {
 
     /// Converts to another precision.
     pub fn cast<U: Scalar>(&self) -> Features<U> {
-        let conv = |v: &[T]| v.iter().map(|x| U::from_f64(x.to_f64())).collect::<Vec<U>>();
+        let conv = |v: &[T]| {
+            v.iter()
+                .map(|x| U::from_f64(x.to_f64()))
+                .collect::<Vec<U>>()
+        };
         match self {
             Features::Dense(m) => Features::Dense(DenseMatrix {
                 nrows: m.nrows,
@@ -386,8 +390,8 @@ mod tests {
             CsrMatrix::<f32>::new(1, 3, vec![0, 2], vec![2, 1], vec![1.0, 2.0]).is_err(),
             "unsorted"
         );
-        let m = CsrMatrix::<f32>::new(2, 3, vec![0, 1, 3], vec![1, 0, 2], vec![5.0, 1.0, 2.0])
-            .unwrap();
+        let m =
+            CsrMatrix::<f32>::new(2, 3, vec![0, 1, 3], vec![1, 0, 2], vec![5.0, 1.0, 2.0]).unwrap();
         let f = Features::Sparse(m);
         let mut out = vec![-9.0; 6];
         f.gather_dense(&[1, 0], &mut out);

@@ -216,14 +216,27 @@ impl JokerBuilder {
     pub fn build(self) -> Result<Joker> {
         let p = self.p;
         if !(p.lambda > 0.0 && p.lambda.is_finite()) {
-            return Err(invalid("lambda", format!("must be positive and finite (C = 1/lambda), got {}", p.lambda)));
+            return Err(invalid(
+                "lambda",
+                format!(
+                    "must be positive and finite (C = 1/lambda), got {}",
+                    p.lambda
+                ),
+            ));
         }
         p.loss.validate()?;
         if let Bandwidth::Gamma(g) = p.bandwidth {
-            Kernel { kind: p.kernel, gamma: g }.validate()?;
+            Kernel {
+                kind: p.kernel,
+                gamma: g,
+            }
+            .validate()?;
         }
         if p.n_components == Some(0) {
-            return Err(invalid("n_components", "the number of random features M must be >= 1 (or use the exact kernel)"));
+            return Err(invalid(
+                "n_components",
+                "the number of random features M must be >= 1 (or use the exact kernel)",
+            ));
         }
         let s = &p.solver;
         if s.block_size == 0 {
@@ -236,20 +249,38 @@ impl JokerBuilder {
             return Err(invalid("tol", format!("must be >= 0, got {}", s.tol)));
         }
         if !(s.delta_max > 0.0 && s.delta_max.is_finite()) {
-            return Err(invalid("delta_max", format!("must be positive, got {}", s.delta_max)));
+            return Err(invalid(
+                "delta_max",
+                format!("must be positive, got {}", s.delta_max),
+            ));
         }
         if !(s.shrink_rate > 0.0 && s.shrink_rate <= 1.0) {
-            return Err(invalid("shrink_rate", format!("must be in (0, 1], got {}", s.shrink_rate)));
+            return Err(invalid(
+                "shrink_rate",
+                format!("must be in (0, 1], got {}", s.shrink_rate),
+            ));
         }
         let tr = &s.trust_region;
         if !(tr.eta >= 0.0 && tr.eta < 0.25) {
-            return Err(invalid("eta", format!("must be in [0, 1/4), got {}", tr.eta)));
+            return Err(invalid(
+                "eta",
+                format!("must be in [0, 1/4), got {}", tr.eta),
+            ));
         }
         if tr.max_iter == 0 || tr.max_cg_iter == 0 {
-            return Err(invalid("max_cg_iter", "trust-region and CG iteration caps must be >= 1"));
+            return Err(invalid(
+                "max_cg_iter",
+                "trust-region and CG iteration caps must be >= 1",
+            ));
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
-            return Err(invalid("task", format!("the {} loss is a classifier; it cannot do regression", p.loss.name())));
+            return Err(invalid(
+                "task",
+                format!(
+                    "the {} loss is a classifier; it cannot do regression",
+                    p.loss.name()
+                ),
+            ));
         }
         Ok(p)
     }
@@ -277,7 +308,11 @@ impl Joker {
 
     /// The task these parameters train for.
     pub fn task(&self) -> Task {
-        self.task.unwrap_or(if self.loss.is_classifier() { Task::Classification } else { Task::Regression })
+        self.task.unwrap_or(if self.loss.is_classifier() {
+            Task::Classification
+        } else {
+            Task::Regression
+        })
     }
 
     /// Trains on `data`.
@@ -293,13 +328,20 @@ impl Joker {
         }
     }
 
-    fn fit_in<U: Scalar, T: Scalar>(&self, data: &Dataset<U>, mut opts: FitOptions<'_, U>) -> Result<Model> {
+    fn fit_in<U: Scalar, T: Scalar>(
+        &self,
+        data: &Dataset<U>,
+        mut opts: FitOptions<'_, U>,
+    ) -> Result<Model> {
         let start = std::time::Instant::now();
         let (n, d) = (data.x.nrows(), data.x.ncols());
         let task = self.task();
         let b = self.solver.block_size;
         if b > n {
-            return Err(invalid("block_size", format!("{b} is larger than the number of samples ({n})")));
+            return Err(invalid(
+                "block_size",
+                format!("{b} is larger than the number of samples ({n})"),
+            ));
         }
 
         // Targets.
@@ -313,7 +355,11 @@ impl Joker {
                 (Some(classes), y, TargetScaler::identity())
             }
             Task::Regression => {
-                let s = if self.normalize_target { TargetScaler::fit(&data.y) } else { TargetScaler::identity() };
+                let s = if self.normalize_target {
+                    TargetScaler::fit(&data.y)
+                } else {
+                    TargetScaler::identity()
+                };
                 (None, data.y.iter().map(|&v| s.forward(v)).collect(), s)
             }
         };
@@ -323,14 +369,24 @@ impl Joker {
         let mut w = vec![1.0; n];
         if let Some(sw) = opts.sample_weight {
             if sw.len() != n {
-                return Err(JokerError::ShapeMismatch(format!("{n} samples but {} sample weights", sw.len())));
+                return Err(JokerError::ShapeMismatch(format!(
+                    "{n} samples but {} sample weights",
+                    sw.len()
+                )));
             }
             for (i, &v) in sw.iter().enumerate() {
                 if !v.is_finite() {
-                    return Err(JokerError::NonFinite { what: "sample weights", row: i, col: 0 });
+                    return Err(JokerError::NonFinite {
+                        what: "sample weights",
+                        row: i,
+                        col: 0,
+                    });
                 }
                 if v <= 0.0 {
-                    return Err(invalid("sample_weight", format!("weights must be positive, sample {i} has {v}")));
+                    return Err(invalid(
+                        "sample_weight",
+                        format!("weights must be positive, sample {i} has {v}"),
+                    ));
                 }
             }
             w.copy_from_slice(sw);
@@ -342,13 +398,17 @@ impl Joker {
                 *wi *= cw[k];
             }
         } else if self.class_weight != ClassWeight::None {
-            return Err(invalid("class_weight", "class weights apply to classifiers only"));
+            return Err(invalid(
+                "class_weight",
+                "class weights apply to classifiers only",
+            ));
         }
         let lam: Vec<f64> = w.iter().map(|wi| self.lambda / wi).collect();
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
 
         // Memory, before the big allocations.
-        let need = memory_estimate(n, d, self.n_components, tt, b) + n * d * std::mem::size_of::<T>();
+        let need =
+            memory_estimate(n, d, self.n_components, tt, b) + n * d * std::mem::size_of::<T>();
         if let Some(limit) = self.max_memory {
             if need > limit {
                 return Err(JokerError::Memory(format!(
@@ -361,23 +421,44 @@ impl Joker {
         }
 
         // Features.
-        let standardizer = if self.standardize { Standardizer::fit(&data.x) } else { Standardizer::identity(d) };
+        let standardizer = if self.standardize {
+            Standardizer::fit(&data.x)
+        } else {
+            Standardizer::identity(d)
+        };
         let x: Features<T> = standardizer.transform(&data.x)?;
         let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
-        let kernel = Kernel { kind: self.kernel, gamma };
+        let kernel = Kernel {
+            kind: self.kernel,
+            gamma,
+        };
         let map = match self.n_components {
-            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec { kernel, n_components: m, dim: d, seed: self.solver.seed })?),
+            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec {
+                kernel,
+                n_components: m,
+                dim: d,
+                seed: self.solver.seed,
+            })?),
             None => None,
         };
 
         // Warm start.
         let alpha0 = match opts.warm_start {
             Some(m) => {
-                let dual = m.dual.as_ref().ok_or_else(|| invalid("warm_start", "the model holds no dual coefficients"))?;
+                let dual = m
+                    .dual
+                    .as_ref()
+                    .ok_or_else(|| invalid("warm_start", "the model holds no dual coefficients"))?;
                 if dual.len() != n * tt || m.loss != self.loss || m.n_features != d {
                     return Err(invalid(
                         "warm_start",
-                        format!("the model was trained on other data ({} duals for {} targets, loss {}), this fit has {n} samples, {tt} targets, loss {}", dual.len(), m.n_targets, m.loss.name(), self.loss.name()),
+                        format!(
+                            "the model was trained on other data ({} duals for {} targets, loss {}), this fit has {n} samples, {tt} targets, loss {}",
+                            dual.len(),
+                            m.n_targets,
+                            m.loss.name(),
+                            self.loss.name()
+                        ),
                     ));
                 }
                 Some(dual.clone())
@@ -406,14 +487,21 @@ impl Joker {
                                 if tt == 1 {
                                     if cols[i] >= 0.0 { c[1] } else { c[0] }
                                 } else {
-                                    let k = (0..tt).max_by(|&a, &b| cols[a * nv + i].total_cmp(&cols[b * nv + i])).unwrap_or(0);
+                                    let k = (0..tt)
+                                        .max_by(|&a, &b| {
+                                            cols[a * nv + i].total_cmp(&cols[b * nv + i])
+                                        })
+                                        .unwrap_or(0);
                                     c[k]
                                 }
                             })
                             .collect();
                         accuracy(&labels, yv)
                     }
-                    None => rmse(&cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(), yv),
+                    None => rmse(
+                        &cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(),
+                        yv,
+                    ),
                 }
             }));
         }
@@ -423,20 +511,38 @@ impl Joker {
             Some(m) => Repr::Features(m),
             None => Repr::Exact(&kernel),
         };
-        let prob = Problem { x: &x, repr, loss: self.loss, targets: tt, y: &y, lam: &lam, eps: &eps };
+        let prob = Problem {
+            x: &x,
+            repr,
+            loss: self.loss,
+            targets: tt,
+            y: &y,
+            lam: &lam,
+            eps: &eps,
+        };
         let sol = solve(&Cpu, &prob, &self.solver, alpha0, &mut hooks)?;
 
         let representation = match (sol.theta, &map) {
-            (Some(theta), Some(m)) => Representation::RandomFeatures { n_components: m.m(), seed: self.solver.seed, theta },
+            (Some(theta), Some(m)) => Representation::RandomFeatures {
+                n_components: m.m(),
+                seed: self.solver.seed,
+                theta,
+            },
             _ => {
-                let rows: Vec<usize> = (0..n).filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0)).collect();
+                let rows: Vec<usize> = (0..n)
+                    .filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0))
+                    .collect();
                 let mut sup = vec![T::default(); rows.len() * d];
                 x.gather_dense(&rows, &mut sup);
                 let mut alpha = Vec::with_capacity(rows.len() * tt);
                 for t in 0..tt {
                     alpha.extend(rows.iter().map(|&i| sol.alpha[t * n + i]));
                 }
-                Representation::Exact { n_support: rows.len(), support: sup.iter().map(|v| v.to_f64()).collect(), alpha }
+                Representation::Exact {
+                    n_support: rows.len(),
+                    support: sup.iter().map(|v| v.to_f64()).collect(),
+                    alpha,
+                }
             }
         };
         let last = sol.history.last().cloned();
@@ -498,11 +604,19 @@ fn class_weights(cw: &ClassWeight, classes: &[f64], y: &[f64]) -> Result<Vec<f64
             let mut w = vec![1.0; classes.len()];
             for &(label, weight) in pairs {
                 if !(weight > 0.0 && weight.is_finite()) {
-                    return Err(invalid("class_weight", format!("weight of class {label} must be positive, got {weight}")));
+                    return Err(invalid(
+                        "class_weight",
+                        format!("weight of class {label} must be positive, got {weight}"),
+                    ));
                 }
                 let k = classes
                     .binary_search_by(|c| c.total_cmp(&label))
-                    .map_err(|_| invalid("class_weight", format!("class {label} does not occur in the labels {classes:?}")))?;
+                    .map_err(|_| {
+                        invalid(
+                            "class_weight",
+                            format!("class {label} does not occur in the labels {classes:?}"),
+                        )
+                    })?;
                 w[k] = weight;
             }
             w

@@ -79,7 +79,10 @@ impl<T: Scalar> FeatureMap<T> {
     pub fn new(spec: FeatureSpec) -> Result<Self> {
         spec.kernel.validate()?;
         if spec.n_components == 0 {
-            return Err(invalid("n_components", "the number of random features M must be >= 1"));
+            return Err(invalid(
+                "n_components",
+                "the number of random features M must be >= 1",
+            ));
         }
         if spec.n_components > u32::MAX as usize || spec.dim > u32::MAX as usize {
             return Err(invalid("n_components", "M and d must fit in 32 bits"));
@@ -123,7 +126,9 @@ impl<T: Scalar> FeatureMap<T> {
         let s = (2.0 / m as f64).sqrt();
         (0..m)
             .map(|j| {
-                let z: f64 = (0..d).map(|k| self.w[j * d + k].to_f64() * x[k]).sum::<f64>()
+                let z: f64 = (0..d)
+                    .map(|k| self.w[j * d + k].to_f64() * x[k])
+                    .sum::<f64>()
                     + self.b[j].to_f64();
                 s * z.cos()
             })
@@ -171,8 +176,12 @@ mod tests {
             KernelKind::Gaussian,
             KernelKind::Laplacian,
             KernelKind::Matern { nu: MaternNu::Half },
-            KernelKind::Matern { nu: MaternNu::ThreeHalves },
-            KernelKind::Matern { nu: MaternNu::FiveHalves },
+            KernelKind::Matern {
+                nu: MaternNu::ThreeHalves,
+            },
+            KernelKind::Matern {
+                nu: MaternNu::FiveHalves,
+            },
         ] {
             let rms = |m: usize| {
                 // average over seeds to measure the typical error, not one draw

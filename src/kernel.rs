@@ -45,7 +45,10 @@ impl MaternNu {
             v if v == 0.5 => Ok(MaternNu::Half),
             v if v == 1.5 => Ok(MaternNu::ThreeHalves),
             v if v == 2.5 => Ok(MaternNu::FiveHalves),
-            _ => Err(invalid("nu", format!("Matern nu must be 0.5, 1.5 or 2.5, got {nu}"))),
+            _ => Err(invalid(
+                "nu",
+                format!("Matern nu must be 0.5, 1.5 or 2.5, got {nu}"),
+            )),
         }
     }
 }
@@ -95,7 +98,10 @@ impl Kernel {
         if !(self.gamma > 0.0 && self.gamma.is_finite()) {
             return Err(invalid(
                 "gamma",
-                format!("the kernel scale must be positive and finite, got {}", self.gamma),
+                format!(
+                    "the kernel scale must be positive and finite, got {}",
+                    self.gamma
+                ),
             ));
         }
         Ok(())
@@ -234,7 +240,11 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
             let dist = if l1 {
                 xi.iter().zip(xj).map(|(a, b)| (a - b).abs()).sum::<f64>()
             } else {
-                xi.iter().zip(xj).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+                xi.iter()
+                    .zip(xj)
+                    .map(|(a, b)| (a - b) * (a - b))
+                    .sum::<f64>()
+                    .sqrt()
             };
             dists.push(dist);
         }
@@ -280,8 +290,12 @@ mod tests {
             KernelKind::Gaussian,
             KernelKind::Laplacian,
             KernelKind::Matern { nu: MaternNu::Half },
-            KernelKind::Matern { nu: MaternNu::ThreeHalves },
-            KernelKind::Matern { nu: MaternNu::FiveHalves },
+            KernelKind::Matern {
+                nu: MaternNu::ThreeHalves,
+            },
+            KernelKind::Matern {
+                nu: MaternNu::FiveHalves,
+            },
         ] {
             let k = Kernel { kind, gamma: 0.7 };
             assert_eq!(k.eval(&[1.0, 2.0], &[1.0, 2.0]), 1.0);

@@ -17,13 +17,13 @@ pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
 pub use error::{JokerError, Result};
 pub use scalar::Scalar;
 pub mod backend;
+pub mod estimator;
 pub mod features;
 pub mod kernel;
 pub mod loss;
-pub mod solver;
-pub mod estimator;
 pub mod model;
 pub mod preprocess;
+pub mod solver;
 
 pub use estimator::{ClassWeight, FitOptions, Joker, JokerBuilder};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};

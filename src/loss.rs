@@ -102,15 +102,21 @@ impl Loss {
     pub fn validate(&self) -> crate::Result<()> {
         use crate::error::invalid;
         match *self {
-            Loss::Huber { delta } if !(delta > 0.0 && delta.is_finite()) => {
-                Err(invalid("delta", format!("must be positive and finite, got {delta}")))
-            }
+            Loss::Huber { delta } if !(delta > 0.0 && delta.is_finite()) => Err(invalid(
+                "delta",
+                format!("must be positive and finite, got {delta}"),
+            )),
             Loss::EpsilonInsensitive { epsilon } if !(epsilon >= 0.0 && epsilon.is_finite()) => {
-                Err(invalid("epsilon", format!("must be >= 0 and finite, got {epsilon}")))
+                Err(invalid(
+                    "epsilon",
+                    format!("must be >= 0 and finite, got {epsilon}"),
+                ))
             }
             Loss::Lp { p } if !(p > 1.0 && p.is_finite()) => Err(invalid(
                 "p",
-                format!("Lp regression needs a finite p > 1, got {p} (use the absolute loss for p = 1)"),
+                format!(
+                    "Lp regression needs a finite p > 1, got {p} (use the absolute loss for p = 1)"
+                ),
             )),
             _ => Ok(()),
         }
@@ -253,7 +259,11 @@ impl Loss {
             Loss::Logistic => {
                 // log(1 + exp(-yu)) without overflow
                 let z = -y * u;
-                if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+                if z > 0.0 {
+                    z + (-z).exp().ln_1p()
+                } else {
+                    z.exp().ln_1p()
+                }
             }
         }
     }
@@ -357,11 +367,17 @@ mod tests {
                     let h = 1e-6;
                     let fd = (loss.dual(a + h, &k) - loss.dual(a - h, &k)) / (2.0 * h);
                     let g = loss.grad(a, &k) + loss.l1_weight() * a.signum();
-                    assert!((fd - g).abs() < 1e-5 * (1.0 + g.abs()), "{loss:?} a={a}: {fd} vs {g}");
+                    assert!(
+                        (fd - g).abs() < 1e-5 * (1.0 + g.abs()),
+                        "{loss:?} a={a}: {fd} vs {g}"
+                    );
                     let s = 1e-3;
                     let exact = loss.dual(a + s, &k) - loss.dual(a, &k);
                     let stable = loss.dual_change(a, s, &k);
-                    assert!((exact - stable).abs() < 1e-9, "{loss:?}: {exact} vs {stable}");
+                    assert!(
+                        (exact - stable).abs() < 1e-9,
+                        "{loss:?}: {exact} vs {stable}"
+                    );
                     let h2 = loss.hess(a, &k);
                     let fd2 = (loss.grad(a + h, &k) - loss.grad(a - h, &k)) / (2.0 * h);
                     assert!(

@@ -150,7 +150,10 @@ impl Model {
     }
 
     /// Column-major decision values in standardized target units.
-    pub(crate) fn decision_columns<U: Scalar, T: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
+    pub(crate) fn decision_columns<U: Scalar, T: Scalar>(
+        &self,
+        x: &Features<U>,
+    ) -> Result<Vec<f64>> {
         let xt: Features<T> = self.standardizer.transform(x)?;
         Ok(self.decision_prepared(&xt))
     }
@@ -212,7 +215,11 @@ impl Model {
                 .chunks_exact(t)
                 .map(|row| {
                     if t == 1 {
-                        if row[0] >= 0.0 { classes[1] } else { classes[0] }
+                        if row[0] >= 0.0 {
+                            classes[1]
+                        } else {
+                            classes[0]
+                        }
                     } else {
                         let best = row
                             .iter()
@@ -262,7 +269,11 @@ impl Model {
                 let mean = data.y.iter().sum::<f64>() / data.y.len() as f64;
                 let ss_tot: f64 = data.y.iter().map(|v| (v - mean).powi(2)).sum();
                 let ss_res: f64 = pred.iter().zip(&data.y).map(|(p, y)| (p - y).powi(2)).sum();
-                if ss_tot > 0.0 { 1.0 - ss_res / ss_tot } else { f64::NAN }
+                if ss_tot > 0.0 {
+                    1.0 - ss_res / ss_tot
+                } else {
+                    f64::NAN
+                }
             }
         })
     }
@@ -296,10 +307,14 @@ impl Model {
             path: path.to_path_buf(),
             source,
         })?;
-        let value: serde_json::Value = serde_json::from_reader(BufReader::new(file))
-            .map_err(|e| JokerError::ModelFormat(format!("{}: not valid JSON: {e}", path.display())))?;
+        let value: serde_json::Value =
+            serde_json::from_reader(BufReader::new(file)).map_err(|e| {
+                JokerError::ModelFormat(format!("{}: not valid JSON: {e}", path.display()))
+            })?;
         Self::from_json_value(value).map_err(|e| match e {
-            JokerError::ModelFormat(m) => JokerError::ModelFormat(format!("{}: {m}", path.display())),
+            JokerError::ModelFormat(m) => {
+                JokerError::ModelFormat(format!("{}: {m}", path.display()))
+            }
             other => other,
         })
     }
@@ -344,16 +359,31 @@ impl Model {
         if let Some(c) = &self.classes {
             let want = if c.len() == 2 { 1 } else { c.len() };
             if want != t {
-                return bad(format!("{} classes need {want} targets, model has {t}", c.len()));
+                return bad(format!(
+                    "{} classes need {want} targets, model has {t}",
+                    c.len()
+                ));
             }
         }
         match &self.representation {
-            Representation::RandomFeatures { n_components, theta, .. } => {
+            Representation::RandomFeatures {
+                n_components,
+                theta,
+                ..
+            } => {
                 if *n_components == 0 || theta.len() != n_components * t {
-                    return bad(format!("theta has {} values, expected M x T = {}", theta.len(), n_components * t));
+                    return bad(format!(
+                        "theta has {} values, expected M x T = {}",
+                        theta.len(),
+                        n_components * t
+                    ));
                 }
             }
-            Representation::Exact { n_support, support, alpha } => {
+            Representation::Exact {
+                n_support,
+                support,
+                alpha,
+            } => {
                 if support.len() != n_support * d || alpha.len() != n_support * t {
                     return bad("support or alpha size differs from n_support".into());
                 }

@@ -52,7 +52,11 @@ impl Standardizer {
             if dense {
                 center[j] = mean;
             }
-            scale[j] = if sd > 1e-12 * (1.0 + mean.abs()) { sd } else { 1.0 };
+            scale[j] = if sd > 1e-12 * (1.0 + mean.abs()) {
+                sd
+            } else {
+                1.0
+            };
         }
         Standardizer { center, scale }
     }
@@ -113,7 +117,10 @@ impl TargetScaler {
     }
     /// The identity.
     pub fn identity() -> Self {
-        TargetScaler { mean: 0.0, scale: 1.0 }
+        TargetScaler {
+            mean: 0.0,
+            scale: 1.0,
+        }
     }
     /// Forward map.
     pub fn forward(&self, y: f64) -> f64 {
@@ -145,12 +152,14 @@ pub fn classes_of(y: &[f64]) -> Result<Vec<f64>> {
 pub fn encode_labels(y: &[f64], classes: &[f64]) -> Result<Vec<f64>> {
     let n = y.len();
     let idx = |v: f64| {
-        classes
-            .binary_search_by(|c| c.total_cmp(&v))
-            .map_err(|_| JokerError::InvalidLabels(format!("label {v} is not one of the classes {classes:?}")))
+        classes.binary_search_by(|c| c.total_cmp(&v)).map_err(|_| {
+            JokerError::InvalidLabels(format!("label {v} is not one of the classes {classes:?}"))
+        })
     };
     if classes.len() == 2 {
-        y.iter().map(|&v| Ok(if idx(v)? == 1 { 1.0 } else { -1.0 })).collect()
+        y.iter()
+            .map(|&v| Ok(if idx(v)? == 1 { 1.0 } else { -1.0 }))
+            .collect()
     } else {
         let k = classes.len();
         let mut out = vec![-1.0; n * k];
@@ -168,7 +177,9 @@ mod tests {
 
     #[test]
     fn standardizer_zscores_dense_and_scales_sparse() {
-        let x = Features::Dense(DenseMatrix::<f64>::from_rows(&[vec![1.0, 5.0], vec![3.0, 5.0]]).unwrap());
+        let x = Features::Dense(
+            DenseMatrix::<f64>::from_rows(&[vec![1.0, 5.0], vec![3.0, 5.0]]).unwrap(),
+        );
         let s = Standardizer::fit(&x);
         assert_eq!(s.center, vec![2.0, 5.0]);
         assert_eq!(s.scale, vec![1.0, 1.0]); // sd of {1,3} is 1; constant column keeps 1

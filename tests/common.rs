@@ -25,7 +25,11 @@ pub fn binary(n: usize, d: usize, seed: u64) -> Dataset<f64> {
     let mut y = Vec::with_capacity(n);
     for _ in 0..n {
         let row: Vec<f64> = (0..d).map(|_| 4.0 * s.uniform() - 2.0).collect();
-        let mut label = if row[0] * row[0] + row[1 % d] - 1.0 > 0.0 { 1.0 } else { -1.0 };
+        let mut label = if row[0] * row[0] + row[1 % d] - 1.0 > 0.0 {
+            1.0
+        } else {
+            -1.0
+        };
         if s.uniform() < 0.05 {
             label = -label;
         }
@@ -53,11 +57,16 @@ pub fn three_classes(n: usize, seed: u64) -> Dataset<f64> {
 pub fn data_dir() -> Option<std::path::PathBuf> {
     let dir = std::env::var("JOKER_DATA_DIR")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
+        .unwrap_or_else(|_| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets")
+        });
     if dir.join("README.md").exists() {
         Some(dir)
     } else {
-        eprintln!("skipped: real datasets not found at {} (set JOKER_DATA_DIR)", dir.display());
+        eprintln!(
+            "skipped: real datasets not found at {} (set JOKER_DATA_DIR)",
+            dir.display()
+        );
         None
     }
 }
@@ -67,7 +76,9 @@ pub fn data_dir() -> Option<std::path::PathBuf> {
 pub fn dense_solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Vec<f64> {
     let n = b.len();
     for k in 0..n {
-        let p = (k..n).max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs())).unwrap();
+        let p = (k..n)
+            .max_by(|&i, &j| a[i * n + k].abs().total_cmp(&a[j * n + k].abs()))
+            .unwrap();
         if p != k {
             for j in 0..n {
                 a.swap(k * n + j, p * n + j);

@@ -8,7 +8,9 @@ use joker::model::Representation;
 use joker::{Bandwidth, Dataset, Features, Joker, Kernel, KernelKind, Loss, Model, Precision};
 
 fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
-    let Features::Dense(m) = &d.x else { unreachable!() };
+    let Features::Dense(m) = &d.x else {
+        unreachable!()
+    };
     (0..m.nrows()).map(|i| m.row(i).to_vec()).collect()
 }
 
@@ -38,7 +40,10 @@ fn exact_krr_matches_dense_solve() {
         .unwrap();
     let x = rows(&data);
     let n = x.len();
-    let kernel = Kernel { kind: KernelKind::Gaussian, gamma };
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma,
+    };
     let mut a = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..n {
@@ -47,9 +52,19 @@ fn exact_krr_matches_dense_solve() {
     }
     let want = common::dense_solve(a, data.y.clone());
     let got = model.dual.as_ref().unwrap();
-    let err: f64 = got.iter().zip(&want).map(|(g, w)| (g - w).powi(2)).sum::<f64>().sqrt();
+    let err: f64 = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
     let norm: f64 = want.iter().map(|w| w * w).sum::<f64>().sqrt();
-    assert!(err / norm < 1e-6, "relative error {} after {} iterations", err / norm, model.training.iterations);
+    assert!(
+        err / norm < 1e-6,
+        "relative error {} after {} iterations",
+        err / norm,
+        model.training.iterations
+    );
 }
 
 /// Distance of `a` from the interval `[lo, hi]`.
@@ -70,9 +85,16 @@ fn check_loss(loss: Loss, data: &Dataset<f64>, exact: bool) -> Model {
         .tol(1e-4)
         .max_iter(20_000)
         .check_every(20);
-    b = if exact { b.exact() } else { b.n_components(256) };
+    b = if exact {
+        b.exact()
+    } else {
+        b.n_components(256)
+    };
     let model = b.build().unwrap().fit(data).unwrap();
-    eprintln!("{loss:?} exact={exact}: gap {:.2e} iters {} {} {:.2}s", model.training.gap, model.training.iterations, model.training.stop, model.training.seconds);
+    eprintln!(
+        "{loss:?} exact={exact}: gap {:.2e} iters {} {} {:.2}s",
+        model.training.gap, model.training.iterations, model.training.stop, model.training.seconds
+    );
     assert!(
         model.training.gap <= 1e-4,
         "{loss:?} (exact: {exact}): gap {} after {} iterations ({})",
@@ -86,26 +108,48 @@ fn check_loss(loss: Loss, data: &Dataset<f64>, exact: bool) -> Model {
     let u = model.decision_function(&data.x).unwrap();
     let alpha = model.dual.as_ref().unwrap();
     let c = 1.0 / lambda;
-    let coord = |i: usize| Coord { y: data.y[i], lam: lambda, eps: f64::EPSILON * c };
+    let coord = |i: usize| Coord {
+        y: data.y[i],
+        lam: lambda,
+        eps: f64::EPSILON * c,
+    };
     let fy: Vec<f64> = (0..u.len())
-        .map(|i| c * loss.primal(u[i], data.y[i]) + loss.dual(alpha[i], &coord(i)) + alpha[i] * u[i])
+        .map(|i| {
+            c * loss.primal(u[i], data.y[i]) + loss.dual(alpha[i], &coord(i)) + alpha[i] * u[i]
+        })
         .collect();
     let abs_gap = model.training.primal - model.training.dual;
     let sum: f64 = fy.iter().sum();
-    assert!(fy.iter().all(|&v| v > -1e-9 * c), "{loss:?}: a negative Fenchel-Young term");
-    assert!((sum - abs_gap).abs() <= 1e-6 * model.training.primal.abs().max(1.0), "{loss:?}: terms sum to {sum}, P - D = {abs_gap}");
+    assert!(
+        fy.iter().all(|&v| v > -1e-9 * c),
+        "{loss:?}: a negative Fenchel-Young term"
+    );
+    assert!(
+        (sum - abs_gap).abs() <= 1e-6 * model.training.primal.abs().max(1.0),
+        "{loss:?}: terms sum to {sum}, P - D = {abs_gap}"
+    );
     // KKT interval (hull at u -+ 0.02, since near a kink a tiny Fenchel-Young term allows any point of the interval): at a gap of 1e-4 every coordinate is within
     // 10% of C of its optimal set and 95% within 1%.
     let mut worst: f64 = 0.0;
     let mut loose = 0;
     for i in 0..u.len() {
-        let (a, b) = (loss.kkt_interval(u[i] - 2e-2, &coord(i)), loss.kkt_interval(u[i] + 2e-2, &coord(i)));
-        let hull = (a.0.min(a.1).min(b.0).min(b.1), a.0.max(a.1).max(b.0).max(b.1));
+        let (a, b) = (
+            loss.kkt_interval(u[i] - 2e-2, &coord(i)),
+            loss.kkt_interval(u[i] + 2e-2, &coord(i)),
+        );
+        let hull = (
+            a.0.min(a.1).min(b.0).min(b.1),
+            a.0.max(a.1).max(b.0).max(b.1),
+        );
         let v = outside(alpha[i], hull) / c;
         worst = worst.max(v);
         loose += (v > 1e-2) as usize;
     }
-    assert!(worst <= 0.1 && loose * 20 <= u.len(), "{loss:?}: KKT off by {worst} of C; {loose} of {} beyond 1%", u.len());
+    assert!(
+        worst <= 0.1 && loose * 20 <= u.len(),
+        "{loss:?}: KKT off by {worst} of C; {loose} of {} beyond 1%",
+        u.len()
+    );
     model
 }
 
@@ -132,7 +176,11 @@ fn every_loss_reaches_small_gap_and_kkt_exact() {
 fn every_loss_reaches_small_gap_with_random_features() {
     let reg = common::regression(240, 3, 4);
     let cls = common::binary(240, 3, 5);
-    for loss in [Loss::SquaredError, Loss::Huber { delta: 0.3 }, Loss::EpsilonInsensitive { epsilon: 0.1 }] {
+    for loss in [
+        Loss::SquaredError,
+        Loss::Huber { delta: 0.3 },
+        Loss::EpsilonInsensitive { epsilon: 0.1 },
+    ] {
         check_loss(loss, &reg, false);
     }
     for loss in [Loss::Hinge, Loss::SquaredHinge, Loss::Logistic] {
@@ -158,7 +206,10 @@ fn one_vs_rest_three_classes() {
     assert_eq!(model.n_targets, 3);
     let acc = model.score(&test).unwrap();
     assert!(acc > 0.93, "accuracy {acc}");
-    assert!(matches!(model.representation, Representation::RandomFeatures { .. }));
+    assert!(matches!(
+        model.representation,
+        Representation::RandomFeatures { .. }
+    ));
 }
 
 #[test]
@@ -180,6 +231,14 @@ fn klr_probabilities_are_calibrated_shape() {
     for row in p.chunks_exact(2) {
         assert!((row[0] + row[1] - 1.0).abs() < 1e-12 && row[1] > 0.0 && row[1] < 1.0);
     }
-    let svm = Joker::builder().loss(Loss::Hinge).n_components(64).block_size(100).max_iter(5).build().unwrap().fit(&train).unwrap();
+    let svm = Joker::builder()
+        .loss(Loss::Hinge)
+        .n_components(64)
+        .block_size(100)
+        .max_iter(5)
+        .build()
+        .unwrap()
+        .fit(&train)
+        .unwrap();
     assert!(svm.predict_proba(&train.x).is_err());
 }

@@ -74,7 +74,14 @@ impl<T: Scalar> Backend<T> for Cpu {
         let xr = MatRef::from_row_major_slice(x, n, d);
         let wt = MatRef::from_row_major_slice(map.w(), m, d).transpose();
         let z = MatMut::from_row_major_slice_mut(out, n, m);
-        faer::linalg::matmul::matmul(z, Accum::Replace, xr, wt, T::from_f64(1.0), par_for(n, m, d));
+        faer::linalg::matmul::matmul(
+            z,
+            Accum::Replace,
+            xr,
+            wt,
+            T::from_f64(1.0),
+            par_for(n, m, d),
+        );
         clear_upper_state();
         let scale = T::from_f64((2.0 / m as f64).sqrt());
         let b = map.b();
@@ -116,7 +123,15 @@ impl<T: Scalar> Backend<T> for Cpu {
         }
     }
 
-    fn project(&self, phi: &[T], n: usize, m: usize, theta: &[f64], targets: usize, out: &mut [f64]) {
+    fn project(
+        &self,
+        phi: &[T],
+        n: usize,
+        m: usize,
+        theta: &[f64],
+        targets: usize,
+        out: &mut [f64],
+    ) {
         debug_assert_eq!(theta.len(), m * targets);
         debug_assert_eq!(out.len(), n * targets);
         let rows: Vec<Vec<f64>> = (0..n)
@@ -125,7 +140,9 @@ impl<T: Scalar> Backend<T> for Cpu {
             .map(|i| {
                 clear_upper_state();
                 let row = &phi[i * m..(i + 1) * m];
-                (0..targets).map(|t| dot_mixed(row, &theta[t * m..(t + 1) * m])).collect()
+                (0..targets)
+                    .map(|t| dot_mixed(row, &theta[t * m..(t + 1) * m]))
+                    .collect()
             })
             .collect();
         for (i, r) in rows.iter().enumerate() {
@@ -187,8 +204,11 @@ impl<T: Scalar> Backend<T> for Cpu {
                     let a = &xi[i * d..(i + 1) * d];
                     for (j, o) in row.iter_mut().enumerate() {
                         let b = &xj[j * d..(j + 1) * d];
-                        let dist: f64 =
-                            a.iter().zip(b).map(|(p, q)| (p.to_f64() - q.to_f64()).abs()).sum();
+                        let dist: f64 = a
+                            .iter()
+                            .zip(b)
+                            .map(|(p, q)| (p.to_f64() - q.to_f64()).abs())
+                            .sum();
                         *o = kernel.of_distance(dist);
                     }
                 });
@@ -208,7 +228,12 @@ impl<T: Scalar> Backend<T> for Cpu {
                 clear_upper_state();
                 let sq = |x: &[T], k: usize| -> Vec<f64> {
                     (0..k)
-                        .map(|i| x[i * d..(i + 1) * d].iter().map(|v| v.to_f64().powi(2)).sum())
+                        .map(|i| {
+                            x[i * d..(i + 1) * d]
+                                .iter()
+                                .map(|v| v.to_f64().powi(2))
+                                .sum()
+                        })
                         .collect()
                 };
                 let (na, nb) = (sq(xi, ni), sq(xj, nj));
@@ -244,7 +269,10 @@ mod tests {
         let (n, d, m, t) = (37, 5, 301, 3);
         let x = random(n * d, 1);
         let spec = FeatureSpec {
-            kernel: Kernel { kind: KernelKind::Gaussian, gamma: 0.2 },
+            kernel: Kernel {
+                kind: KernelKind::Gaussian,
+                gamma: 0.2,
+            },
             n_components: m,
             dim: d,
             seed: 9,
@@ -282,7 +310,9 @@ mod tests {
         for c in 0..t {
             for j in 0..m {
                 let want = theta[c * m + j]
-                    + (0..n).map(|i| phi[i * m + j] * delta[c * n + i]).sum::<f64>();
+                    + (0..n)
+                        .map(|i| phi[i * m + j] * delta[c * n + i])
+                        .sum::<f64>();
                 assert!((th[c * m + j] - want).abs() < 1e-12);
             }
         }
@@ -295,7 +325,9 @@ mod tests {
         for kind in [
             KernelKind::Gaussian,
             KernelKind::Laplacian,
-            KernelKind::Matern { nu: MaternNu::ThreeHalves },
+            KernelKind::Matern {
+                nu: MaternNu::ThreeHalves,
+            },
         ] {
             let kernel = Kernel { kind, gamma: 0.4 };
             let mut out = vec![f64::NAN; ni * nj];

@@ -28,7 +28,15 @@ pub trait Backend<T: Scalar>: Send + Sync {
     fn gram(&self, phi: &[T], n: usize, m: usize, out: &mut [f64]);
 
     /// `out (n x T) = Phi theta` for `theta` of `M x T`, accumulated in `f64`.
-    fn project(&self, phi: &[T], n: usize, m: usize, theta: &[f64], targets: usize, out: &mut [f64]);
+    fn project(
+        &self,
+        phi: &[T],
+        n: usize,
+        m: usize,
+        theta: &[f64],
+        targets: usize,
+        out: &mut [f64],
+    );
 
     /// `theta (M x T) += Phi^T delta` for `delta` of `n x T`, accumulated in `f64`.
     fn accumulate(

@@ -157,11 +157,23 @@ pub struct Hooks<'a, T> {
 }
 
 /// Bytes the solver will allocate for a problem (checked before allocating).
-pub fn memory_estimate(n: usize, d: usize, m: Option<usize>, targets: usize, block: usize) -> usize {
+pub fn memory_estimate(
+    n: usize,
+    d: usize,
+    m: Option<usize>,
+    targets: usize,
+    block: usize,
+) -> usize {
     let f64s = n * targets * 2 + n * 2; // alpha, beta or y, lam/eps
     let block_bytes = block * block * 8 * 2 + block * d * 8;
-    let feat = m.map_or(0, |m| m * d * 8 + m * targets * 8 + block * m * 8 + CHUNK_ROWS * m * 8);
-    let exact_tile = if m.is_none() { CHUNK_ROWS * block * 8 * 2 } else { 0 };
+    let feat = m.map_or(0, |m| {
+        m * d * 8 + m * targets * 8 + block * m * 8 + CHUNK_ROWS * m * 8
+    });
+    let exact_tile = if m.is_none() {
+        CHUNK_ROWS * block * 8 * 2
+    } else {
+        0
+    };
     f64s * 8 + block_bytes + feat + exact_tile
 }
 
@@ -215,13 +227,15 @@ impl<T: Scalar> State<'_, T> {
                 for start in (0..n).step_by(CHUNK_ROWS) {
                     let rows = CHUNK_ROWS.min(n - start);
                     x.gather_range(start, &mut xc[..rows * d]);
-                    self.backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+                    self.backend
+                        .features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
                     let mut delta = vec![0.0; rows * tt];
                     for t in 0..tt {
                         delta[t * rows..(t + 1) * rows]
                             .copy_from_slice(&self.alpha[t * n + start..t * n + start + rows]);
                     }
-                    self.backend.accumulate(&phi[..rows * m], rows, m, &delta, tt, &mut self.theta);
+                    self.backend
+                        .accumulate(&phi[..rows * m], rows, m, &delta, tt, &mut self.theta);
                 }
             }
             Repr::Exact(_) => {
@@ -329,7 +343,11 @@ pub fn solve<T: Scalar>(
     Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut chooser = Stream::new(cfg.seed, 0xC401);
-    let check_every = if cfg.check_every == 0 { n.div_ceil(b) } else { cfg.check_every };
+    let check_every = if cfg.check_every == 0 {
+        n.div_ceil(b)
+    } else {
+        cfg.check_every
+    };
 
     let mut xb = vec![T::default(); b * d];
     let mut phi = vec![T::default(); b * m];
@@ -421,7 +439,16 @@ pub fn solve<T: Scalar>(
                     backend.accumulate(&phi[..nb * m], nb, m, &delta, tt, &mut st.theta);
                 }
                 Repr::Exact(kernel) => {
-                    update_beta(backend, kernel, prob.x, &xb[..nb * d], nb, &delta, tt, &mut st.beta);
+                    update_beta(
+                        backend,
+                        kernel,
+                        prob.x,
+                        &xb[..nb * d],
+                        nb,
+                        &delta,
+                        tt,
+                        &mut st.beta,
+                    );
                 }
             }
         }
@@ -434,7 +461,8 @@ pub fn solve<T: Scalar>(
             let (gap, go_on, finite) = check(&st, iter, accepted, hooks);
             if !finite {
                 return Err(JokerError::Numerical(
-                    "the objective became non-finite; check the scaling of the data and lambda".into(),
+                    "the objective became non-finite; check the scaling of the data and lambda"
+                        .into(),
                 ));
             }
             if gap <= cfg.tol {
@@ -485,7 +513,9 @@ fn update_beta<T: Scalar>(
     let (n, d) = (x.nrows(), x.ncols());
     let mut xc = vec![T::default(); CHUNK_ROWS * d];
     let mut tile = vec![0.0; CHUNK_ROWS * nb];
-    let active: Vec<usize> = (0..tt).filter(|&t| delta[t * nb..(t + 1) * nb].iter().any(|&v| v != 0.0)).collect();
+    let active: Vec<usize> = (0..tt)
+        .filter(|&t| delta[t * nb..(t + 1) * nb].iter().any(|&v| v != 0.0))
+        .collect();
     for start in (0..n).step_by(CHUNK_ROWS) {
         let rows = CHUNK_ROWS.min(n - start);
         x.gather_range(start, &mut xc[..rows * d]);
@@ -498,7 +528,11 @@ fn update_beta<T: Scalar>(
                 .enumerate()
                 .for_each(|(r, o)| {
                     crate::backend::cpu::clear_upper_state();
-                    *o += tl[r * nb..(r + 1) * nb].iter().zip(dt).map(|(k, v)| k * v).sum::<f64>();
+                    *o += tl[r * nb..(r + 1) * nb]
+                        .iter()
+                        .zip(dt)
+                        .map(|(k, v)| k * v)
+                        .sum::<f64>();
                 });
         }
     }

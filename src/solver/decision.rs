@@ -49,14 +49,26 @@ impl<T: Scalar> Predictor<'_, T> {
                     let rows = CHUNK_ROWS.min(n - start);
                     x.gather_range(start, &mut xc[..rows * d]);
                     backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
-                    backend.project(&phi[..rows * m], rows, m, theta, targets, &mut part[..rows * targets]);
+                    backend.project(
+                        &phi[..rows * m],
+                        rows,
+                        m,
+                        theta,
+                        targets,
+                        &mut part[..rows * targets],
+                    );
                     for t in 0..targets {
                         out[t * n + start..t * n + start + rows]
                             .copy_from_slice(&part[t * rows..(t + 1) * rows]);
                     }
                 }
             }
-            Predictor::Exact { kernel, support, rows, alpha } => {
+            Predictor::Exact {
+                kernel,
+                support,
+                rows,
+                alpha,
+            } => {
                 let ns = support.nrows();
                 let all: Vec<usize>;
                 let sel: &[usize] = match rows {
@@ -76,7 +88,15 @@ impl<T: Scalar> Predictor<'_, T> {
                         let rows = CHUNK_ROWS.min(n - start);
                         x.gather_range(start, &mut xc[..rows * d]);
                         let tl = &mut tile[..rows * js.len()];
-                        backend.kernel_tile(kernel, &xc[..rows * d], rows, &sc[..js.len() * d], js.len(), d, tl);
+                        backend.kernel_tile(
+                            kernel,
+                            &xc[..rows * d],
+                            rows,
+                            &sc[..js.len() * d],
+                            js.len(),
+                            d,
+                            tl,
+                        );
                         for t in 0..targets {
                             let a: Vec<f64> = js.iter().map(|&j| alpha[t * ns + j]).collect();
                             out[t * n + start..t * n + start + rows]

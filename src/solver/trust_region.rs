@@ -161,12 +161,16 @@ fn last_move(
 ) {
     let n = s.len();
     let tb = to_box(s, d, slo, shi).min(tau);
-    let stopped: Vec<f64> = (0..n).map(|i| (s[i] + tb * d[i]).clamp(slo[i], shi[i])).collect();
+    let stopped: Vec<f64> = (0..n)
+        .map(|i| (s[i] + tb * d[i]).clamp(slo[i], shi[i]))
+        .collect();
     if tb >= tau {
         s.copy_from_slice(&stopped);
         return;
     }
-    let clipped: Vec<f64> = (0..n).map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i])).collect();
+    let clipped: Vec<f64> = (0..n)
+        .map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i]))
+        .collect();
     let m_stop = model_value(q, g, &stopped, scratch);
     let m_clip = model_value(q, g, &clipped, scratch);
     s.copy_from_slice(if m_clip < m_stop { &clipped } else { &stopped });
@@ -397,7 +401,8 @@ mod tests {
         let mut k = vec![0.0; b * b];
         for i in 0..b {
             for j in 0..b {
-                k[i * b + j] = (0..m).map(|c| a[i * m + c] * a[j * m + c]).sum::<f64>() / m as f64 * 4.0;
+                k[i * b + j] =
+                    (0..m).map(|c| a[i * m + c] * a[j * m + c]).sum::<f64>() / m as f64 * 4.0;
             }
         }
         k
@@ -412,16 +417,27 @@ mod tests {
         let lam = 0.1;
         let mut st = Stream::new(2, 0);
         let coords: Vec<Coord> = (0..b)
-            .map(|_| Coord { y: st.uniform() * 2.0 - 1.0, lam, eps: 0.0 })
+            .map(|_| Coord {
+                y: st.uniform() * 2.0 - 1.0,
+                lam,
+                eps: 0.0,
+            })
             .collect();
-        let prob = BlockProblem { kbb: &k, loss: Loss::SquaredError, coords: &coords };
+        let prob = BlockProblem {
+            kbb: &k,
+            loss: Loss::SquaredError,
+            coords: &coords,
+        };
         let mut alpha = vec![0.0; b];
         let mut gbar = vec![0.0; b];
-        let p = TrustRegion { kkt_tol: 1e-10, ..Default::default() };
+        let p = TrustRegion {
+            kkt_tol: 1e-10,
+            ..Default::default()
+        };
         solve_column(&prob, &mut alpha, &mut gbar, 64.0, &p);
         for i in 0..b {
-            let r: f64 = (0..b).map(|j| k[i * b + j] * alpha[j]).sum::<f64>() + lam * alpha[i]
-                - coords[i].y;
+            let r: f64 =
+                (0..b).map(|j| k[i * b + j] * alpha[j]).sum::<f64>() + lam * alpha[i] - coords[i].y;
             assert!(r.abs() < 1e-8, "residual {r} at {i}");
             let gb: f64 = (0..b).map(|j| k[i * b + j] * alpha[j]).sum();
             assert!((gb - gbar[i]).abs() < 1e-10, "gbar out of sync");
@@ -437,20 +453,42 @@ mod tests {
         let lam = 0.5;
         let mut st = Stream::new(5, 0);
         let coords: Vec<Coord> = (0..b)
-            .map(|_| Coord { y: if st.uniform() < 0.5 { 1.0 } else { -1.0 }, lam, eps: 0.0 })
+            .map(|_| Coord {
+                y: if st.uniform() < 0.5 { 1.0 } else { -1.0 },
+                lam,
+                eps: 0.0,
+            })
             .collect();
         let loss = Loss::Hinge;
-        let prob = BlockProblem { kbb: &k, loss, coords: &coords };
+        let prob = BlockProblem {
+            kbb: &k,
+            loss,
+            coords: &coords,
+        };
         let mut alpha = vec![0.0; b];
         let mut gbar = vec![0.0; b];
-        let p = TrustRegion { kkt_tol: 1e-9, max_iter: 500, ..Default::default() };
+        let p = TrustRegion {
+            kkt_tol: 1e-9,
+            max_iter: 500,
+            ..Default::default()
+        };
         solve_column(&prob, &mut alpha, &mut gbar, 64.0, &p);
         for i in 0..b {
             let (lo, hi) = loss.bounds(&coords[i]);
             assert!(alpha[i] >= lo && alpha[i] <= hi);
             let g = gbar[i] + loss.grad(alpha[i], &coords[i]);
-            let pg = if alpha[i] <= lo { g.min(0.0) } else if alpha[i] >= hi { g.max(0.0) } else { g };
-            assert!(pg.abs() < 1e-6, "projected gradient {pg} at {i} (a={}, box [{lo},{hi}])", alpha[i]);
+            let pg = if alpha[i] <= lo {
+                g.min(0.0)
+            } else if alpha[i] >= hi {
+                g.max(0.0)
+            } else {
+                g
+            };
+            assert!(
+                pg.abs() < 1e-6,
+                "projected gradient {pg} at {i} (a={}, box [{lo},{hi}])",
+                alpha[i]
+            );
         }
     }
 }
