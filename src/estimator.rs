@@ -570,6 +570,7 @@ impl Joker {
                 dual: last.as_ref().map_or(f64::NAN, |p| p.dual),
                 seconds: start.elapsed().as_secs_f64(),
                 n_samples: n,
+                timings: sol.timings,
             },
             history: sol.history,
         })

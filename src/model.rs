@@ -20,7 +20,7 @@ use crate::loss::Loss;
 use crate::preprocess::{Standardizer, TargetScaler};
 use crate::scalar::Scalar;
 use crate::solver::decision::Predictor;
-use crate::solver::{Progress, StopReason};
+use crate::solver::{Progress, StopReason, Timings};
 
 /// The model file format's name, in every file's `format` field.
 pub const FORMAT_NAME: &str = "joker-model";
@@ -89,6 +89,9 @@ pub struct TrainingInfo {
     pub seconds: f64,
     /// Number of training samples.
     pub n_samples: usize,
+    /// Where the time went.
+    #[serde(default)]
+    pub timings: Timings,
 }
 
 /// A trained Joker model.

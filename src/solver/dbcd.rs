@@ -104,6 +104,26 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// Where the time of a fit went, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Timings {
+    /// Forming `K_BB` and `gbar` (feature block, Gram, projection; or exact kernel tiles).
+    pub block: f64,
+    /// Trust-region block solves.
+    pub solve: f64,
+    /// Folding the change back (`theta` or `beta` update).
+    pub update: f64,
+    /// Monitoring: objectives, gap, validation.
+    pub check: f64,
+}
+
+impl Timings {
+    /// Seconds per iteration spent in the iteration proper (block, solve, update).
+    pub fn per_iteration(&self, iters: usize) -> f64 {
+        (self.block + self.solve + self.update) / iters.max(1) as f64
+    }
+}
+
 /// The solver's result.
 #[derive(Clone, Debug)]
 pub struct Solution {
@@ -117,6 +137,8 @@ pub struct Solution {
     pub stop: StopReason,
     /// Every check, in order (the last is the final state).
     pub history: Vec<Progress>,
+    /// Where the time went.
+    pub timings: Timings,
 }
 
 /// How the kernel is represented.
@@ -359,6 +381,7 @@ pub fn solve<T: Scalar>(
     let mut stop = StopReason::MaxIter;
     let mut iter = 0;
     let mut checked_at = usize::MAX;
+    let mut timings = Timings::default();
 
     let mut check = |st: &State<T>, iter: usize, accepted: usize, hooks: &mut Hooks<T>| {
         let (primal, dual, gap) = st.objectives();
@@ -379,6 +402,7 @@ pub fn solve<T: Scalar>(
     };
 
     while iter < cfg.max_iter {
+        let t0 = Instant::now();
         let block = blocks[chooser.below(blocks.len())];
         let nb = block.len();
         prob.x.gather_dense(block, &mut xb[..nb * d]);
@@ -398,6 +422,8 @@ pub fn solve<T: Scalar>(
                 }
             }
         }
+        let t1 = Instant::now();
+        timings.block += (t1 - t0).as_secs_f64();
         // Block solve, one column per task.
         let kb: &[f64] = kb;
         let cols: Vec<(Vec<f64>, BlockStats)> = (0..tt)
@@ -415,6 +441,8 @@ pub fn solve<T: Scalar>(
                 (a, s)
             })
             .collect();
+        let t2 = Instant::now();
+        timings.solve += (t2 - t1).as_secs_f64();
         let mut delta = vec![0.0; nb * tt];
         let mut changed = false;
         for (t, (a, s)) in cols.iter().enumerate() {
@@ -452,13 +480,16 @@ pub fn solve<T: Scalar>(
                 }
             }
         }
+        timings.update += t2.elapsed().as_secs_f64();
         iter += 1;
         if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
             delta_max *= cfg.shrink_rate;
         }
         if iter % check_every == 0 {
             checked_at = iter;
+            let tc = Instant::now();
             let (gap, go_on, finite) = check(&st, iter, accepted, hooks);
+            timings.check += tc.elapsed().as_secs_f64();
             if !finite {
                 return Err(JokerError::Numerical(
                     "the objective became non-finite; check the scaling of the data and lambda"
@@ -480,7 +511,9 @@ pub fn solve<T: Scalar>(
         }
     }
     if checked_at != iter {
+        let tc = Instant::now();
         let (gap, _, _) = check(&st, iter, accepted, hooks);
+        timings.check += tc.elapsed().as_secs_f64();
         if gap <= cfg.tol && stop != StopReason::Cancelled {
             stop = StopReason::Converged;
         }
@@ -495,6 +528,7 @@ pub fn solve<T: Scalar>(
         iters: iter,
         stop,
         history,
+        timings,
     })
 }
 

@@ -5,5 +5,5 @@ pub mod dbcd;
 pub mod decision;
 pub mod trust_region;
 
-pub use dbcd::{Progress, Solution, SolverConfig, StopReason};
+pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings};
 pub use trust_region::{RadiusRule, TrustRegion};

@@ -1,0 +1,115 @@
+//! Time of one DBCD-TR iteration at the reference setting (block 512, M = 10,000, d = 28, f32)
+//! and the rate of the feature + Gram part as a fraction of this machine's f32 GEMM rate,
+//! measured in the same run.
+//!
+//! `cargo run --release --example bench_iteration [-- --block 512 --m 10000 --d 28 --iters 200]`
+//! Writes `bench-out/iteration.json`.
+
+use std::time::Instant;
+
+use joker::backend::{Backend, cpu::Cpu};
+use joker::features::{FeatureMap, FeatureSpec};
+use joker::rng::Stream;
+use joker::*;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, |v| v.parse().expect("integer argument"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// GFLOP/s of an `n x n x n` f32 GEMM with faer on all threads (median of 5).
+fn gemm_rate(n: usize) -> f64 {
+    use faer::{Accum, Mat, Par};
+    let a = Mat::<f32>::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f32 * 0.1);
+    let b = Mat::<f32>::from_fn(n, n, |i, j| ((i * 5 + j) % 13) as f32 * 0.1);
+    let mut c = Mat::<f32>::zeros(n, n);
+    let times: Vec<f64> = (0..6)
+        .map(|_| {
+            let t = Instant::now();
+            faer::linalg::matmul::matmul(c.as_mut(), Accum::Replace, a.as_ref(), b.as_ref(), 1.0, Par::rayon(0));
+            t.elapsed().as_secs_f64()
+        })
+        .skip(1)
+        .collect();
+    2.0 * (n as f64).powi(3) / median(times) / 1e9
+}
+
+fn main() -> joker::Result<()> {
+    let (b, m, d) = (arg("--block", 512), arg("--m", 10_000), arg("--d", 28));
+    let iters = arg("--iters", 200);
+    let n = arg("--n", 50_000);
+    let threads = rayon::current_num_threads();
+    let gemm = gemm_rate(2048);
+
+    // Primitive rates on one block.
+    let mut s = Stream::new(7, 1);
+    let xb: Vec<f32> = (0..b * d).map(|_| (s.uniform() * 4.0 - 2.0) as f32).collect();
+    let spec = FeatureSpec { kernel: Kernel { kind: KernelKind::Gaussian, gamma: 1.0 / (2.0 * d as f64) }, n_components: m, dim: d, seed: 3 };
+    let map = FeatureMap::<f32>::new(spec)?;
+    let mut phi = vec![0f32; b * m];
+    let mut kbb = vec![0f64; b * b];
+    let (mut tf, mut tg) = (Vec::new(), Vec::new());
+    for _ in 0..11 {
+        let t0 = Instant::now();
+        Cpu.features(&map, &xb, b, &mut phi);
+        let t1 = Instant::now();
+        Cpu.gram(&phi, b, m, &mut kbb);
+        tf.push((t1 - t0).as_secs_f64());
+        tg.push(t1.elapsed().as_secs_f64());
+    }
+    let (tf, tg) = (median(tf), median(tg));
+    // flops actually needed: projection 2 b M d; lower triangle of Phi Phi^T: b (b + 1) M
+    let flops = 2.0 * (b * m * d) as f64 + (b * (b + 1) * m) as f64;
+    let rate = flops / (tf + tg) / 1e9;
+
+    // A fit on HIGGS-shaped synthetic data, timing iterations only (no monitoring inside).
+    let mut x = Vec::with_capacity(n * d);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f64> = (0..d).map(|_| s.uniform() * 2.0 - 1.0).collect();
+        let score: f64 = row.iter().enumerate().map(|(k, v)| ((k + 1) as f64 * v).sin()).sum::<f64>();
+        y.push(if score > 0.0 { 1.0 } else { -1.0 });
+        x.extend(row);
+    }
+    let data = Dataset::new(Features::Dense(DenseMatrix::new(n, d, x)?), y)?;
+    let model = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(32.0)
+        .n_components(m)
+        .block_size(b)
+        .max_iter(iters)
+        .check_every(usize::MAX)
+        .build()?
+        .fit(&data)?;
+    let t = model.training.timings;
+    let per_iter = t.per_iteration(model.training.iterations);
+
+    println!("machine: {threads} threads; f32 GEMM (faer, 2048^3): {gemm:.1} GFLOP/s");
+    println!("setting: block {b}, M {m}, d {d}, f32, n = {n}, L2-SVC, {} iterations", model.training.iterations);
+    println!("features {:.2} ms + Gram {:.2} ms = {:.1} GFLOP/s = {:.0}% of GEMM", tf * 1e3, tg * 1e3, rate, 100.0 * rate / gemm);
+    println!(
+        "iteration: {:.2} ms (block {:.2} ms, trust-region solve {:.2} ms, theta update {:.2} ms)",
+        per_iter * 1e3,
+        t.block / iters as f64 * 1e3,
+        t.solve / iters as f64 * 1e3,
+        t.update / iters as f64 * 1e3
+    );
+    std::fs::create_dir_all("bench-out").ok();
+    let out = serde_json::json!({
+        "threads": threads, "gemm_f32_gflops": gemm, "block": b, "m": m, "d": d, "n": n,
+        "features_ms": tf * 1e3, "gram_ms": tg * 1e3, "feature_gram_gflops": rate,
+        "feature_gram_fraction_of_gemm": rate / gemm, "iteration_ms": per_iter * 1e3,
+        "block_ms": t.block / iters as f64 * 1e3, "solve_ms": t.solve / iters as f64 * 1e3,
+        "update_ms": t.update / iters as f64 * 1e3,
+    });
+    std::fs::write("bench-out/iteration.json", serde_json::to_string_pretty(&out).unwrap()).ok();
+    Ok(())
+}
