@@ -34,7 +34,14 @@ fn gemm_rate(n: usize) -> f64 {
     let times: Vec<f64> = (0..6)
         .map(|_| {
             let t = Instant::now();
-            faer::linalg::matmul::matmul(c.as_mut(), Accum::Replace, a.as_ref(), b.as_ref(), 1.0, Par::rayon(0));
+            faer::linalg::matmul::matmul(
+                c.as_mut(),
+                Accum::Replace,
+                a.as_ref(),
+                b.as_ref(),
+                1.0,
+                Par::rayon(0),
+            );
             t.elapsed().as_secs_f64()
         })
         .skip(1)
@@ -51,8 +58,18 @@ fn main() -> joker::Result<()> {
 
     // Primitive rates on one block.
     let mut s = Stream::new(7, 1);
-    let xb: Vec<f32> = (0..b * d).map(|_| (s.uniform() * 4.0 - 2.0) as f32).collect();
-    let spec = FeatureSpec { kernel: Kernel { kind: KernelKind::Gaussian, gamma: 1.0 / (2.0 * d as f64) }, n_components: m, dim: d, seed: 3 };
+    let xb: Vec<f32> = (0..b * d)
+        .map(|_| (s.uniform() * 4.0 - 2.0) as f32)
+        .collect();
+    let spec = FeatureSpec {
+        kernel: Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 1.0 / (2.0 * d as f64),
+        },
+        n_components: m,
+        dim: d,
+        seed: 3,
+    };
     let map = FeatureMap::<f32>::new(spec)?;
     let mut phi = vec![0f32; b * m];
     let mut kbb = vec![0f64; b * b];
@@ -75,12 +92,24 @@ fn main() -> joker::Result<()> {
     let mut y = Vec::with_capacity(n);
     for _ in 0..n {
         let row: Vec<f64> = (0..d).map(|_| s.uniform() * 2.0 - 1.0).collect();
-        let score: f64 = row.iter().enumerate().map(|(k, v)| ((k + 1) as f64 * v).sin()).sum::<f64>();
+        let score: f64 = row
+            .iter()
+            .enumerate()
+            .map(|(k, v)| ((k + 1) as f64 * v).sin())
+            .sum::<f64>();
         y.push(if score > 0.0 { 1.0 } else { -1.0 });
         x.extend(row);
     }
     let data = Dataset::new(Features::Dense(DenseMatrix::new(n, d, x)?), y)?;
+    let mut cfg = SolverConfig::default();
+    if let Ok(v) = std::env::var("JOKER_CG_RTOL") {
+        cfg.trust_region.cg_rtol = v.parse().expect("float");
+    }
+    if let Ok(v) = std::env::var("JOKER_MAX_CG") {
+        cfg.trust_region.max_cg_iter = v.parse().expect("integer");
+    }
     let model = Joker::builder()
+        .solver(cfg)
         .loss(Loss::SquaredHinge)
         .c(32.0)
         .n_components(m)
@@ -93,14 +122,33 @@ fn main() -> joker::Result<()> {
     let per_iter = t.per_iteration(model.training.iterations);
 
     println!("machine: {threads} threads; f32 GEMM (faer, 2048^3): {gemm:.1} GFLOP/s");
-    println!("setting: block {b}, M {m}, d {d}, f32, n = {n}, L2-SVC, {} iterations", model.training.iterations);
-    println!("features {:.2} ms + Gram {:.2} ms = {:.1} GFLOP/s = {:.0}% of GEMM", tf * 1e3, tg * 1e3, rate, 100.0 * rate / gemm);
+    println!(
+        "setting: block {b}, M {m}, d {d}, f32, n = {n}, L2-SVC, {} iterations",
+        model.training.iterations
+    );
+    println!(
+        "features {:.2} ms + Gram {:.2} ms = {:.1} GFLOP/s = {:.0}% of GEMM",
+        tf * 1e3,
+        tg * 1e3,
+        rate,
+        100.0 * rate / gemm
+    );
     println!(
         "iteration: {:.2} ms (block {:.2} ms, trust-region solve {:.2} ms, theta update {:.2} ms)",
         per_iter * 1e3,
         t.block / iters as f64 * 1e3,
         t.solve / iters as f64 * 1e3,
         t.update / iters as f64 * 1e3
+    );
+    println!(
+        "final relative duality gap {:.4e} after {:.1} s",
+        model.training.gap,
+        t.block + t.solve + t.update
+    );
+    println!(
+        "per block solve: {:.1} trust-region iterations, {:.1} CG iterations",
+        t.tr_iters as f64 / iters as f64,
+        t.cg_iters as f64 / iters as f64
     );
     std::fs::create_dir_all("bench-out").ok();
     let out = serde_json::json!({
@@ -110,6 +158,10 @@ fn main() -> joker::Result<()> {
         "block_ms": t.block / iters as f64 * 1e3, "solve_ms": t.solve / iters as f64 * 1e3,
         "update_ms": t.update / iters as f64 * 1e3,
     });
-    std::fs::write("bench-out/iteration.json", serde_json::to_string_pretty(&out).unwrap()).ok();
+    std::fs::write(
+        "bench-out/iteration.json",
+        serde_json::to_string_pretty(&out).unwrap(),
+    )
+    .ok();
     Ok(())
 }

@@ -348,9 +348,7 @@ impl Joker {
         let (classes, y, scaler) = match task {
             Task::Classification => {
                 let classes = classes_of(&data.y)?;
-                if self.loss.is_classifier() && classes.len() == 2 {
-                    check_binary_labels(&classes)?;
-                }
+                check_class_count(&classes, n)?;
                 let y = encode_labels(&data.y, &classes)?;
                 (Some(classes), y, TargetScaler::identity())
             }
@@ -577,12 +575,15 @@ impl Joker {
     }
 }
 
-/// Binary classifiers accept any two labels; this only rejects label sets that look like
-/// regression targets fed to a classifier by mistake (many distinct values are caught by
-/// `classes_of` giving more than two classes, which one-vs-rest handles).
-fn check_binary_labels(classes: &[f64]) -> Result<()> {
-    if classes.iter().any(|c| !c.is_finite()) {
-        return Err(JokerError::InvalidLabels("labels must be finite".into()));
+/// Classifiers accept any set of label values, but a label set that looks like regression
+/// targets (more than 1000 classes, or more classes than half the samples) is refused rather
+/// than turned into a huge one-vs-rest problem.
+fn check_class_count(classes: &[f64], n: usize) -> Result<()> {
+    let k = classes.len();
+    if k > 1000 || (k > 2 && 2 * k > n) {
+        return Err(JokerError::InvalidLabels(format!(
+            "{k} distinct labels in {n} samples look like regression targets, not classes; use a regression loss (krr, huber, svr, l1, lp) or Task::Regression"
+        )));
     }
     Ok(())
 }

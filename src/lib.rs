@@ -20,6 +20,7 @@ pub mod backend;
 pub mod estimator;
 pub mod features;
 pub mod kernel;
+pub mod linalg;
 pub mod loss;
 pub mod model;
 pub mod preprocess;

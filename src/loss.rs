@@ -314,11 +314,17 @@ impl Loss {
         }
     }
 
-    /// The dual starting point of a coordinate: zero, or (KLR) the optimum of the model with
-    /// `K = 0`, `a_hat = c / 2`, which lies strictly inside the box.
-    pub fn start(&self, k: &Coord) -> f64 {
+    /// The dual starting point of a coordinate among `n`: zero, or for KLR (whose box excludes
+    /// zero) `a_hat = min(c/2, 1/n)`, inside the box and small enough that every starting
+    /// prediction `|f(x)| <= sum_i a_hat_i k(x_i, x)` is at most 1. (The reference code's
+    /// uniform start in `(0, c)` makes the starting predictions of order `n c`, and the first
+    /// pass over the data only undoes that.)
+    pub fn start(&self, k: &Coord, n: usize) -> f64 {
         match self {
-            Loss::Logistic => k.y * 0.5 * k.c(),
+            Loss::Logistic => {
+                let ah = (0.5 * k.c()).min(1.0 / n as f64).max(2.0 * k.eps);
+                k.y * ah
+            }
             _ => 0.0,
         }
     }

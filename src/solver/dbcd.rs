@@ -115,6 +115,12 @@ pub struct Timings {
     pub update: f64,
     /// Monitoring: objectives, gap, validation.
     pub check: f64,
+    /// Trust-region iterations, summed over blocks and target columns.
+    #[serde(default)]
+    pub tr_iters: usize,
+    /// CG iterations, summed over blocks and target columns.
+    #[serde(default)]
+    pub cg_iters: usize,
 }
 
 impl Timings {
@@ -337,7 +343,7 @@ pub fn solve<T: Scalar>(
             let (lo, hi) = prob.loss.bounds(&k);
             let a0 = match &alpha0 {
                 Some(a) => a[t * n + i],
-                None => prob.loss.start(&k),
+                None => prob.loss.start(&k, n),
             };
             st.alpha[t * n + i] = a0.clamp(lo, hi);
         }
@@ -447,6 +453,8 @@ pub fn solve<T: Scalar>(
         let mut changed = false;
         for (t, (a, s)) in cols.iter().enumerate() {
             accepted += s.accepted;
+            timings.tr_iters += s.tr_iters;
+            timings.cg_iters += s.cg_iters;
             for (r, &i) in block.iter().enumerate() {
                 let dv = a[r] - st.alpha[t * n + i];
                 if dv != 0.0 {

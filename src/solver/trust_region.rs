@@ -11,11 +11,14 @@
 //! (two-metric projection). When a CG move would leave the box, two candidates are compared
 //! on the model: the move stopped at the first bound (the model still decreases, as in
 //! Steihaug's boundary step) and the reference code's move clipped to the box; the better one
-//! is the step. Clipping alone can produce an ascent step that stalls the method (seen on
-//! L2-SVC with C = 10), which the stopped move rules out. SVR's `epsilon |a|` is handled
+//! is kept and CG restarts on the coordinates still free (see [`cg_steihaug`]). Clipping
+//! alone can produce an ascent step that stalls the method (seen on L2-SVC with C = 10);
+//! stopping alone settles one bound per trust-region iteration (50 iterations per block on
+//! L2-SVC at C = 32). SVR's `epsilon |a|` is handled
 //! orthant-wise: each coordinate is confined to the orthant of its sign (or of its
 //! steepest-descent sign at zero), where the model is exact.
 
+use crate::linalg::{dot, matvec_mixed};
 use crate::loss::{Coord, Loss};
 
 /// How the radius reacts to the ratio `rho`.
@@ -112,25 +115,7 @@ fn to_boundary(s: &[f64], d: &[f64], radius: f64) -> f64 {
     .max(0.0)
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// `out = A v` for a row-major square `A`.
-fn matvec(a: &[f64], v: &[f64], out: &mut [f64]) {
-    let n = v.len();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = dot(&a[i * n..(i + 1) * n], v);
-    }
-}
-
-/// `g^T s + 1/2 s^T Q s`.
-fn model_value(q: &[f64], g: &[f64], s: &[f64], scratch: &mut [f64]) -> f64 {
-    matvec(q, s, scratch);
-    dot(g, s) + 0.5 * dot(s, scratch)
-}
-
-/// Largest `tau >= 0` with `slo <= s + tau d <= shi`.
+/// Largest `tau >= 0` with `slo <= s + tau d <= shi` over the active coordinates.
 fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
     let mut tau = f64::INFINITY;
     for i in 0..s.len() {
@@ -143,43 +128,18 @@ fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
     tau.max(0.0)
 }
 
-/// The last CG move from `s` along `d` with at most `tau` (the radius boundary, or the CG
-/// minimiser when it leaves the box): of the move stopped at the first bound (which keeps the
-/// model decrease of CG) and the reference code's move clipped to the box (which makes more
-/// progress when several bounds are hit at once but may increase the model), keep the one
-/// with the lower model value.
-#[allow(clippy::too_many_arguments)]
-fn last_move(
-    q: &[f64],
-    g: &[f64],
-    slo: &[f64],
-    shi: &[f64],
-    s: &mut [f64],
-    d: &[f64],
-    tau: f64,
-    scratch: &mut [f64],
-) {
-    let n = s.len();
-    let tb = to_box(s, d, slo, shi).min(tau);
-    let stopped: Vec<f64> = (0..n)
-        .map(|i| (s[i] + tb * d[i]).clamp(slo[i], shi[i]))
-        .collect();
-    if tb >= tau {
-        s.copy_from_slice(&stopped);
-        return;
-    }
-    let clipped: Vec<f64> = (0..n)
-        .map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i]))
-        .collect();
-    let m_stop = model_value(q, g, &stopped, scratch);
-    let m_clip = model_value(q, g, &clipped, scratch);
-    s.copy_from_slice(if m_clip < m_stop { &clipped } else { &stopped });
-}
-
-/// Truncated CG-Steihaug on `min g^T s + 1/2 s^T Q s`, `||s|| <= radius`,
-/// `slo <= s <= shi`. Returns the CG iterations used; `s` holds the step.
+/// Truncated, box-aware CG-Steihaug on `min g^T s + 1/2 s^T Q s` subject to
+/// `||s|| <= radius` and `slo <= s <= shi`. Returns the CG iterations used; `s` holds the
+/// step.
+///
+/// CG runs until the residual is small, the radius is reached, or a move leaves the box.
+/// At a box exit two candidates are compared on the model: the move stopped at the first
+/// bound (the model keeps decreasing) and the move clipped to the box (the reference code's
+/// rule, better when many bounds are crossed at once, but it can increase the model). The
+/// better one is kept, the coordinates now at a bound are fixed, and CG restarts on the
+/// others from the new point, so one trust-region iteration can settle many bounds.
 fn cg_steihaug(
-    q: &[f64],
+    q: &[f32],
     g: &[f64],
     slo: &[f64],
     shi: &[f64],
@@ -189,6 +149,8 @@ fn cg_steihaug(
 ) -> usize {
     let n = g.len();
     s.fill(0.0);
+    let mut active = vec![true; n];
+    let mut qs = vec![0.0; n]; // Q s
     let mut r: Vec<f64> = g.iter().map(|v| -v).collect();
     let mut d = r.clone();
     let mut qd = vec![0.0; n];
@@ -197,44 +159,80 @@ fn cg_steihaug(
     if rr == 0.0 {
         return 0;
     }
-    for it in 1..=p.max_cg_iter {
-        matvec(q, &d, &mut qd);
+    let mut it = 0;
+    while it < p.max_cg_iter {
+        it += 1;
+        matvec_mixed(q, &d, &mut qd);
         let dqd = dot(&d, &qd);
         let dd = dot(&d, &d);
         let tau_radius = to_boundary(s, &d, radius);
-        if !(dqd > 1e-14 * dd) {
-            // zero or negative curvature: the model decreases all the way to the boundary
-            last_move(q, g, slo, shi, s, &d, tau_radius, &mut qd);
-            return it;
+        let curved = dqd > 1e-14 * dd;
+        let omega = if curved { rr / dqd } else { f64::INFINITY };
+        let tau = omega.min(tau_radius);
+        let tau_box = to_box(s, &d, slo, shi);
+        if tau_box >= tau {
+            for i in 0..n {
+                s[i] += tau * d[i];
+                qs[i] += tau * qd[i];
+            }
+            if tau >= tau_radius {
+                return it; // on the trust-region boundary
+            }
+            for i in 0..n {
+                r[i] = if active[i] { r[i] - omega * qd[i] } else { 0.0 };
+            }
+            let rr_new = dot(&r, &r);
+            if rr_new <= stop {
+                return it;
+            }
+            let beta = rr_new / rr;
+            for i in 0..n {
+                d[i] = r[i] + beta * d[i];
+            }
+            rr = rr_new;
+            continue;
         }
-        let omega = rr / dqd;
-        if omega >= tau_radius {
-            last_move(q, g, slo, shi, s, &d, tau_radius, &mut qd);
-            return it;
+        // The move leaves the box: stopped at the first bound, or clipped.
+        let stopped: Vec<f64> = (0..n)
+            .map(|i| (s[i] + tau_box * d[i]).clamp(slo[i], shi[i]))
+            .collect();
+        let qs_stopped: Vec<f64> = (0..n).map(|i| qs[i] + tau_box * qd[i]).collect();
+        let clipped: Vec<f64> = (0..n)
+            .map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i]))
+            .collect();
+        let mut qs_clipped = vec![0.0; n];
+        matvec_mixed(q, &clipped, &mut qs_clipped);
+        let model = |x: &[f64], qx: &[f64]| dot(g, x) + 0.5 * dot(x, qx);
+        if model(&clipped, &qs_clipped) < model(&stopped, &qs_stopped) {
+            s.copy_from_slice(&clipped);
+            qs.copy_from_slice(&qs_clipped);
+        } else {
+            s.copy_from_slice(&stopped);
+            qs.copy_from_slice(&qs_stopped);
         }
-        let violates = (0..n).any(|i| {
-            let v = s[i] + omega * d[i];
-            v < slo[i] || v > shi[i]
-        });
-        if violates {
-            last_move(q, g, slo, shi, s, &d, omega, &mut qd);
-            return it;
-        }
+        // Fix the coordinates at a bound whose model gradient points outward; restart CG on
+        // the rest with the steepest-descent direction.
+        let mut any = false;
         for i in 0..n {
-            s[i] += omega * d[i];
-            r[i] -= omega * qd[i];
+            let gi = g[i] + qs[i];
+            let at_lo = s[i] <= slo[i] && gi > 0.0;
+            let at_hi = s[i] >= shi[i] && gi < 0.0;
+            if at_lo || at_hi {
+                active[i] = false;
+            }
+            r[i] = if active[i] { -gi } else { 0.0 };
+            any |= active[i];
         }
-        let rr_new = dot(&r, &r);
-        if rr_new <= stop {
+        if !any || dot(s, s) >= radius * radius * (1.0 - 1e-12) {
             return it;
         }
-        let beta = rr_new / rr;
-        for i in 0..n {
-            d[i] = r[i] + beta * d[i];
+        rr = dot(&r, &r);
+        if rr <= stop {
+            return it;
         }
-        rr = rr_new;
+        d.copy_from_slice(&r);
     }
-    p.max_cg_iter
+    it
 }
 
 /// Solves the block subproblem for one column: updates `alpha` (the block's coordinates) and
@@ -308,15 +306,17 @@ pub fn solve_column(
 
         // The model restricted to the free coordinates.
         let nf = free.len();
-        let mut q = vec![0.0; nf * nf];
+        // CG's model matrix is stored in f32 (the products are memory-bound); the ratio test
+        // below uses K_BB in f64.
+        let mut q = vec![0.0f32; nf * nf];
         for (r, &i) in free.iter().enumerate() {
             let k = &prob.coords[i];
             h[i] = loss.hess(alpha[i], k);
             let row = &prob.kbb[i * b..(i + 1) * b];
             for (c, &j) in free.iter().enumerate() {
-                q[r * nf + c] = row[j];
+                q[r * nf + c] = row[j] as f32;
             }
-            q[r * nf + r] += h[i];
+            q[r * nf + r] = (row[i] + h[i]) as f32;
         }
         let gf: Vec<f64> = free.iter().map(|&i| g[i]).collect();
         let lf: Vec<f64> = free.iter().map(|&i| slo[i]).collect();

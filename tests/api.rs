@@ -1,0 +1,445 @@
+//! The public API: bad input gets its typed error, models survive save/load bit for bit,
+//! features are deterministic in the seed, and the options of a fit do what they say.
+
+mod common;
+
+use joker::model::Representation;
+use joker::{
+    ClassWeight, CsrMatrix, Dataset, DenseMatrix, Features, FitOptions, Joker, JokerError, Loss,
+    Model, Precision, Progress,
+};
+
+fn small_svc() -> Joker {
+    Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .n_components(128)
+        .block_size(50)
+        .max_iter(40)
+        .build()
+        .unwrap()
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("joker-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn bad_parameters_are_refused_by_the_builder() {
+    let err = |b: joker::JokerBuilder| b.build().unwrap_err();
+    let name = |e: JokerError| match e {
+        JokerError::InvalidParameter { name, .. } => name,
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(name(err(Joker::builder().lambda(0.0))), "lambda");
+    assert_eq!(name(err(Joker::builder().lambda(-1.0))), "lambda");
+    assert_eq!(name(err(Joker::builder().lambda(f64::NAN))), "lambda");
+    assert_eq!(name(err(Joker::builder().n_components(0))), "n_components");
+    assert_eq!(name(err(Joker::builder().gamma(0.0))), "gamma");
+    assert_eq!(name(err(Joker::builder().block_size(0))), "block_size");
+    assert_eq!(
+        name(err(Joker::builder().loss(Loss::Huber { delta: 0.0 }))),
+        "delta"
+    );
+    assert_eq!(name(err(Joker::builder().loss(Loss::Lp { p: 1.0 }))), "p");
+    assert_eq!(
+        name(err(
+            Joker::builder().loss(Loss::EpsilonInsensitive { epsilon: -0.1 })
+        )),
+        "epsilon"
+    );
+    assert_eq!(
+        name(err(Joker::builder()
+            .loss(Loss::Logistic)
+            .task(joker::Task::Regression))),
+        "task"
+    );
+    let msg = Joker::builder()
+        .lambda(0.0)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("lambda") && msg.contains("positive"), "{msg}");
+}
+
+#[test]
+fn bad_data_is_refused_with_its_location() {
+    // NaN and infinity in features name the row and column
+    let e = DenseMatrix::new(2, 2, vec![1.0, 2.0, 3.0, f64::INFINITY]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            JokerError::NonFinite {
+                what: "features",
+                row: 1,
+                col: 1
+            }
+        ),
+        "{e:?}"
+    );
+    // NaN target
+    let x = Features::Dense(DenseMatrix::new(2, 1, vec![1.0, 2.0]).unwrap());
+    let e = Dataset::new(x.clone(), vec![1.0, f64::NAN]).unwrap_err();
+    assert!(matches!(
+        e,
+        JokerError::NonFinite {
+            what: "targets",
+            row: 1,
+            ..
+        }
+    ));
+    // mismatched shapes
+    assert!(matches!(
+        Dataset::new(x.clone(), vec![1.0]),
+        Err(JokerError::ShapeMismatch(_))
+    ));
+    assert!(matches!(
+        DenseMatrix::<f32>::new(0, 3, vec![]),
+        Err(JokerError::EmptyData(_))
+    ));
+    assert!(matches!(
+        CsrMatrix::<f32>::new(1, 2, vec![0, 1], vec![5], vec![1.0]),
+        Err(JokerError::ShapeMismatch(_))
+    ));
+    // block larger than n
+    let data = common::binary(30, 2, 1);
+    let e = small_svc().fit(&data).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            JokerError::InvalidParameter {
+                name: "block_size",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // labels that do not fit: one class, or regression targets for a classifier
+    let one = Dataset::new(data.x.clone(), vec![1.0; 30]).unwrap();
+    let e = Joker::builder()
+        .loss(Loss::Hinge)
+        .block_size(10)
+        .build()
+        .unwrap()
+        .fit(&one)
+        .unwrap_err();
+    assert!(matches!(e, JokerError::InvalidLabels(_)), "{e:?}");
+    let reg = common::regression(200, 2, 2);
+    let e = Joker::builder()
+        .loss(Loss::Logistic)
+        .block_size(50)
+        .build()
+        .unwrap()
+        .fit(&reg)
+        .unwrap_err();
+    assert!(e.to_string().contains("regression"), "{e}");
+    // sample weights: wrong length, non-positive, NaN
+    let data = common::binary(100, 2, 3);
+    for (w, check) in [
+        (vec![1.0; 99], "ShapeMismatch"),
+        (vec![0.0; 100], "InvalidParameter"),
+        (
+            {
+                let mut w = vec![1.0; 100];
+                w[7] = f64::NAN;
+                w
+            },
+            "NonFinite",
+        ),
+    ] {
+        let e = small_svc()
+            .fit_with(
+                &data,
+                FitOptions {
+                    sample_weight: Some(&w),
+                    ..Default::default()
+                },
+            )
+            .unwrap_err();
+        assert!(format!("{e:?}").starts_with(check), "{e:?}");
+    }
+    // predicting with more features than the model was trained on
+    let model = small_svc().fit(&data).unwrap();
+    let wide = Features::Dense(DenseMatrix::new(1, 5, vec![0.0; 5]).unwrap());
+    assert!(matches!(
+        model.predict(&wide),
+        Err(JokerError::ShapeMismatch(_))
+    ));
+    // a memory limit below the estimate
+    let e = Joker::builder()
+        .n_components(1 << 16)
+        .block_size(50)
+        .max_memory(1 << 20)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap_err();
+    assert!(
+        matches!(e, JokerError::Memory(_)) && e.to_string().contains("MB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn save_and_load_give_identical_predictions() {
+    let train = common::binary(300, 3, 4);
+    let test = common::binary(100, 3, 5);
+    for exact in [false, true] {
+        let mut b = Joker::builder()
+            .loss(Loss::Logistic)
+            .block_size(64)
+            .max_iter(30);
+        b = if exact {
+            b.exact()
+        } else {
+            b.n_components(200)
+        };
+        let model = b.build().unwrap().fit(&train).unwrap();
+        let path = tmp(&format!("m{exact}.json"));
+        model.save(&path).unwrap();
+        let back = Model::load(&path).unwrap();
+        assert_eq!(
+            model.decision_function(&test.x).unwrap(),
+            back.decision_function(&test.x).unwrap()
+        );
+        assert_eq!(
+            model.predict_proba(&test.x).unwrap(),
+            back.predict_proba(&test.x).unwrap()
+        );
+        assert_eq!(
+            matches!(back.representation, Representation::Exact { .. }),
+            exact
+        );
+    }
+    let reg = common::regression(300, 3, 6);
+    let model = Joker::builder()
+        .loss(Loss::Huber { delta: 0.5 })
+        .precision(Precision::F64)
+        .block_size(64)
+        .max_iter(20)
+        .build()
+        .unwrap()
+        .fit(&reg)
+        .unwrap();
+    let path = tmp("reg.json");
+    model.save(&path).unwrap();
+    assert_eq!(
+        model.predict(&reg.x).unwrap(),
+        Model::load(&path).unwrap().predict(&reg.x).unwrap()
+    );
+}
+
+#[test]
+fn model_files_from_the_future_or_elsewhere_are_refused() {
+    let data = common::binary(100, 2, 7);
+    let model = small_svc().fit(&data).unwrap();
+    let path = tmp("future.json");
+    model.save(&path).unwrap();
+    let text =
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replacen("\"version\":1", "\"version\":2", 1);
+    std::fs::write(&path, text).unwrap();
+    let e = Model::load(&path).unwrap_err().to_string();
+    assert!(e.contains("newer") && e.contains("version 2"), "{e}");
+    std::fs::write(&path, "{\"hello\": 1}").unwrap();
+    assert!(
+        Model::load(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not a joker model")
+    );
+    std::fs::write(&path, "not json").unwrap();
+    assert!(Model::load(&path).unwrap_err().to_string().contains("JSON"));
+    let e = Model::load(tmp("missing.json")).unwrap_err();
+    assert!(matches!(e, JokerError::Io { .. }));
+}
+
+#[test]
+fn fits_are_deterministic_in_the_seed() {
+    let data = common::binary(300, 3, 8);
+    let fit = |seed| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(100)
+            .block_size(50)
+            .max_iter(30)
+            .seed(seed)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap()
+    };
+    let (a, b, c) = (fit(1), fit(1), fit(2));
+    assert_eq!(
+        a.decision_function(&data.x).unwrap(),
+        b.decision_function(&data.x).unwrap()
+    );
+    assert_ne!(
+        a.decision_function(&data.x).unwrap(),
+        c.decision_function(&data.x).unwrap()
+    );
+}
+
+#[test]
+fn progress_callback_sees_checks_and_can_stop() {
+    let data = common::binary(400, 2, 9);
+    let mut seen = Vec::new();
+    let model = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .n_components(64)
+        .block_size(40)
+        .max_iter(1000)
+        .tol(0.0)
+        .check_every(5)
+        .build()
+        .unwrap()
+        .fit_with(
+            &data,
+            FitOptions {
+                validation: Some(&data),
+                progress: Some(Box::new(|p: &Progress| {
+                    seen.push(p.clone());
+                    p.iter < 20
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(model.training.stop, "cancelled");
+    assert_eq!(model.training.iterations, 20);
+    assert_eq!(
+        seen.iter().map(|p| p.iter).collect::<Vec<_>>(),
+        vec![5, 10, 15, 20]
+    );
+    assert!(
+        seen.iter()
+            .all(|p| p.validation.is_some_and(|v| v > 0.5) && p.primal >= p.dual)
+    );
+    // the dual objective never decreases: every accepted step decreases (4)
+    assert!(seen.windows(2).all(|w| w[1].dual >= w[0].dual - 1e-9));
+}
+
+#[test]
+fn warm_start_continues_where_a_fit_stopped() {
+    let data = common::binary(400, 2, 10);
+    let p = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .n_components(64)
+        .block_size(40)
+        .max_iter(20)
+        .tol(0.0)
+        .build()
+        .unwrap();
+    let first = p.fit(&data).unwrap();
+    let second = p
+        .fit_with(
+            &data,
+            FitOptions {
+                warm_start: Some(&first),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        second.training.dual > first.training.dual,
+        "{} vs {}",
+        second.training.dual,
+        first.training.dual
+    );
+    let other = common::binary(300, 2, 11);
+    assert!(
+        p.fit_with(
+            &other,
+            FitOptions {
+                warm_start: Some(&first),
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn sample_and_class_weights_scale_the_box() {
+    // Weight w_i scales coordinate i's box: with a huge weight on one sample its dual can
+    // leave the unweighted box [0, C] of the hinge loss.
+    let data = common::binary(200, 2, 12);
+    let c = 1.0;
+    let p = Joker::builder()
+        .loss(Loss::Hinge)
+        .c(c)
+        .n_components(64)
+        .block_size(50)
+        .max_iter(200)
+        .build()
+        .unwrap();
+    let mut w = vec![1.0; 200];
+    w[0] = 50.0;
+    let m = p
+        .fit_with(
+            &data,
+            FitOptions {
+                sample_weight: Some(&w),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let dual = m.dual.as_ref().unwrap();
+    assert!(dual[1..].iter().all(|a| a.abs() <= c + 1e-12));
+    assert!(dual[0].abs() <= 50.0 * c + 1e-9);
+    let balanced = Joker::builder()
+        .loss(Loss::Hinge)
+        .c(c)
+        .n_components(64)
+        .block_size(50)
+        .max_iter(20)
+        .class_weight(ClassWeight::Balanced)
+        .build()
+        .unwrap();
+    assert!(balanced.fit(&data).is_ok());
+    let bad = Joker::builder()
+        .loss(Loss::Hinge)
+        .class_weight(ClassWeight::Custom(vec![(7.0, 2.0)]))
+        .block_size(50)
+        .build()
+        .unwrap();
+    assert!(bad.fit(&data).unwrap_err().to_string().contains("class 7"));
+}
+
+#[test]
+fn sparse_and_dense_inputs_give_the_same_model() {
+    let dense = common::binary(200, 3, 13);
+    let Features::Dense(m) = &dense.x else {
+        unreachable!()
+    };
+    let (mut indptr, mut indices, mut values) = (vec![0], vec![], vec![]);
+    for i in 0..m.nrows() {
+        for (j, &v) in m.row(i).iter().enumerate() {
+            indices.push(j as u32);
+            values.push(v);
+        }
+        indptr.push(values.len());
+    }
+    let sparse = Dataset::new(
+        Features::Sparse(CsrMatrix::new(200, 3, indptr, indices, values).unwrap()),
+        dense.y.clone(),
+    )
+    .unwrap();
+    // without standardisation both see identical numbers
+    let p = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .standardize(false)
+        .gamma(0.3)
+        .n_components(64)
+        .block_size(50)
+        .max_iter(20)
+        .build()
+        .unwrap();
+    let (a, b) = (p.fit(&dense).unwrap(), p.fit(&sparse).unwrap());
+    assert_eq!(
+        a.decision_function(&dense.x).unwrap(),
+        b.decision_function(&sparse.x).unwrap()
+    );
+}
