@@ -6,7 +6,7 @@
 //   - philox4x32_10(ctr, key): 10 rounds, multipliers 0xD2511F53 / 0xCD9E8D57, Weyl key bumps
 //     0x9E3779B9 / 0xBB67AE85 applied before rounds 1..9 (exactly the Rust loop);
 //   - key_of(seed) = (seed as u32, (seed >> 32) as u32);
-//   - uniform_open(hi, lo) = (((hi << 32) | lo) >> 11 + 0.5) * 2^-53 in double;
+//   - uniform_open(hi, lo) = (((hi << 32) | lo) >> 12 + 0.5) * 2^-52 in double (never 0 or 1);
 //   - normal_from(blk) = sqrt(-2 ln u1) * cos(2 pi u2), u1 = uniform_open(blk[0], blk[1]),
 //     u2 = uniform_open(blk[2], blk[3]), in double.
 //
@@ -55,7 +55,7 @@ static constexpr uint32_t PHILOX_W1 = 0xBB67AE85u;
 
 static constexpr double JK_PI = 3.141592653589793;
 static constexpr double JK_TAU = 6.283185307179586;
-static constexpr double JK_2POW_M53 = 1.0 / 9007199254740992.0;  // 2^-53, exact
+static constexpr double JK_2POW_M52 = 1.0 / 4503599627370496.0;  // 2^-52, exact
 
 // Kernel ids shared with the Rust side.
 static constexpr int RFF_GAUSSIAN = 0;
@@ -121,8 +121,8 @@ JK_HD void key_of(unsigned long long seed, uint32_t& k0, uint32_t& k1) {
 // A uniform double in (0, 1) from two words, 53 bits from (hi, lo), offset by half a unit.
 // (For bits = 2^53 - 1 the sum rounds to 2^53 and the result is 1.0, on the CPU too.)
 JK_HD double uniform_open(uint32_t hi, uint32_t lo) {
-    const uint64_t bits = (((uint64_t)hi << 32) | (uint64_t)lo) >> 11;
-    return dmul(dadd((double)bits, 0.5), JK_2POW_M53);
+    const uint64_t bits = (((uint64_t)hi << 32) | (uint64_t)lo) >> 12;  // 52 bits
+    return dmul(dadd((double)bits, 0.5), JK_2POW_M52);
 }
 
 // A standard normal from one Philox block: Box-Muller, cosine branch, in double.

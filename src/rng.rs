@@ -7,8 +7,8 @@
 //!
 //! Conventions shared with the CUDA code (change both or neither):
 //! - key = `(seed as u32, (seed >> 32) as u32)`;
-//! - a uniform in (0, 1) takes two 32-bit words `(hi, lo)` as a 53-bit fraction, offset by half
-//!   a unit so that neither 0 nor 1 can occur;
+//! - a uniform in (0, 1) takes the top 52 bits of two 32-bit words `(hi, lo)` as a fraction,
+//!   offset by half a unit; `bits + 0.5` is then exact, so neither 0 nor 1 can occur;
 //! - a standard normal is Box-Muller `sqrt(-2 ln u1) cos(2 pi u2)` from the four words of one
 //!   Philox block.
 
@@ -47,8 +47,8 @@ pub fn key_of(seed: u64) -> [u32; 2] {
 /// A uniform double in the open interval (0, 1) from two random words.
 #[inline]
 pub fn uniform_open(hi: u32, lo: u32) -> f64 {
-    let bits = (((hi as u64) << 32) | lo as u64) >> 11; // 53 bits
-    (bits as f64 + 0.5) * (1.0 / (1u64 << 53) as f64)
+    let bits = (((hi as u64) << 32) | lo as u64) >> 12; // 52 bits: bits + 0.5 is exact
+    (bits as f64 + 0.5) * (1.0 / (1u64 << 52) as f64)
 }
 
 /// A standard normal from one Philox block (Box-Muller on its four words).
@@ -137,6 +137,12 @@ mod tests {
             ),
             [0xd16c_fe09, 0x94fd_cceb, 0x5001_e420, 0x2412_6ea1]
         );
+    }
+
+    #[test]
+    fn uniform_extremes_stay_inside() {
+        assert!(uniform_open(u32::MAX, u32::MAX) < 1.0);
+        assert!(uniform_open(0, 0) > 0.0);
     }
 
     #[test]
