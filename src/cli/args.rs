@@ -62,7 +62,7 @@ pub enum Command {
 /// The loss, and so the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LossArg {
-    /// Kernel ridge regression (squared error).
+    /// Kernel ridge regression, squared error (alias mse).
     #[value(alias = "mse")]
     Krr,
     /// Huber regression (see --delta).
@@ -73,13 +73,13 @@ pub enum LossArg {
     L1,
     /// |y - f|^p / p regression (see --p).
     Lp,
-    /// Hinge-loss SVM classifier.
+    /// SVM classifier, hinge loss (alias hinge).
     #[value(name = "l1-svc", alias = "hinge")]
     L1Svc,
-    /// Squared-hinge SVM classifier.
+    /// SVM classifier, squared hinge loss (alias svc).
     #[value(name = "l2-svc", alias = "svc")]
     L2Svc,
-    /// Kernel logistic regression (probabilities with `predict --proba`).
+    /// Kernel logistic regression; probabilities with `predict --proba` (alias logistic).
     #[value(alias = "logistic", alias = "log")]
     Klr,
 }
@@ -87,10 +87,10 @@ pub enum LossArg {
 /// Kernel family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum KernelArg {
-    /// exp(-gamma ||x - x'||^2).
+    /// exp(-gamma ||x - x'||^2) (alias rbf).
     #[value(alias = "rbf")]
     Gaussian,
-    /// exp(-gamma ||x - x'||_1).
+    /// exp(-gamma ||x - x'||_1) (alias lap).
     #[value(alias = "lap", alias = "laplace")]
     Laplacian,
     /// Matern with smoothness --nu and length scale 1/gamma.

@@ -25,14 +25,14 @@ impl Reporter {
         let terminal = std::io::stderr().is_terminal();
         let bar = (!quiet && terminal).then(|| {
             let style = ProgressStyle::with_template(
-                "{spinner:.green} {elapsed_precise} [{bar:30.cyan/blue}] {pos}/{len} it  {msg}",
+                "{spinner:.green} {elapsed} [{wide_bar:.cyan/blue}] {pos}/{len} {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
             let bar =
                 ProgressBar::with_draw_target(Some(max_iter as u64), ProgressDrawTarget::stderr())
                     .with_style(style)
-                    .with_message("starting (the first check comes after one pass over the data)");
+                    .with_message("(the first check comes after one pass over the data)");
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
@@ -57,13 +57,13 @@ impl Reporter {
         let val = p.validation.map(|v| self.metric(v));
         if let Some(bar) = &self.bar {
             let mut msg = format!(
-                "gap {:.2e}  P {}  D {}",
+                "gap {:.2e} P {} D {}",
                 p.gap,
                 sig(p.primal, 5),
                 sig(p.dual, 5)
             );
             if let Some((name, v)) = &val {
-                msg.push_str(&format!("  val {name} {v}"));
+                msg.push_str(&format!(" val {name} {v}"));
             }
             bar.set_position(p.iter as u64);
             bar.set_message(msg);
