@@ -354,6 +354,7 @@ pub struct DemoArgs {
     pub quiet: bool,
 }
 
+/// Parses `--label-column`: `first`, `last` or a zero-based index.
 fn parse_label_column(s: &str) -> Result<joker::io::LabelColumn, String> {
     use joker::io::LabelColumn;
     match s {
@@ -365,6 +366,7 @@ fn parse_label_column(s: &str) -> Result<joker::io::LabelColumn, String> {
     }
 }
 
+/// Parses `--index-base`: `0` gives `true` (zero-based), `1` gives `false`.
 fn parse_index_base(s: &str) -> Result<bool, String> {
     match s {
         "0" => Ok(true),
@@ -373,6 +375,7 @@ fn parse_index_base(s: &str) -> Result<bool, String> {
     }
 }
 
+/// Parses `--class-weight`: `balanced`, `none` or `LABEL:WEIGHT,...`.
 fn parse_class_weight(s: &str) -> Result<joker::ClassWeight, String> {
     use joker::ClassWeight;
     match s {

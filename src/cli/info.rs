@@ -58,6 +58,7 @@ pub fn run(a: InfoArgs) -> CliResult<()> {
     print_model(&m, &a.model_file.display().to_string())
 }
 
+/// Prints the summary of `m`, loaded from `name`.
 fn print_model(m: &Model, name: &str) -> CliResult<()> {
     outln!("model file      {name}");
     outln!(

@@ -25,6 +25,7 @@ pub fn run(a: PredictArgs) -> CliResult<()> {
     }
 }
 
+/// Reads the data in the model's precision `U` and writes the predictions.
 fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
     let data: Dataset<U> = read_data(&a.data_file, &a.data, None, Some(model.n_features))?;
     let n = data.len();

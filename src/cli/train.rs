@@ -191,6 +191,7 @@ pub fn run(a: TrainArgs) -> CliResult<()> {
     }
 }
 
+/// Reads the data in the input precision `U`, trains, saves and prints the summary.
 fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
     let train: Dataset<U> = read_data(&a.train_file, &a.data, a.n_features, None)?;
     let (n, d) = (train.x.nrows(), train.x.ncols());
@@ -271,6 +272,7 @@ fn distinct(y: &[f64]) -> Vec<f64> {
     c
 }
 
+/// Prints the training summary and the scores on the training and validation sets.
 fn summary<U: Scalar>(
     model: &Model,
     train: &Dataset<U>,
