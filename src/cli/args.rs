@@ -1,0 +1,434 @@
+//! The command line, declared with clap's derive API.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const TRAIN_EXAMPLES: &str = "\
+Examples:
+  joker train -l svc -c 32 -k laplacian -m 20000 a9a
+      L2-SVC with 20,000 random Laplacian features; writes a9a.joker.json
+  joker train --exact --lambda 1 -b 2048 --max-iter 10000 YearPredictionMSD msd.model
+      exact kernel ridge regression
+  joker train -l klr --lambda 0.125 -v higgs.val higgs.train higgs.model
+      kernel logistic regression, scored on a validation set at every check
+  joker train --format csv --label-column first -l huber --delta 2 data.csv
+      Huber regression on a CSV file whose first column is the target";
+
+const PREDICT_EXAMPLES: &str = "\
+Examples:
+  joker predict a9a.t a9a.joker.json a9a.predictions
+  joker predict --decision test.svm model.json          decision values on stdout
+  joker predict --proba test.svm klr.model probs.txt    class probabilities (KLR)";
+
+const DEMO_EXAMPLES: &str = "\
+Examples:
+  joker demo                        20,000 + 5,000 points, L2-SVC, 2048 random features
+  joker demo --n 100000 -m 4096     a larger run
+  joker demo -l klr --exact --n 4000";
+
+/// Large-scale kernel machines: dual block coordinate descent with a trust region (Joker),
+/// over exact kernels or random Fourier features.
+#[derive(Parser, Debug)]
+#[command(
+    name = "joker",
+    version,
+    about,
+    after_help = "Run `joker demo` for a self-contained example, `joker help <command>` for the options of each command."
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once
+pub enum Command {
+    /// Train a model on a LIBSVM or CSV file and save it.
+    #[command(after_help = TRAIN_EXAMPLES, allow_negative_numbers = true)]
+    Train(TrainArgs),
+    /// Predict with a saved model; reports accuracy or RMSE when the file has labels.
+    #[command(after_help = PREDICT_EXAMPLES)]
+    Predict(PredictArgs),
+    /// Print a summary of a saved model.
+    Info(InfoArgs),
+    /// Train on a built-in synthetic problem (two noisy interleaved spirals); needs no files.
+    #[command(after_help = DEMO_EXAMPLES, allow_negative_numbers = true)]
+    Demo(DemoArgs),
+}
+
+/// The loss, and so the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LossArg {
+    /// Kernel ridge regression, squared error (alias mse).
+    #[value(alias = "mse")]
+    Krr,
+    /// Huber regression (see --delta).
+    Huber,
+    /// Support vector regression, epsilon-insensitive (see --epsilon).
+    Svr,
+    /// Least absolute deviations.
+    L1,
+    /// |y - f|^p / p regression (see --p).
+    Lp,
+    /// SVM classifier, hinge loss (alias hinge).
+    #[value(name = "l1-svc", alias = "hinge")]
+    L1Svc,
+    /// SVM classifier, squared hinge loss (alias svc).
+    #[value(name = "l2-svc", alias = "svc")]
+    L2Svc,
+    /// Kernel logistic regression; probabilities with `predict --proba` (alias logistic).
+    #[value(alias = "logistic", alias = "log")]
+    Klr,
+}
+
+/// Kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KernelArg {
+    /// exp(-gamma ||x - x'||^2) (alias rbf).
+    #[value(alias = "rbf")]
+    Gaussian,
+    /// exp(-gamma ||x - x'||_1) (alias lap).
+    #[value(alias = "lap", alias = "laplace")]
+    Laplacian,
+    /// Matern with smoothness --nu and length scale 1/gamma.
+    Matern,
+}
+
+/// Matern smoothness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NuArg {
+    /// nu = 1/2 (exponential kernel).
+    #[value(name = "0.5")]
+    Half,
+    /// nu = 3/2.
+    #[value(name = "1.5")]
+    ThreeHalves,
+    /// nu = 5/2.
+    #[value(name = "2.5")]
+    FiveHalves,
+}
+
+/// Kernel scale heuristic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BandwidthArg {
+    /// Median pairwise distance of a subsample.
+    Median,
+    /// Mean squared distance (the Joker reference code's rule).
+    Msd,
+}
+
+/// Working precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    /// Single precision (faster, half the memory).
+    F32,
+    /// Double precision.
+    F64,
+}
+
+/// Task override.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TaskArg {
+    /// Labels are classes (one-vs-rest beyond two).
+    Classification,
+    /// Real-valued targets.
+    Regression,
+}
+
+/// Data file format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// Guess from the first data line.
+    #[default]
+    Auto,
+    /// `label index:value ...` (SVMlight); gzip and bzip2 are read transparently.
+    Libsvm,
+    /// Delimited numbers (comma, tab, semicolon or whitespace), optional header.
+    Csv,
+}
+
+/// Where a data file's labels are and how it is laid out.
+#[derive(Args, Clone, Debug, Default)]
+pub struct DataArgs {
+    /// Data file format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Auto, help_heading = "Data files")]
+    pub format: FormatArg,
+    /// CSV: the column holding the label: `first`, `last` or a zero-based index (implies CSV).
+    #[arg(long, value_name = "first|last|N", value_parser = parse_label_column, help_heading = "Data files")]
+    pub label_column: Option<joker::io::LabelColumn>,
+    /// LIBSVM: whether feature indices start at 0 or 1 (default: 0 if any index 0 appears;
+    /// implies LIBSVM).
+    #[arg(long, value_name = "0|1", value_parser = parse_index_base, help_heading = "Data files")]
+    pub index_base: Option<bool>,
+}
+
+/// `joker train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Training data (LIBSVM or CSV, optionally gzip or bzip2 compressed).
+    #[arg(value_name = "TRAIN_FILE")]
+    pub train_file: PathBuf,
+    /// Where to save the model [default: <train file name>.joker.json in the current directory].
+    #[arg(value_name = "MODEL_FILE")]
+    pub model_file: Option<PathBuf>,
+
+    /// Loss (and so the model).
+    #[arg(short, long, value_enum, default_value_t = LossArg::Krr, alias = "criterion", help_heading = "Model")]
+    pub loss: LossArg,
+    /// Huber: width of the quadratic zone [default: 1].
+    #[arg(long, help_heading = "Model")]
+    pub delta: Option<f64>,
+    /// SVR: half-width of the insensitive tube, in standardised target units [default: 0.1].
+    #[arg(long, help_heading = "Model")]
+    pub epsilon: Option<f64>,
+    /// Lp: the exponent p > 1 [default: 1.5].
+    #[arg(long, help_heading = "Model")]
+    pub p: Option<f64>,
+    /// Regularisation as C = 1/lambda (as in LIBSVM).
+    #[arg(
+        short = 'c',
+        long = "C",
+        alias = "c",
+        value_name = "C",
+        conflicts_with = "lambda",
+        help_heading = "Model"
+    )]
+    pub c: Option<f64>,
+    /// Regularisation lambda > 0 [default: 1].
+    #[arg(long, help_heading = "Model")]
+    pub lambda: Option<f64>,
+    /// Force classification or regression [default: from the loss].
+    #[arg(long, value_enum, help_heading = "Model")]
+    pub task: Option<TaskArg>,
+    /// Class weights: `balanced` (n / (K n_k)) or `LABEL:WEIGHT,...` (others weigh 1).
+    #[arg(long, value_name = "balanced|LABEL:W,...", value_parser = parse_class_weight, help_heading = "Model")]
+    pub class_weight: Option<joker::ClassWeight>,
+
+    /// Kernel family.
+    #[arg(short, long, value_enum, default_value_t = KernelArg::Gaussian, help_heading = "Kernel")]
+    pub kernel: KernelArg,
+    /// Matern smoothness [default: 1.5].
+    #[arg(long, value_enum, help_heading = "Kernel")]
+    pub nu: Option<NuArg>,
+    /// Explicit kernel scale gamma (features are standardised first unless --no-standardize).
+    #[arg(short, long, conflicts_with = "bandwidth", help_heading = "Kernel")]
+    pub gamma: Option<f64>,
+    /// Kernel scale heuristic when no --gamma is given.
+    #[arg(long, value_enum, default_value_t = BandwidthArg::Median, help_heading = "Kernel")]
+    pub bandwidth: BandwidthArg,
+    /// Number of random Fourier features M.
+    #[arg(
+        short = 'm',
+        long,
+        default_value_t = 2048,
+        alias = "n-rff",
+        alias = "n_rff",
+        conflicts_with = "exact",
+        help_heading = "Kernel"
+    )]
+    pub n_components: usize,
+    /// Use the exact kernel instead of random features (memory and time grow with n).
+    #[arg(long, help_heading = "Kernel")]
+    pub exact: bool,
+
+    /// Block size |B| [default: 512, or the number of samples if smaller].
+    #[arg(short, long, alias = "blksz", help_heading = "Solver")]
+    pub block_size: Option<usize>,
+    /// Iteration budget.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        alias = "max_iter",
+        help_heading = "Solver"
+    )]
+    pub max_iter: usize,
+    /// Stop when the relative duality gap is at most this.
+    #[arg(long, default_value_t = 1e-3, help_heading = "Solver")]
+    pub tol: f64,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "SECONDS", help_heading = "Solver")]
+    pub time_limit: Option<f64>,
+    /// Check the gap (a full pass over the data) every this many iterations [default: once
+    /// per pass, n / block size].
+    #[arg(long, value_name = "ITERS", help_heading = "Solver")]
+    pub check_every: Option<usize>,
+    /// Seed of the random features and of the block order.
+    #[arg(long, default_value_t = 42, help_heading = "Solver")]
+    pub seed: u64,
+    /// Working precision.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32, help_heading = "Solver")]
+    pub precision: PrecisionArg,
+
+    /// Do not z-score the features.
+    #[arg(long, help_heading = "Preprocessing")]
+    pub no_standardize: bool,
+    /// Do not z-score regression targets.
+    #[arg(long, help_heading = "Preprocessing")]
+    pub no_normalize_target: bool,
+
+    /// Data format options (apply to the training and the validation file).
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// LIBSVM: the number of features (default: the largest index found; implies LIBSVM).
+    #[arg(long, value_name = "N", help_heading = "Data files")]
+    pub n_features: Option<usize>,
+
+    /// A validation file, scored at every check (accuracy or RMSE).
+    #[arg(short, long, value_name = "FILE", help_heading = "Output")]
+    pub validation: Option<PathBuf>,
+    /// No progress output (the final summary is still printed).
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+/// `joker predict`.
+#[derive(Args, Debug)]
+pub struct PredictArgs {
+    /// Data to predict (same layout as the training file; labels, if meaningful, are scored).
+    #[arg(value_name = "DATA_FILE")]
+    pub data_file: PathBuf,
+    /// A model saved by `joker train`.
+    #[arg(value_name = "MODEL_FILE")]
+    pub model_file: PathBuf,
+    /// Where to write the predictions, one line per sample [default: stdout; `-` too].
+    #[arg(value_name = "OUTPUT_FILE")]
+    pub output_file: Option<PathBuf>,
+    /// Write decision values instead of labels (space-separated for one-vs-rest).
+    #[arg(long, conflicts_with = "proba")]
+    pub decision: bool,
+    /// Write class probabilities (KLR models), space-separated in the order of the model's
+    /// classes (see `joker info`).
+    #[arg(long)]
+    pub proba: bool,
+    /// Do not print the score on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Data format options.
+    #[command(flatten)]
+    pub data: DataArgs,
+}
+
+/// `joker info`.
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// A model saved by `joker train`.
+    #[arg(value_name = "MODEL_FILE")]
+    pub model_file: PathBuf,
+}
+
+/// `joker demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Training points (a quarter as many test points are added).
+    #[arg(long, default_value_t = 20_000)]
+    pub n: usize,
+    /// Input dimension (for more than 2 the spirals lie on a random plane, plus noise).
+    #[arg(short, long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(2..=10))]
+    pub dim: u16,
+    /// Loss.
+    #[arg(short, long, value_enum, default_value_t = LossArg::L2Svc)]
+    pub loss: LossArg,
+    /// Number of random Fourier features M.
+    #[arg(short = 'm', long, default_value_t = 2048, conflicts_with = "exact")]
+    pub n_components: usize,
+    /// Use the exact kernel (slow beyond a few thousand points).
+    #[arg(long)]
+    pub exact: bool,
+    /// Regularisation lambda.
+    #[arg(long, default_value_t = 1.0)]
+    pub lambda: f64,
+    /// Gaussian kernel scale on the standardised inputs [default: 8 / dim].
+    #[arg(short, long)]
+    pub gamma: Option<f64>,
+    /// Iteration budget.
+    #[arg(long, default_value_t = 2000)]
+    pub max_iter: usize,
+    /// Seed of the data, the random features and the block order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress output.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Parses `--label-column`: `first`, `last` or a zero-based index.
+fn parse_label_column(s: &str) -> Result<joker::io::LabelColumn, String> {
+    use joker::io::LabelColumn;
+    match s {
+        "first" => Ok(LabelColumn::First),
+        "last" => Ok(LabelColumn::Last),
+        _ => s.parse::<usize>().map(LabelColumn::Index).map_err(|_| {
+            format!("expected `first`, `last` or a zero-based column index, got `{s}`")
+        }),
+    }
+}
+
+/// Parses `--index-base`: `0` gives `true` (zero-based), `1` gives `false`.
+fn parse_index_base(s: &str) -> Result<bool, String> {
+    match s {
+        "0" => Ok(true),
+        "1" => Ok(false),
+        _ => Err(format!("expected 0 or 1, got `{s}`")),
+    }
+}
+
+/// Parses `--class-weight`: `balanced`, `none` or `LABEL:WEIGHT,...`.
+fn parse_class_weight(s: &str) -> Result<joker::ClassWeight, String> {
+    use joker::ClassWeight;
+    match s {
+        "balanced" => return Ok(ClassWeight::Balanced),
+        "none" => return Ok(ClassWeight::None),
+        _ => {}
+    }
+    let mut pairs = Vec::new();
+    for part in s.split(',') {
+        let (l, w) = part
+            .split_once(':')
+            .ok_or_else(|| format!("expected `balanced` or `LABEL:WEIGHT,...`, got `{part}`"))?;
+        let label: f64 = l
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad label `{l}` in `{part}`"))?;
+        let weight: f64 = w
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad weight `{w}` in `{part}`"))?;
+        pairs.push((label, weight));
+    }
+    Ok(ClassWeight::Custom(pairs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn aliases_and_defaults() {
+        let cli =
+            Cli::try_parse_from(["joker", "train", "-l", "svc", "--c", "4", "a.svm"]).unwrap();
+        let Command::Train(t) = cli.command else {
+            panic!()
+        };
+        assert_eq!(t.loss, LossArg::L2Svc);
+        assert_eq!(t.c, Some(4.0));
+        assert_eq!(t.n_components, 2048);
+        assert!(
+            Cli::try_parse_from(["joker", "train", "-c", "1", "--lambda", "1", "a"]).is_err(),
+            "C and lambda conflict"
+        );
+        assert!(Cli::try_parse_from(["joker", "train", "-m", "10", "--exact", "a"]).is_err());
+        assert_eq!(
+            parse_class_weight("1:2, -1:0.5"),
+            Ok(joker::ClassWeight::Custom(vec![(1.0, 2.0), (-1.0, 0.5)]))
+        );
+    }
+}

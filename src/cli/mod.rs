@@ -1,0 +1,281 @@
+//! The `joker` program's commands and their shared helpers (not part of the library API).
+
+/// Writes a line to stdout, stopping quietly if the reader went away.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+            .map_err(|e| $crate::cli::write_error("standard output", e))?;
+    }};
+}
+
+pub mod args;
+pub mod demo;
+pub mod info;
+pub mod predict;
+pub mod progress;
+pub mod train;
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use joker::io::{CsvOptions, LibsvmOptions, read_auto, read_csv, read_libsvm};
+use joker::{Dataset, Features, JokerError, Model, Scalar, Task};
+
+use args::{DataArgs, FormatArg};
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// A message for the user (printed as `error: <message>`).
+    Message(String),
+    /// Standard output was closed by its reader; stop quietly.
+    BrokenPipe,
+}
+
+/// The result of a command.
+pub type CliResult<T> = Result<T, CliError>;
+
+impl From<JokerError> for CliError {
+    fn from(e: JokerError) -> Self {
+        CliError::Message(e.to_string())
+    }
+}
+
+/// A failure with this message.
+pub fn fail<T>(msg: impl Into<String>) -> CliResult<T> {
+    Err(CliError::Message(msg.into()))
+}
+
+/// Maps a write error on `what` (a path, or "standard output") to a [`CliError`].
+pub fn write_error(what: &str, e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::BrokenPipe
+    } else {
+        CliError::Message(format!("cannot write {what}: {e}"))
+    }
+}
+
+/// Prints `error: <message>` on stderr, in red on a terminal.
+pub fn report(msg: &str) {
+    if std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
+        eprintln!("\x1b[1;31merror:\x1b[0m {msg}");
+    } else {
+        eprintln!("error: {msg}");
+    }
+}
+
+/// A number in its shortest exact form: `1` and `-1` for integral labels, `0.25`, and an
+/// exponent for very large or very small magnitudes (`1.5e-7`, `3e20`).
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if (1e-4..1e15).contains(&a) || !a.is_finite() {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Reads a data file as the format options say.
+///
+/// `width`, when given, is the number of features the data must have (the model's or the
+/// training set's): narrower LIBSVM data is widened to it (test files need not mention the
+/// last features), anything else that differs is an error. `n_features` is the explicit
+/// LIBSVM width of `joker train --n-features`.
+pub fn read_data<U: Scalar>(
+    path: &Path,
+    opts: &DataArgs,
+    n_features: Option<usize>,
+    width: Option<usize>,
+) -> CliResult<Dataset<U>> {
+    let wants_csv = opts.label_column.is_some();
+    let wants_libsvm = opts.index_base.is_some() || n_features.is_some();
+    let format = match opts.format {
+        FormatArg::Auto if wants_csv && wants_libsvm => {
+            return fail(
+                "--label-column is a CSV option, --index-base and --n-features are LIBSVM options: give --format",
+            );
+        }
+        FormatArg::Auto if wants_csv => FormatArg::Csv,
+        FormatArg::Auto if wants_libsvm => FormatArg::Libsvm,
+        FormatArg::Csv if wants_libsvm => {
+            return fail("--index-base and --n-features apply to LIBSVM files, not CSV");
+        }
+        FormatArg::Libsvm if wants_csv => {
+            return fail("--label-column applies to CSV files, not LIBSVM");
+        }
+        f => f,
+    };
+    let data: Dataset<U> = match format {
+        FormatArg::Auto => read_auto(path)?,
+        FormatArg::Libsvm => {
+            let o = LibsvmOptions {
+                zero_based: opts.index_base,
+                n_features: n_features.or(width),
+            };
+            read_libsvm(path, &o)?
+        }
+        FormatArg::Csv => {
+            let o = CsvOptions {
+                label_column: opts.label_column.unwrap_or_default(),
+                ..CsvOptions::default()
+            };
+            read_csv(path, &o)?
+        }
+    };
+    let Some(d) = width else {
+        return Ok(data);
+    };
+    let have = data.x.ncols();
+    if have == d {
+        return Ok(data);
+    }
+    match data.x {
+        Features::Sparse(_) if have < d => {
+            let Dataset { x, y } = data;
+            Ok(Dataset::new(x.with_ncols(d)?, y)?)
+        }
+        _ => fail(format!(
+            "{}: the data has {have} features, the model expects {d}{}",
+            path.display(),
+            if matches!(data.x, Features::Dense(_)) {
+                " (is the label column the same as in training? see --label-column)"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
+/// How well a model does on labelled data.
+#[derive(Clone, Copy, Debug)]
+pub enum Score {
+    /// Classification: correct and total.
+    Accuracy {
+        /// Correct predictions.
+        hits: usize,
+        /// Samples.
+        n: usize,
+    },
+    /// Regression: root mean squared error and R^2.
+    Regression {
+        /// Root mean squared error.
+        rmse: f64,
+        /// Coefficient of determination.
+        r2: f64,
+        /// Samples.
+        n: usize,
+    },
+}
+
+impl Score {
+    /// Scores predictions (labels or values) against the truth.
+    pub fn of(task: Task, pred: &[f64], truth: &[f64]) -> Score {
+        let n = truth.len();
+        match task {
+            Task::Classification => Score::Accuracy {
+                hits: pred.iter().zip(truth).filter(|(p, y)| p == y).count(),
+                n,
+            },
+            Task::Regression => {
+                let mean = truth.iter().sum::<f64>() / n.max(1) as f64;
+                let ss_res: f64 = pred.iter().zip(truth).map(|(p, y)| (p - y).powi(2)).sum();
+                let ss_tot: f64 = truth.iter().map(|y| (y - mean).powi(2)).sum();
+                Score::Regression {
+                    rmse: (ss_res / n.max(1) as f64).sqrt(),
+                    r2: if ss_tot > 0.0 {
+                        1.0 - ss_res / ss_tot
+                    } else {
+                        f64::NAN
+                    },
+                    n,
+                }
+            }
+        }
+    }
+
+    /// Predicts `data` with `model` and scores it.
+    pub fn of_model<U: Scalar>(model: &Model, data: &Dataset<U>) -> CliResult<Score> {
+        let pred = model.predict(&data.x)?;
+        Ok(Score::of(model.task, &pred, &data.y))
+    }
+}
+
+impl std::fmt::Display for Score {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Score::Accuracy { hits, n } => write!(
+                f,
+                "accuracy {}% ({hits}/{n})",
+                sig(100.0 * hits as f64 / n.max(1) as f64, 4)
+            ),
+            Score::Regression { rmse, r2, n } => {
+                write!(f, "RMSE {} R^2 {:.4} ({n} samples)", sig(rmse, 6), r2)
+            }
+        }
+    }
+}
+
+/// `v` with at most `digits` significant digits (trailing zeros dropped), in exponent form
+/// for very large or small magnitudes.
+pub fn sig(v: f64, digits: usize) -> String {
+    let a = v.abs();
+    let trim = |s: String| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if v == 0.0 || !v.is_finite() {
+        format!("{v}")
+    } else if (1e-3..1e6).contains(&a) {
+        let decimals = (digits as i32 - 1 - a.log10().floor() as i32).max(0) as usize;
+        trim(format!("{v:.decimals$}"))
+    } else {
+        let s = format!("{v:.prec$e}", prec = digits.saturating_sub(1));
+        match s.split_once('e') {
+            Some((m, e)) => format!("{}e{e}", trim(m.to_string())),
+            None => s,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_shortest() {
+        assert_eq!(fmt_num(1.0), "1");
+        assert_eq!(fmt_num(-1.0), "-1");
+        assert_eq!(fmt_num(-0.0), "0");
+        assert_eq!(fmt_num(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(fmt_num(1.5e-7), "1.5e-7");
+        assert_eq!(fmt_num(3e20), "3e20");
+        assert_eq!(fmt_num(2.0), "2");
+        assert_eq!(sig(0.012345678, 3), "0.0123");
+        assert_eq!(sig(12345.678, 3), "12346");
+        assert_eq!(sig(1.5e9, 3), "1.5e9");
+        assert_eq!(sig(1.0, 6), "1");
+        assert_eq!(sig(100.0, 3), "100");
+        assert_eq!(sig(0.125, 6), "0.125");
+    }
+
+    #[test]
+    fn scores() {
+        let s = Score::of(Task::Classification, &[1.0, -1.0, 1.0], &[1.0, 1.0, 1.0]);
+        assert_eq!(s.to_string(), "accuracy 66.67% (2/3)");
+        let s = Score::of(Task::Classification, &[1.0, 1.0], &[1.0, 1.0]);
+        assert_eq!(s.to_string(), "accuracy 100% (2/2)");
+        let Score::Regression { rmse, r2, .. } =
+            Score::of(Task::Regression, &[1.0, 2.0], &[1.0, 3.0])
+        else {
+            panic!()
+        };
+        assert!((rmse - 0.5f64.sqrt()).abs() < 1e-12);
+        assert!((r2 - 0.5).abs() < 1e-12);
+    }
+}

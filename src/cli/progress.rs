@@ -1,0 +1,106 @@
+//! Training progress: an indicatif bar on a terminal, one line per check otherwise.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use joker::{Progress, Task};
+
+use super::sig;
+
+/// Shows the solver's checks: the iteration count, the relative duality gap, the primal and
+/// dual objectives and the validation metric.
+pub struct Reporter {
+    bar: Option<ProgressBar>,
+    lines: bool,
+    max_iter: usize,
+    task: Task,
+}
+
+impl Reporter {
+    /// A reporter for a fit of at most `max_iter` iterations. On a terminal it draws a bar on
+    /// stderr; otherwise it prints one line per check to stderr; with `quiet` it shows
+    /// nothing.
+    pub fn new(max_iter: usize, task: Task, quiet: bool) -> Reporter {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (!quiet && terminal).then(|| {
+            let style = ProgressStyle::with_template(
+                "{spinner:.green} {elapsed} [{wide_bar:.cyan/blue}] {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            let bar =
+                ProgressBar::with_draw_target(Some(max_iter as u64), ProgressDrawTarget::stderr())
+                    .with_style(style)
+                    .with_message("(the first check comes after one pass over the data)");
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Reporter {
+            bar,
+            lines: !quiet && !terminal,
+            max_iter,
+            task,
+        }
+    }
+
+    /// The validation metric's name and value as text.
+    fn metric(&self, v: f64) -> (&'static str, String) {
+        match self.task {
+            Task::Classification => ("acc", format!("{:.2}%", 100.0 * v)),
+            Task::Regression => ("rmse", sig(v, 5)),
+        }
+    }
+
+    /// Shows one check; always lets the fit go on.
+    pub fn check(&self, p: &Progress) -> bool {
+        let val = p.validation.map(|v| self.metric(v));
+        if let Some(bar) = &self.bar {
+            let mut msg = format!(
+                "gap {:.2e} P {} D {}",
+                p.gap,
+                sig(p.primal, 5),
+                sig(p.dual, 5)
+            );
+            if let Some((name, v)) = &val {
+                msg.push_str(&format!(" val {name} {v}"));
+            }
+            bar.set_position(p.iter as u64);
+            bar.set_message(msg);
+        } else if self.lines {
+            let mut line = format!(
+                "iter {}/{} epoch {:.2} {:.2}s gap {:.3e} primal {} dual {}",
+                p.iter,
+                self.max_iter,
+                p.epoch,
+                p.seconds,
+                p.gap,
+                sig(p.primal, 6),
+                sig(p.dual, 6)
+            );
+            if let Some((name, v)) = &val {
+                line.push_str(&format!(" val_{name} {v}"));
+            }
+            eprintln!("{line}");
+        }
+        true
+    }
+
+    /// A callback for [`joker::FitOptions::progress`].
+    pub fn callback<'a>(&'a self) -> Box<dyn FnMut(&Progress) -> bool + 'a> {
+        Box::new(move |p| self.check(p))
+    }
+
+    /// Removes the bar (before the summary is printed).
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,303 @@
+//! `joker train`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use joker::{
+    Bandwidth, Dataset, FitOptions, Joker, KernelKind, Loss, MaternNu, Model, Precision, Scalar,
+    Task,
+};
+
+use super::args::{BandwidthArg, KernelArg, LossArg, NuArg, PrecisionArg, TaskArg, TrainArgs};
+use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
+use super::progress::Reporter;
+use super::{CliResult, Score, fail, read_data, sig};
+
+/// More classes than this is almost surely a regression target given to a classifier.
+const MAX_CLASSES: usize = 1000;
+/// More classes than this with a non-integral label is taken for a regression target.
+const MAX_FRACTIONAL_CLASSES: usize = 20;
+/// The block size when `--block-size` is not given (capped at the number of samples).
+const DEFAULT_BLOCK: usize = 512;
+
+/// The loss of `--loss` with its parameters; a parameter of another loss is an error.
+pub fn loss_of(
+    loss: LossArg,
+    delta: Option<f64>,
+    epsilon: Option<f64>,
+    p: Option<f64>,
+) -> CliResult<Loss> {
+    let name = |l: LossArg| {
+        clap::ValueEnum::to_possible_value(&l).map_or_else(String::new, |v| v.get_name().into())
+    };
+    for (flag, given, owner) in [
+        ("--delta", delta.is_some(), LossArg::Huber),
+        ("--epsilon", epsilon.is_some(), LossArg::Svr),
+        ("--p", p.is_some(), LossArg::Lp),
+    ] {
+        if given && loss != owner {
+            return fail(format!(
+                "{flag} applies to the {} loss only (the loss is {})",
+                name(owner),
+                name(loss)
+            ));
+        }
+    }
+    Ok(match loss {
+        LossArg::Krr => Loss::SquaredError,
+        LossArg::Huber => Loss::Huber {
+            delta: delta.unwrap_or(1.0),
+        },
+        LossArg::Svr => Loss::EpsilonInsensitive {
+            epsilon: epsilon.unwrap_or(0.1),
+        },
+        LossArg::L1 => Loss::Absolute,
+        LossArg::Lp => Loss::Lp {
+            p: p.unwrap_or(1.5),
+        },
+        LossArg::L1Svc => Loss::Hinge,
+        LossArg::L2Svc => Loss::SquaredHinge,
+        LossArg::Klr => Loss::Logistic,
+    })
+}
+
+/// The kernel family of `--kernel` and `--nu`.
+pub fn kernel_of(kernel: KernelArg, nu: Option<NuArg>) -> CliResult<KernelKind> {
+    if nu.is_some() && kernel != KernelArg::Matern {
+        return fail("--nu applies to the matern kernel only");
+    }
+    Ok(match kernel {
+        KernelArg::Gaussian => KernelKind::Gaussian,
+        KernelArg::Laplacian => KernelKind::Laplacian,
+        KernelArg::Matern => KernelKind::Matern {
+            nu: match nu.unwrap_or(NuArg::ThreeHalves) {
+                NuArg::Half => MaternNu::Half,
+                NuArg::ThreeHalves => MaternNu::ThreeHalves,
+                NuArg::FiveHalves => MaternNu::FiveHalves,
+            },
+        },
+    })
+}
+
+/// The validated estimator of the command line.
+fn estimator(a: &TrainArgs) -> CliResult<Joker> {
+    let mut b = Joker::builder()
+        .loss(loss_of(a.loss, a.delta, a.epsilon, a.p)?)
+        .kernel(kernel_of(a.kernel, a.nu)?)
+        .bandwidth(match (a.gamma, a.bandwidth) {
+            (Some(g), _) => Bandwidth::Gamma(g),
+            (None, BandwidthArg::Median) => Bandwidth::Median,
+            (None, BandwidthArg::Msd) => Bandwidth::MeanSquaredDistance,
+        })
+        .precision(match a.precision {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+        })
+        .standardize(!a.no_standardize)
+        .normalize_target(!a.no_normalize_target)
+        .block_size(a.block_size.unwrap_or(DEFAULT_BLOCK))
+        .max_iter(a.max_iter)
+        .tol(a.tol)
+        .check_every(a.check_every.unwrap_or(0))
+        .seed(a.seed);
+    b = match (a.c, a.lambda) {
+        (Some(c), _) => {
+            if !(c > 0.0 && c.is_finite()) {
+                return fail(format!(
+                    "invalid parameter `C`: must be positive and finite (lambda = 1/C), got {c}"
+                ));
+            }
+            b.c(c)
+        }
+        (None, Some(l)) => b.lambda(l),
+        (None, None) => b,
+    };
+    b = if a.exact {
+        b.exact()
+    } else {
+        b.n_components(a.n_components)
+    };
+    if let Some(t) = a.task {
+        b = b.task(match t {
+            TaskArg::Classification => Task::Classification,
+            TaskArg::Regression => Task::Regression,
+        });
+    }
+    if let Some(w) = &a.class_weight {
+        b = b.class_weight(w.clone());
+    }
+    if let Some(s) = a.time_limit {
+        match Duration::try_from_secs_f64(s) {
+            Ok(d) if s > 0.0 => b = b.time_limit(d),
+            _ => {
+                return fail(format!(
+                    "invalid parameter `time-limit`: must be a positive number of seconds, got {s}"
+                ));
+            }
+        }
+    }
+    Ok(b.build()?)
+}
+
+/// `<train file name>.joker.json` in the current directory.
+fn default_model_path(train: &Path) -> CliResult<PathBuf> {
+    match train.file_name() {
+        Some(name) => {
+            let mut s = name.to_os_string();
+            s.push(".joker.json");
+            Ok(PathBuf::from(s))
+        }
+        None => fail(format!(
+            "cannot name the model after {}; give MODEL_FILE",
+            train.display()
+        )),
+    }
+}
+
+/// Fails now, rather than after training, if the model cannot be written to `path`.
+fn check_writable(path: &Path) -> CliResult<()> {
+    let err = |e: std::io::Error| {
+        super::CliError::Message(format!("cannot write the model to {}: {e}", path.display()))
+    };
+    if path.is_dir() {
+        return fail(format!(
+            "cannot write the model to {}: it is a directory",
+            path.display()
+        ));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(err)?;
+    if !existed {
+        std::fs::remove_file(path).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Runs `joker train`.
+pub fn run(a: TrainArgs) -> CliResult<()> {
+    let est = estimator(&a)?;
+    let model_path = match &a.model_file {
+        Some(p) => p.clone(),
+        None => default_model_path(&a.train_file)?,
+    };
+    check_writable(&model_path)?;
+    match est.precision {
+        Precision::F32 => train::<f32>(&a, &est, &model_path),
+        Precision::F64 => train::<f64>(&a, &est, &model_path),
+    }
+}
+
+/// Reads the data in the input precision `U`, trains, saves and prints the summary.
+fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
+    let train: Dataset<U> = read_data(&a.train_file, &a.data, a.n_features, None)?;
+    let (n, d) = (train.x.nrows(), train.x.ncols());
+    let mut est = est.clone();
+    if a.block_size.is_none() {
+        est.solver.block_size = DEFAULT_BLOCK.min(n);
+    }
+    let task = est.task();
+    let classes = match task {
+        Task::Classification => Some(distinct(&train.y)),
+        Task::Regression => None,
+    };
+    if let Some(c) = &classes
+        && (c.len() > MAX_CLASSES
+            || (c.len() > MAX_FRACTIONAL_CLASSES && c.iter().any(|v| v.fract() != 0.0)))
+    {
+        return fail(format!(
+            "{}: the labels hold {} distinct values, too many classes for the {} loss; are they regression targets? (use a regression loss, e.g. -l krr)",
+            a.train_file.display(),
+            c.len(),
+            est.loss.name()
+        ));
+    }
+    let val: Option<Dataset<U>> = match &a.validation {
+        Some(p) => Some(read_data(p, &a.data, None, Some(d))?),
+        None => None,
+    };
+
+    if !a.quiet {
+        let sparse = matches!(train.x, joker::Features::Sparse(_));
+        eprintln!(
+            "data: {n} samples x {d} features ({}){}",
+            if sparse { "sparse" } else { "dense" },
+            match &classes {
+                Some(c) => format!(", classes {}", describe_classes(c)),
+                None => String::new(),
+            }
+        );
+        eprintln!(
+            "fit: {}, {} kernel ({}), {}, {}, block {}, max {} iterations, tol {}",
+            est.loss.name(),
+            describe_kind(est.kernel),
+            match est.bandwidth {
+                Bandwidth::Gamma(g) => format!("gamma {}", sig(g, 6)),
+                Bandwidth::Median => "median bandwidth".into(),
+                Bandwidth::MeanSquaredDistance => "mean squared distance bandwidth".into(),
+            },
+            match est.n_components {
+                Some(m) => format!("M = {m} random features"),
+                None => "exact kernel".into(),
+            },
+            describe_lambda(est.lambda),
+            est.solver.block_size,
+            est.solver.max_iter,
+            est.solver.tol
+        );
+    }
+
+    let reporter = Reporter::new(est.solver.max_iter, task, a.quiet);
+    let model = est.fit_with(
+        &train,
+        FitOptions {
+            validation: val.as_ref(),
+            progress: Some(reporter.callback()),
+            ..FitOptions::default()
+        },
+    )?;
+    reporter.finish();
+    model.save(model_path)?;
+    summary(&model, &train, val.as_ref(), model_path)
+}
+
+/// Sorted distinct values.
+fn distinct(y: &[f64]) -> Vec<f64> {
+    let mut c = y.to_vec();
+    c.sort_by(|a, b| a.total_cmp(b));
+    c.dedup();
+    c
+}
+
+/// Prints the training summary and the scores on the training and validation sets.
+fn summary<U: Scalar>(
+    model: &Model,
+    train: &Dataset<U>,
+    val: Option<&Dataset<U>>,
+    model_path: &Path,
+) -> CliResult<()> {
+    let t = &model.training;
+    outln!(
+        "iterations  {} (stopped: {}, {:.1} epochs)",
+        t.iterations,
+        t.stop,
+        model.history.last().map_or(0.0, |p| p.epoch)
+    );
+    outln!(
+        "gap         {:.3e} (primal {}, dual {})",
+        t.gap,
+        sig(t.primal, 8),
+        sig(t.dual, 8)
+    );
+    outln!("time        {:.2} s", t.seconds);
+    outln!("kernel      {}", describe_kernel(&model.kernel));
+    outln!("train       {}", Score::of_model(model, train)?);
+    if let Some(v) = val {
+        outln!("validation  {}", Score::of_model(model, v)?);
+    }
+    outln!("model       saved to {}", model_path.display());
+    Ok(())
+}

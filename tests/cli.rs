@@ -1,0 +1,458 @@
+//! End-to-end tests of the `joker` program: train, predict, info and demo, and the way
+//! every failure is reported (`error: ...` on stderr, exit status 1; usage errors exit 2).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("joker-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `joker` with `args` in `dir`.
+fn joker(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_joker"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the joker binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts success, showing the output otherwise.
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "joker failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+/// Asserts a clean failure: exit status 1, one `error: ` message that contains `needle`,
+/// no panic.
+fn fails_with(o: Output, needle: &str) -> String {
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "stderr:\n{err}");
+    assert!(err.contains("error: "), "no `error:` in:\n{err}");
+    assert!(err.contains(needle), "`{needle}` not in:\n{err}");
+    assert!(!err.contains("panicked"), "a panic:\n{err}");
+    assert!(!err.contains("internal error"), "a bug:\n{err}");
+    err
+}
+
+/// A tiny pseudo-random generator, so the test data needs no dependency.
+struct Lcg(u64);
+
+impl Lcg {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A separable binary problem in LIBSVM format: the label is the side of the circle
+/// `x0^2 + x1^2 = 1` (points within 0.15 of it are left out), with 1-based indices.
+/// `drop_last` leaves the last feature out of every line (a narrower test file).
+fn circle_libsvm(n: usize, seed: u64, drop_last: bool) -> String {
+    let mut r = Lcg(seed);
+    let mut s = String::new();
+    let mut k = 0;
+    while k < n {
+        let (a, b) = (3.0 * r.uniform() - 1.5, 3.0 * r.uniform() - 1.5);
+        let rad = (a * a + b * b).sqrt();
+        if (rad - 1.0).abs() < 0.15 {
+            continue;
+        }
+        let y = if rad > 1.0 { "+1" } else { "-1" };
+        let noise = r.uniform() - 0.5;
+        if drop_last {
+            s.push_str(&format!("{y} 1:{a:.5} 2:{b:.5}\n"));
+        } else {
+            s.push_str(&format!("{y} 1:{a:.5} 2:{b:.5} 3:{noise:.5}\n"));
+        }
+        k += 1;
+    }
+    s
+}
+
+/// The percentage in `Accuracy = 97.5% (...)`.
+fn accuracy_of(stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("Accuracy = "))
+        .unwrap_or_else(|| panic!("no accuracy in:\n{stderr}"));
+    line["Accuracy = ".len()..]
+        .split('%')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn train_and_predict_a_libsvm_classifier() {
+    let t = TempDir::new("libsvm");
+    t.write("train.svm", &circle_libsvm(300, 1, false));
+    // The test file never mentions feature 3: it must be widened to the model's width.
+    t.write("test.svm", &circle_libsvm(100, 2, true));
+    let train = ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-l",
+            "svc",
+            "-c",
+            "10",
+            "-m",
+            "512",
+            "-b",
+            "64",
+            "--max-iter",
+            "400",
+            "-v",
+            "test.svm",
+            "train.svm",
+        ],
+    ));
+    let out = stdout(&train);
+    assert!(out.contains("train       accuracy"), "{out}");
+    assert!(out.contains("validation  accuracy"), "{out}");
+    // Non-terminal stderr: one line per check.
+    assert!(
+        stderr(&train).lines().any(|l| l.starts_with("iter ")),
+        "{}",
+        stderr(&train)
+    );
+    // The default model file: <train file name>.joker.json in the current directory.
+    assert!(t.path("train.svm.joker.json").exists());
+
+    let pred = ok(joker(
+        &t.0,
+        &["predict", "test.svm", "train.svm.joker.json", "pred.txt"],
+    ));
+    let acc = accuracy_of(&stderr(&pred));
+    assert!(acc >= 95.0, "accuracy {acc}");
+    let lines: Vec<String> = std::fs::read_to_string(t.path("pred.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 100);
+    assert!(
+        lines.iter().all(|l| l == "1" || l == "-1"),
+        "labels are printed like the input's: {:?}",
+        &lines[..5]
+    );
+
+    // Decision values on stdout, agreeing in sign with the labels.
+    let dec = ok(joker(
+        &t.0,
+        &[
+            "predict",
+            "--decision",
+            "-q",
+            "test.svm",
+            "train.svm.joker.json",
+        ],
+    ));
+    assert!(stderr(&dec).is_empty(), "--quiet: {}", stderr(&dec));
+    let values: Vec<f64> = stdout(&dec).lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(values.len(), 100);
+    for (v, l) in values.iter().zip(&lines) {
+        assert_eq!(*v >= 0.0, l == "1", "decision {v}, label {l}");
+    }
+
+    // info
+    let info = ok(joker(&t.0, &["info", "train.svm.joker.json"]));
+    let s = stdout(&info);
+    for needle in [
+        "l2-svc",
+        "gaussian",
+        "gamma",
+        "512 random Fourier features",
+        "2 classes: -1 1",
+        "300 samples",
+        "lambda 0.1 (C 10)",
+    ] {
+        assert!(s.contains(needle), "`{needle}` not in:\n{s}");
+    }
+
+    // Probabilities need a KLR model.
+    let err = fails_with(
+        joker(
+            &t.0,
+            &["predict", "--proba", "test.svm", "train.svm.joker.json"],
+        ),
+        "--proba",
+    );
+    assert!(err.contains("klr"), "{err}");
+}
+
+#[test]
+fn klr_probabilities_and_an_exact_model() {
+    let t = TempDir::new("klr");
+    t.write("train.svm", &circle_libsvm(200, 3, false));
+    ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-q",
+            "-l",
+            "logistic",
+            "--exact",
+            "-b",
+            "50",
+            "--max-iter",
+            "200",
+            "--precision",
+            "f64",
+            "train.svm",
+            "klr.json",
+        ],
+    ));
+    let info = stdout(&ok(joker(&t.0, &["info", "klr.json"])));
+    assert!(info.contains("exact kernel"), "{info}");
+    assert!(info.contains("f64"), "{info}");
+    let out = ok(joker(
+        &t.0,
+        &["predict", "--proba", "train.svm", "klr.json", "-"],
+    ));
+    let rows: Vec<Vec<f64>> = stdout(&out)
+        .lines()
+        .map(|l| l.split(' ').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 200);
+    for r in &rows {
+        assert_eq!(r.len(), 2);
+        assert!((r[0] + r[1] - 1.0).abs() < 1e-9 && r.iter().all(|p| (0.0..=1.0).contains(p)));
+    }
+    assert!(accuracy_of(&stderr(&out)) > 90.0);
+}
+
+#[test]
+fn csv_regression() {
+    let t = TempDir::new("csv");
+    let mut r = Lcg(7);
+    let mut csv = String::from("target,a,b\n");
+    for _ in 0..300 {
+        let (a, b) = (2.0 * r.uniform() - 1.0, 2.0 * r.uniform() - 1.0);
+        csv.push_str(&format!("{},{a},{b}\n", (2.0 * a).sin() + 0.5 * b));
+    }
+    t.write("data.csv", &csv);
+    let train = ok(joker(
+        &t.0,
+        &[
+            "train",
+            "--label-column",
+            "first",
+            "--lambda",
+            "0.01",
+            "-m",
+            "512",
+            "-b",
+            "64",
+            "--max-iter",
+            "500",
+            "-q",
+            "data.csv",
+            "reg.json",
+        ],
+    ));
+    assert!(
+        stdout(&train).contains("train       RMSE"),
+        "{}",
+        stdout(&train)
+    );
+    let pred = ok(joker(
+        &t.0,
+        &[
+            "predict",
+            "--label-column",
+            "first",
+            "data.csv",
+            "reg.json",
+            "out.txt",
+        ],
+    ));
+    let err = stderr(&pred);
+    let rmse: f64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("RMSE = "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no RMSE in:\n{err}"))
+        .parse()
+        .unwrap();
+    assert!(rmse < 0.1, "RMSE {rmse} (targets have sd ~0.8)");
+    let values: Vec<f64> = std::fs::read_to_string(t.path("out.txt"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(values.len(), 300);
+    // Full precision: values are not rounded to a few digits.
+    assert!(values.iter().any(|v| {
+        format!("{v}")
+            .split('.')
+            .nth(1)
+            .is_some_and(|f| f.len() > 8)
+    }));
+
+    // A CSV file with another number of features is refused (dense data is never widened).
+    t.write("wide.csv", "1,2,3,4\n5,6,7,8\n");
+    fails_with(
+        joker(&t.0, &["predict", "wide.csv", "reg.json"]),
+        "the model expects 2",
+    );
+}
+
+#[test]
+fn demo_runs_and_reports_accuracy() {
+    let t = TempDir::new("demo");
+    let o = ok(joker(&t.0, &["demo", "--n", "2000", "--max-iter", "300"]));
+    let out = stdout(&o);
+    let acc: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("test        accuracy "))
+        .and_then(|l| l.split('%').next())
+        .unwrap_or_else(|| panic!("no test accuracy in:\n{out}"))
+        .parse()
+        .unwrap();
+    assert!(acc > 90.0, "demo accuracy {acc}\n{out}");
+    assert!(out.contains("baseline"), "{out}");
+}
+
+#[test]
+fn errors_are_reported_cleanly() {
+    let t = TempDir::new("errors");
+    t.write("good.svm", &circle_libsvm(50, 4, false));
+
+    let missing = t.path("missing.svm");
+    let err = fails_with(
+        joker(&t.0, &["train", missing.to_str().unwrap()]),
+        "missing.svm",
+    );
+    assert!(err.starts_with("error: "), "{err}");
+    fails_with(
+        joker(&t.0, &["predict", "good.svm", "missing.json"]),
+        "missing.json",
+    );
+
+    t.write("bad.svm", "1 1:0.5 2:1\n-1 1:0.25 2:oops\n");
+    fails_with(joker(&t.0, &["train", "bad.svm"]), "bad.svm:2");
+
+    fails_with(
+        joker(&t.0, &["train", "--lambda", "0", "good.svm"]),
+        "lambda",
+    );
+    fails_with(joker(&t.0, &["train", "-c", "-1", "good.svm"]), "`C`");
+    fails_with(joker(&t.0, &["train", "--delta", "2", "good.svm"]), "huber");
+    fails_with(
+        joker(&t.0, &["train", "-b", "1000", "good.svm"]),
+        "block_size",
+    );
+    fails_with(
+        joker(&t.0, &["train", "good.svm", "no/such/dir/model.json"]),
+        "no/such/dir/model.json",
+    );
+
+    // A model file from a newer format version.
+    ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-q",
+            "-m",
+            "16",
+            "--max-iter",
+            "5",
+            "good.svm",
+            "m.json",
+        ],
+    ));
+    let text = std::fs::read_to_string(t.path("m.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["version"] = 99.into();
+    t.write("v99.json", &v.to_string());
+    fails_with(joker(&t.0, &["info", "v99.json"]), "newer");
+    fails_with(
+        joker(&t.0, &["predict", "good.svm", "v99.json"]),
+        "version 99",
+    );
+    t.write("junk.json", "{ not json");
+    fails_with(joker(&t.0, &["info", "junk.json"]), "junk.json");
+
+    // A regression target given to a classifier.
+    let mut reg = String::new();
+    for i in 0..60 {
+        reg.push_str(&format!("{} 1:{}\n", i as f64 * 0.37, i));
+    }
+    t.write("reg.svm", &reg);
+    fails_with(
+        joker(&t.0, &["train", "-l", "svc", "reg.svm"]),
+        "regression",
+    );
+
+    // Usage errors are clap's (exit status 2).
+    let o = joker(&t.0, &["train", "--no-such-flag", "good.svm"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Usage"), "{}", stderr(&o));
+    let o = joker(&t.0, &["train", "-c", "1", "--lambda", "1", "good.svm"]);
+    assert_eq!(o.status.code(), Some(2), "C and lambda conflict");
+    let o = joker(&t.0, &["train", "-l", "nope", "good.svm"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn version_and_help() {
+    let dir = std::env::temp_dir();
+    let v = stdout(&ok(joker(&dir, &["--version"])));
+    assert!(v.starts_with("joker "), "{v}");
+    let h = stdout(&ok(joker(&dir, &["train", "--help"])));
+    for needle in [
+        "--loss",
+        "--n-components",
+        "--exact",
+        "--validation",
+        "Examples:",
+    ] {
+        assert!(h.contains(needle), "`{needle}` not in train --help");
+    }
+    let h = stdout(&ok(joker(&dir, &["predict", "--help"])));
+    assert!(h.contains("--proba") && h.contains("--decision"));
+}
