@@ -28,8 +28,8 @@ use crate::model::{
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
-use crate::solver::dbcd::{Hooks, Problem, Repr, memory_estimate, solve};
-use crate::solver::{Progress, RadiusRule, SolverConfig};
+use crate::solver::dbcd::{Hooks, Problem, ProgressFn, Repr, memory_estimate, solve};
+use crate::solver::{RadiusRule, SolverConfig};
 
 /// Per-class weights for classifiers (they multiply the sample weights).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -294,8 +294,7 @@ pub struct FitOptions<'a, U> {
     /// A validation set, scored at every check.
     pub validation: Option<&'a Dataset<U>>,
     /// Called at every check; return `false` to stop.
-    #[allow(clippy::type_complexity)]
-    pub progress: Option<Box<dyn FnMut(&Progress) -> bool + 'a>>,
+    pub progress: Option<ProgressFn<'a>>,
     /// Start from this model's dual coefficients (same training set, same targets).
     pub warm_start: Option<&'a Model>,
 }

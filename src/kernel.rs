@@ -42,9 +42,9 @@ impl MaternNu {
     /// Parses 0.5, 1.5 or 2.5.
     pub fn from_value(nu: f64) -> Result<Self> {
         match nu {
-            v if v == 0.5 => Ok(MaternNu::Half),
-            v if v == 1.5 => Ok(MaternNu::ThreeHalves),
-            v if v == 2.5 => Ok(MaternNu::FiveHalves),
+            0.5 => Ok(MaternNu::Half),
+            1.5 => Ok(MaternNu::ThreeHalves),
+            2.5 => Ok(MaternNu::FiveHalves),
             _ => Err(invalid(
                 "nu",
                 format!("Matern nu must be 0.5, 1.5 or 2.5, got {nu}"),

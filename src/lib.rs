@@ -6,6 +6,9 @@
 //! kernels or random Fourier features (Zhang and Lai, ICML 2025).
 
 #![warn(missing_docs)]
+// `!(x > 0.0)` is used on purpose throughout: it is true for NaN, which must fail every
+// positivity check; `x <= 0.0` would let NaN through.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod data;
 pub mod error;

@@ -174,14 +174,19 @@ pub struct Problem<'a, T> {
     pub eps: &'a [f64],
 }
 
+/// A progress callback: sees every check; returning `false` stops the fit.
+pub type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> bool + 'a>;
+
+/// A validation callback: the metric of the current predictor.
+pub type ValidateFn<'a, T> = Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>;
+
 /// Optional hooks into the loop.
 #[derive(Default)]
 pub struct Hooks<'a, T> {
     /// Returns the validation metric for the current predictor.
-    #[allow(clippy::type_complexity)]
-    pub validate: Option<Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>>,
+    pub validate: Option<ValidateFn<'a, T>>,
     /// Sees every check; returning `false` stops the fit.
-    pub progress: Option<Box<dyn FnMut(&Progress) -> bool + 'a>>,
+    pub progress: Option<ProgressFn<'a>>,
 }
 
 /// Bytes the solver will allocate for a problem (checked before allocating).

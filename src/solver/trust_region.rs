@@ -18,7 +18,7 @@
 //! orthant-wise: each coordinate is confined to the orthant of its sign (or of its
 //! steepest-descent sign at zero), where the model is exact.
 
-use crate::linalg::{dot, matvec_mixed};
+use crate::linalg::{dot, matvec, matvec_mixed};
 use crate::loss::{Coord, Loss};
 
 /// How the radius reacts to the ratio `rho`.
@@ -329,10 +329,7 @@ pub fn solve_column(
         }
 
         // Predicted and actual decrease.
-        for i in 0..b {
-            let row = &prob.kbb[i * b..(i + 1) * b];
-            ks[i] = free.iter().zip(&sf).map(|(&j, v)| row[j] * v).sum();
-        }
+        matvec(prob.kbb, &s, &mut ks);
         let gs_dot: f64 = free.iter().zip(&sf).map(|(&i, v)| g[i] * v).sum();
         let sks: f64 = free.iter().zip(&sf).map(|(&i, v)| ks[i] * v).sum();
         let shs: f64 = free.iter().zip(&sf).map(|(&i, v)| h[i] * v * v).sum();
@@ -377,8 +374,8 @@ pub fn solve_column(
                 let (lo, hi) = bounds[i];
                 alpha[i] = (alpha[i] + s[i]).clamp(lo, hi);
             }
-            for i in 0..b {
-                gbar[i] += ks[i];
+            for (gb, k) in gbar.iter_mut().zip(&ks) {
+                *gb += k;
             }
         }
         let scale = 1.0 + alpha.iter().fold(0.0f64, |m, v| m.max(v.abs()));
