@@ -38,9 +38,12 @@ pub enum RadiusRule {
 pub struct TrustRegion {
     /// Acceptance threshold on `rho` (reference code: 0.125).
     pub eta: f64,
-    /// Trust-region iterations per block (paper: at most 50).
+    /// Trust-region iterations per block (paper and reference code: 50). The default is 10:
+    /// blocks are revisited, so solving each one loosely is cheaper overall (ijcnn1, KLR,
+    /// C = 32, M = 2000, 300 iterations: 97.68% test accuracy in 42 s with 50 and 100, 97.67% in
+    /// 15 s with 10 and 20).
     pub max_iter: usize,
-    /// CG iterations per trust-region iteration (reference code: 100).
+    /// CG iterations per trust-region iteration (reference code: 100; default 20).
     pub max_cg_iter: usize,
     /// CG stops when `||r|| <= cg_rtol ||r_0||` (reference code: `1e-8` on `r^T r`).
     pub cg_rtol: f64,
@@ -54,8 +57,8 @@ impl Default for TrustRegion {
     fn default() -> Self {
         TrustRegion {
             eta: 0.125,
-            max_iter: 50,
-            max_cg_iter: 100,
+            max_iter: 10,
+            max_cg_iter: 20,
             cg_rtol: 1e-4,
             kkt_tol: 1e-6,
             rule: RadiusRule::Reference,
