@@ -31,8 +31,8 @@ pub trait Scalar:
     fn from_f64(x: f64) -> Self;
     /// Converts to `f64` (exact).
     fn to_f64(self) -> f64;
-    /// `out[i] = scale * cos(z[i])` for a whole slice, vectorisable.
-    fn scaled_cos(z: &mut [Self], scale: Self);
+    /// `z[i] = scale * cos(z[i] + shift[i])` for a whole slice, vectorisable.
+    fn scaled_cos(z: &mut [Self], shift: &[Self], scale: Self);
     /// Distance from `x` to the next smaller representable value (`x - prevfloat(x)`).
     fn gap_below(x: f64) -> f64;
 }
@@ -47,9 +47,9 @@ impl Scalar for f64 {
     fn to_f64(self) -> f64 {
         self
     }
-    fn scaled_cos(z: &mut [f64], scale: f64) {
-        for v in z {
-            *v = scale * v.cos();
+    fn scaled_cos(z: &mut [f64], shift: &[f64], scale: f64) {
+        for (v, s) in z.iter_mut().zip(shift) {
+            *v = scale * (*v + s).cos();
         }
     }
     fn gap_below(x: f64) -> f64 {
@@ -67,18 +67,18 @@ impl Scalar for f32 {
     fn to_f64(self) -> f64 {
         self as f64
     }
-    fn scaled_cos(z: &mut [f32], scale: f32) {
+    fn scaled_cos(z: &mut [f32], shift: &[f32], scale: f32) {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {
                 // SAFETY: the CPU supports the features the function is compiled for.
-                unsafe { scaled_cos_avx2(z, scale) };
+                unsafe { scaled_cos_avx2(z, shift, scale) };
                 return;
             }
         }
-        scaled_cos_portable(z, scale);
+        scaled_cos_portable(z, shift, scale);
     }
     fn gap_below(x: f64) -> f64 {
         let xf = x as f32;
@@ -86,18 +86,18 @@ impl Scalar for f32 {
     }
 }
 
-fn scaled_cos_portable(z: &mut [f32], scale: f32) {
-    for v in z {
-        *v = scale * cos_f32(*v);
+fn scaled_cos_portable(z: &mut [f32], shift: &[f32], scale: f32) {
+    for (v, s) in z.iter_mut().zip(shift) {
+        *v = scale * cos_f32(*v + s);
     }
 }
 
 /// The same loop compiled for AVX2 and FMA (8 lanes), chosen at run time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn scaled_cos_avx2(z: &mut [f32], scale: f32) {
-    for v in z {
-        *v = scale * cos_f32(*v);
+fn scaled_cos_avx2(z: &mut [f32], shift: &[f32], scale: f32) {
+    for (v, s) in z.iter_mut().zip(shift) {
+        *v = scale * cos_f32(*v + s);
     }
 }
 

@@ -88,10 +88,7 @@ impl<T: Scalar> Backend<T> for Cpu {
         out.par_chunks_mut(m * ROWS_PER_TASK).for_each(|rows| {
             clear_upper_state();
             for row in rows.chunks_exact_mut(m) {
-                for (z, &bj) in row.iter_mut().zip(b) {
-                    *z += bj;
-                }
-                T::scaled_cos(row, scale);
+                T::scaled_cos(row, b, scale);
             }
         });
     }
