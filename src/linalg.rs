@@ -110,30 +110,20 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
 /// `out = A v` for a row-major `f32` matrix `A` (half the memory traffic of `f64`; the
 /// products are accumulated in `f64`).
 pub fn matvec_mixed(a: &[f32], v: &[f64], out: &mut [f64]) {
-    let n = v.len();
-    debug_assert_eq!(a.len(), out.len() * n);
-    if out.len() >= 2 * MATVEC_ROWS && n >= 128 {
-        out.par_chunks_mut(MATVEC_ROWS)
-            .enumerate()
-            .for_each(|(c, o)| {
-                crate::backend::cpu::clear_upper_state();
-                for (k, x) in o.iter_mut().enumerate() {
-                    let i = c * MATVEC_ROWS + k;
-                    *x = dot_mixed(&a[i * n..(i + 1) * n], v);
-                }
-            });
-    } else {
-        for (i, x) in out.iter_mut().enumerate() {
-            *x = dot_mixed(&a[i * n..(i + 1) * n], v);
-        }
-    }
+    rows_dot(a, v, out, dot_mixed);
 }
 
-/// Rows per parallel task of [`matvec`]; below two tasks' worth it runs serially.
+/// Rows per parallel task of [`matvec`] and [`matvec_mixed`]; below two tasks' worth they run
+/// serially.
 const MATVEC_ROWS: usize = 128;
 
 /// `out = A v` for a row-major `A` of `out.len() x v.len()`.
 pub fn matvec(a: &[f64], v: &[f64], out: &mut [f64]) {
+    rows_dot(a, v, out, dot);
+}
+
+/// `out_i = dot(A_i, v)` over the rows of a row-major `A`, in parallel for large matrices.
+fn rows_dot<A: Sync>(a: &[A], v: &[f64], out: &mut [f64], dot: fn(&[A], &[f64]) -> f64) {
     let n = v.len();
     debug_assert_eq!(a.len(), out.len() * n);
     if out.len() >= 2 * MATVEC_ROWS && n >= 128 {
@@ -174,6 +164,16 @@ mod tests {
                 );
             }
             assert!((dot(&v, &v) - v.iter().map(|x| x * x).sum::<f64>()).abs() < 1e-9);
+            let a32: Vec<f32> = a.iter().map(|&x| x as f32).collect();
+            let mut out32 = vec![f64::NAN; n];
+            matvec_mixed(&a32, &v, &mut out32);
+            for i in 0..n {
+                let want: f64 = (0..n).map(|j| a32[j + i * n] as f64 * v[j]).sum();
+                assert!(
+                    (out32[i] - want).abs() < 1e-9 * (1.0 + want.abs()),
+                    "mixed n={n} i={i}"
+                );
+            }
         }
     }
 }

@@ -319,7 +319,7 @@ fn looks_like_header(line: &[u8], delim: Delim) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::{TempPath, bzip2, gzip};
+    use super::super::test_util::{TempPath, assert_parse_err, bzip2, gzip};
     use super::*;
     use crate::error::JokerError;
 
@@ -332,21 +332,6 @@ mod tests {
         match &d.x {
             Features::Dense(m) => (0..m.nrows()).map(|i| m.row(i).to_vec()).collect(),
             Features::Sparse(_) => panic!("expected dense features"),
-        }
-    }
-
-    fn assert_parse_err<T: std::fmt::Debug>(r: Result<T>, line: usize, needle: &str) {
-        match r {
-            Err(JokerError::Parse {
-                line: l, reason, ..
-            }) => {
-                assert_eq!(l, line, "wrong line for `{reason}`");
-                assert!(
-                    reason.contains(needle),
-                    "reason `{reason}` lacks `{needle}`"
-                );
-            }
-            other => panic!("expected a parse error on line {line}, got {other:?}"),
         }
     }
 

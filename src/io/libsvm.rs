@@ -330,7 +330,7 @@ impl Write for Sink {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::TempPath;
+    use super::super::test_util::{TempPath, assert_parse_err};
     use super::*;
     use crate::data::DenseMatrix;
 
@@ -342,22 +342,6 @@ mod tests {
         match &d.x {
             Features::Sparse(m) => m,
             Features::Dense(_) => panic!("expected sparse features"),
-        }
-    }
-
-    /// Asserts a `Parse` error on `line` whose reason contains `needle`.
-    fn assert_parse_err<T: std::fmt::Debug>(r: Result<T>, line: usize, needle: &str) {
-        match r {
-            Err(JokerError::Parse {
-                line: l, reason, ..
-            }) => {
-                assert_eq!(l, line, "wrong line for `{reason}`");
-                assert!(
-                    reason.contains(needle),
-                    "reason `{reason}` lacks `{needle}`"
-                );
-            }
-            other => panic!("expected a parse error on line {line}, got {other:?}"),
         }
     }
 

@@ -270,6 +270,26 @@ pub(crate) fn parse_number<T: Scalar>(
 
 #[cfg(test)]
 pub(crate) mod test_util {
+    /// Asserts a `Parse` error on `line` whose reason contains `needle`.
+    pub fn assert_parse_err<T: std::fmt::Debug>(
+        r: crate::error::Result<T>,
+        line: usize,
+        needle: &str,
+    ) {
+        match r {
+            Err(crate::error::JokerError::Parse {
+                line: l, reason, ..
+            }) => {
+                assert_eq!(l, line, "wrong line for `{reason}`");
+                assert!(
+                    reason.contains(needle),
+                    "reason `{reason}` lacks `{needle}`"
+                );
+            }
+            other => panic!("expected a parse error on line {line}, got {other:?}"),
+        }
+    }
+
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
