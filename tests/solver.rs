@@ -242,3 +242,55 @@ fn klr_probabilities_are_calibrated_shape() {
         .unwrap();
     assert!(svm.predict_proba(&train.x).is_err());
 }
+
+/// `theta == sum_i a_i psi(x_i)` after many accepted steps (theta is accumulated in f64), with
+/// `psi` evaluated independently in f64 from the model's own seed.
+#[test]
+fn theta_stays_in_sync_with_the_dual() {
+    let data = common::binary(300, 3, 21);
+    let model = Joker::builder()
+        .loss(Loss::Logistic)
+        .n_components(100)
+        .gamma(0.3)
+        .standardize(false)
+        .precision(Precision::F64)
+        .block_size(40)
+        .max_iter(400)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    let Representation::RandomFeatures {
+        n_components,
+        seed,
+        theta,
+    } = &model.representation
+    else {
+        unreachable!()
+    };
+    let spec = joker::features::FeatureSpec {
+        kernel: model.kernel,
+        n_components: *n_components,
+        dim: 3,
+        seed: *seed,
+    };
+    let map = joker::features::FeatureMap::<f64>::new(spec).unwrap();
+    let alpha = model.dual.as_ref().unwrap();
+    let mut want = vec![0.0; *n_components];
+    for (i, x) in rows(&data).iter().enumerate() {
+        for (w, p) in want.iter_mut().zip(map.eval_f64(x)) {
+            *w += alpha[i] * p;
+        }
+    }
+    let err = want
+        .iter()
+        .zip(theta)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let scale = want.iter().map(|a| a.abs()).fold(0.0, f64::max);
+    assert!(
+        err <= 1e-10 * scale,
+        "theta drifted by {err} (scale {scale}) after {} steps",
+        model.history.last().unwrap().accepted
+    );
+}
