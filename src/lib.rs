@@ -26,6 +26,7 @@ pub mod kernel;
 pub mod linalg;
 pub mod loss;
 pub mod model;
+pub mod nystrom;
 pub mod preprocess;
 pub mod solver;
 
