@@ -5,7 +5,6 @@
 //!
 //! `M ~ U diag(Lambda) U^T` with `U` of `p x r`; the preconditioner is `P + rho I`.
 
-use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef, Side};
 
 use crate::error::{JokerError, Result};
@@ -42,10 +41,16 @@ impl Nystrom {
         mut apply: impl FnMut(MatRef<'_, f64>) -> Mat<f64>,
     ) -> Result<Self> {
         if r == 0 || r > p {
-            return Err(crate::error::invalid("rank", format!("must be between 1 and {p}, got {r}")));
+            return Err(crate::error::invalid(
+                "rank",
+                format!("must be between 1 and {p}, got {r}"),
+            ));
         }
         if !(rho > 0.0) {
-            return Err(crate::error::invalid("rho", format!("the damping must be positive, got {rho}")));
+            return Err(crate::error::invalid(
+                "rho",
+                format!("the damping must be positive, got {rho}"),
+            ));
         }
         let mut s = Stream::new(seed, 0x4E59);
         let omega = Mat::<f64>::from_fn(p, r, |_, _| {
@@ -55,20 +60,32 @@ impl Nystrom {
         let nu = f64::EPSILON * trace.max(f64::MIN_POSITIVE);
         let mut y = apply(q.as_ref());
         if y.nrows() != p || y.ncols() != r {
-            return Err(JokerError::ShapeMismatch(format!("operator returned {} x {}, expected {p} x {r}", y.nrows(), y.ncols())));
+            return Err(JokerError::ShapeMismatch(format!(
+                "operator returned {} x {}, expected {p} x {r}",
+                y.nrows(),
+                y.ncols()
+            )));
         }
         y += &q * faer::Scale(nu);
         // C C^T = Q^T Y (symmetrised), B = Y C^-T
         let mut core = q.transpose() * &y;
         let sym = Mat::<f64>::from_fn(r, r, |i, j| 0.5 * (core[(i, j)] + core[(j, i)]));
         core = sym;
-        let llt = core.llt(Side::Lower).map_err(|_| JokerError::Numerical("Nystrom core matrix is not positive definite".into()))?;
+        let llt = core.llt(Side::Lower).map_err(|_| {
+            JokerError::Numerical("Nystrom core matrix is not positive definite".into())
+        })?;
         let l = llt.L().to_owned();
         // B^T = C^-1 Y^T
         let mut bt = y.transpose().to_owned();
-        faer::linalg::triangular_solve::solve_lower_triangular_in_place(l.as_ref(), bt.as_mut(), faer::Par::Seq);
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            l.as_ref(),
+            bt.as_mut(),
+            faer::Par::Seq,
+        );
         let b = bt.transpose().to_owned();
-        let svd = b.thin_svd().map_err(|_| JokerError::Numerical("SVD of the Nystrom sketch did not converge".into()))?;
+        let svd = b.thin_svd().map_err(|_| {
+            JokerError::Numerical("SVD of the Nystrom sketch did not converge".into())
+        })?;
         let u = svd.U().to_owned();
         let sv = svd.S().column_vector();
         let lambda: Vec<f64> = (0..r).map(|i| (sv[i] * sv[i] - nu).max(0.0)).collect();
@@ -79,14 +96,26 @@ impl Nystrom {
         let r = lambda.len();
         let utu = u.transpose() * &u;
         let m = Mat::<f64>::from_fn(r, r, |i, j| {
-            utu[(i, j)] + if i == j { rho / lambda[i].max(EIG_FLOOR) } else { 0.0 }
+            utu[(i, j)]
+                + if i == j {
+                    rho / lambda[i].max(EIG_FLOOR)
+                } else {
+                    0.0
+                }
         });
         let chol = m
             .llt(Side::Lower)
-            .map_err(|_| JokerError::Numerical("preconditioner core is not positive definite".into()))?
+            .map_err(|_| {
+                JokerError::Numerical("preconditioner core is not positive definite".into())
+            })?
             .L()
             .to_owned();
-        Ok(Nystrom { u, lambda, rho, chol })
+        Ok(Nystrom {
+            u,
+            lambda,
+            rho,
+            chol,
+        })
     }
 
     /// The approximate eigenvalues, descending.
@@ -116,8 +145,16 @@ impl Nystrom {
     pub fn solve(&self, v: &[f64]) -> Vec<f64> {
         let mut t = Mat::<f64>::from_fn(self.lambda.len(), 1, |i, _| self.ut(v)[i]);
         let llt_solve = |t: &mut Mat<f64>| {
-            faer::linalg::triangular_solve::solve_lower_triangular_in_place(self.chol.as_ref(), t.as_mut(), faer::Par::Seq);
-            faer::linalg::triangular_solve::solve_upper_triangular_in_place(self.chol.transpose(), t.as_mut(), faer::Par::Seq);
+            faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+                self.chol.as_ref(),
+                t.as_mut(),
+                faer::Par::Seq,
+            );
+            faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+                self.chol.transpose(),
+                t.as_mut(),
+                faer::Par::Seq,
+            );
         };
         llt_solve(&mut t);
         let coef: Vec<f64> = (0..t.nrows()).map(|i| t[(i, 0)]).collect();
@@ -134,7 +171,10 @@ impl Nystrom {
             .map(|(a, l)| a * ((l + self.rho).powf(-0.5) - self.rho.powf(-0.5)))
             .collect();
         let corr = self.u_times(&inner);
-        v.iter().zip(&corr).map(|(a, c)| a / self.rho.sqrt() + c).collect()
+        v.iter()
+            .zip(&corr)
+            .map(|(a, c)| a / self.rho.sqrt() + c)
+            .collect()
     }
 
     fn ut(&self, v: &[f64]) -> Vec<f64> {
@@ -162,7 +202,9 @@ pub fn smoothness(
     mut h: impl FnMut(&[f64]) -> Vec<f64>,
 ) -> f64 {
     let mut s = Stream::new(seed, 0x5A0F);
-    let mut v: Vec<f64> = (0..p).map(|_| normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()])).collect();
+    let mut v: Vec<f64> = (0..p)
+        .map(|_| normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()]))
+        .collect();
     let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     let n0 = norm(&v);
     v.iter_mut().for_each(|x| *x /= n0);
@@ -191,7 +233,9 @@ mod tests {
     fn with_spectrum(spec: &[f64], seed: u64) -> Mat<f64> {
         let p = spec.len();
         let mut s = Stream::new(seed, 9);
-        let g = Mat::<f64>::from_fn(p, p, |_, _| normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()]));
+        let g = Mat::<f64>::from_fn(p, p, |_, _| {
+            normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()])
+        });
         let q = g.qr().compute_Q();
         let d = Mat::<f64>::from_fn(p, p, |i, j| if i == j { spec[i] } else { 0.0 });
         &q * &d * q.transpose()
@@ -211,11 +255,16 @@ mod tests {
             // Nystrom eigenvalues never exceed the true ones, and miss them by about the tail
             for k in 0..r.min(5) {
                 let gap = spec[k] - ny.eigenvalues()[k];
-                assert!(gap > -1e-12 && gap <= 10.0 * spec[r], "r={r} k={k}: gap {gap}");
+                assert!(
+                    gap > -1e-12 && gap <= 10.0 * spec[r],
+                    "r={r} k={k}: gap {gap}"
+                );
             }
             // spectral-norm error by power iteration on A - P
             let err = smoothness(p, None, 60, 3, |v| {
-                let av: Vec<f64> = (0..p).map(|i| (0..p).map(|j| a[(i, j)] * v[j]).sum()).collect();
+                let av: Vec<f64> = (0..p)
+                    .map(|i| (0..p).map(|j| a[(i, j)] * v[j]).sum())
+                    .collect();
                 let pv = ny.apply(v);
                 // (A - P) is psd: its largest eigenvalue is its norm
                 av.iter().zip(&pv).map(|(x, y)| x - y).collect()
@@ -224,15 +273,25 @@ mod tests {
             // for any k < r - 1; with k = r/2 and a factor 3 for the deviation from the mean
             let k = r / 2;
             let bound = 3.0 * (1.0 + k as f64 / (r - k - 1) as f64) * spec[k];
-            assert!(err >= 0.0 && err <= bound, "r={r}: error {err}, bound {bound}");
+            assert!(
+                err >= 0.0 && err <= bound,
+                "r={r}: error {err}, bound {bound}"
+            );
             errs.push(err);
         }
-        assert!(errs[2] < errs[0] / 100.0, "errors {errs:?} do not fall with the rank");
-        let low: Vec<f64> = (0..p).map(|i| if i < 8 { 1.0 + i as f64 } else { 0.0 }).collect();
+        assert!(
+            errs[2] < errs[0] / 100.0,
+            "errors {errs:?} do not fall with the rank"
+        );
+        let low: Vec<f64> = (0..p)
+            .map(|i| if i < 8 { 1.0 + i as f64 } else { 0.0 })
+            .collect();
         let b = with_spectrum(&low, 2);
         let ny = Nystrom::new(p, 8, low.iter().sum(), 1e-3, 5, |x| &b * x).unwrap();
         let v: Vec<f64> = (0..p).map(|i| (i as f64).sin()).collect();
-        let bv: Vec<f64> = (0..p).map(|i| (0..p).map(|j| b[(i, j)] * v[j]).sum()).collect();
+        let bv: Vec<f64> = (0..p)
+            .map(|i| (0..p).map(|j| b[(i, j)] * v[j]).sum())
+            .collect();
         let pv = ny.apply(&v);
         assert!(bv.iter().zip(&pv).all(|(x, y)| (x - y).abs() < 1e-8));
     }
@@ -246,7 +305,12 @@ mod tests {
         let ny = Nystrom::new(p, 12, spec.iter().sum(), 0.3, 1, |x| &a * x).unwrap();
         let v: Vec<f64> = (0..p).map(|i| (0.3 * i as f64).cos()).collect();
         let x = ny.solve(&v);
-        let back: Vec<f64> = ny.apply(&x).iter().zip(&x).map(|(a, b)| a + 0.3 * b).collect();
+        let back: Vec<f64> = ny
+            .apply(&x)
+            .iter()
+            .zip(&x)
+            .map(|(a, b)| a + 0.3 * b)
+            .collect();
         assert!(back.iter().zip(&v).all(|(a, b)| (a - b).abs() < 1e-10));
         let x2 = ny.solve_sqrt(&ny.solve_sqrt(&v));
         assert!(x2.iter().zip(&x).all(|(a, b)| (a - b).abs() < 1e-10));
@@ -256,7 +320,11 @@ mod tests {
     fn smoothness_is_the_largest_eigenvalue() {
         let spec: Vec<f64> = (0..50).map(|i| 1.0 + 0.1 * i as f64).collect();
         let a = with_spectrum(&spec, 4);
-        let l = smoothness(50, None, 200, 1, |v| (0..50).map(|i| (0..50).map(|j| a[(i, j)] * v[j]).sum()).collect());
+        let l = smoothness(50, None, 200, 1, |v| {
+            (0..50)
+                .map(|i| (0..50).map(|j| a[(i, j)] * v[j]).sum())
+                .collect()
+        });
         assert!((l - 5.9).abs() < 1e-3, "{l}");
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod dbcd;
 pub mod decision;
+pub mod krr;
 pub mod trust_region;
 
 pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings};

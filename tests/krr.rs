@@ -1,0 +1,143 @@
+//! Full KRR by Skotch, ASkotch and Nystrom-PCG converges to `(K + lambda I)^{-1} y` from a dense
+//! f64 solve.
+
+mod common;
+
+use joker::backend::cpu::Cpu;
+use joker::solver::krr::{KrrConfig, KrrMethod, KrrProblem, solve_krr};
+use joker::{Features, Kernel, KernelKind};
+
+fn reference(data: &joker::Dataset<f64>, kernel: &Kernel, lambda: f64) -> Vec<f64> {
+    let Features::Dense(m) = &data.x else {
+        unreachable!()
+    };
+    let n = m.nrows();
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = kernel.eval(m.row(i), m.row(j)) + if i == j { lambda } else { 0.0 };
+        }
+    }
+    common::dense_solve(a, data.y.clone())
+}
+
+#[test]
+fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
+    let data = common::regression(400, 3, 31);
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma: 0.5,
+    };
+    let lambda = 0.5;
+    let want = reference(&data, &kernel, lambda);
+    let norm = want.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let prob = KrrProblem {
+        x: &data.x,
+        kernel: &kernel,
+        y: &data.y,
+        lambda,
+    };
+    for (method, max_iter) in [
+        (KrrMethod::NystromPcg, 200),
+        (KrrMethod::ASkotch, 4000),
+        (KrrMethod::Skotch, 8000),
+    ] {
+        let cfg = KrrConfig {
+            method,
+            blocks: 4,
+            rank: 80,
+            max_iter,
+            tol: 1e-10,
+            check_every: 50,
+            ..Default::default()
+        };
+        let sol = solve_krr(&Cpu, &prob, &cfg, |_| true).unwrap();
+        let err = sol
+            .w
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt()
+            / norm;
+        eprintln!(
+            "{method:?}: {} iterations, relative error {err:.2e}, residual {:.2e}",
+            sol.iters,
+            sol.history.last().unwrap().rel_residual
+        );
+        assert!(
+            err < 1e-6,
+            "{method:?}: relative error {err} after {} iterations",
+            sol.iters
+        );
+    }
+}
+
+#[test]
+fn askotch_beats_skotch_at_equal_iterations() {
+    let data = common::regression(400, 3, 32);
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma: 0.5,
+    };
+    let prob = KrrProblem {
+        x: &data.x,
+        kernel: &kernel,
+        y: &data.y,
+        lambda: 0.05,
+    };
+    let run = |method| {
+        let cfg = KrrConfig {
+            method,
+            blocks: 10,
+            rank: 20,
+            max_iter: 2000,
+            tol: 0.0,
+            check_every: 2000,
+            ..Default::default()
+        };
+        solve_krr(&Cpu, &prob, &cfg, |_| true)
+            .unwrap()
+            .history
+            .last()
+            .unwrap()
+            .rel_residual
+    };
+    let (acc, plain) = (run(KrrMethod::ASkotch), run(KrrMethod::Skotch));
+    assert!(acc < plain, "ASkotch residual {acc} vs Skotch {plain}");
+}
+
+#[test]
+fn bad_krr_settings_are_refused() {
+    let data = common::regression(50, 2, 33);
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma: 0.5,
+    };
+    let prob = KrrProblem {
+        x: &data.x,
+        kernel: &kernel,
+        y: &data.y,
+        lambda: 0.0,
+    };
+    assert!(
+        solve_krr(&Cpu, &prob, &KrrConfig::default(), |_| true)
+            .unwrap_err()
+            .to_string()
+            .contains("lambda")
+    );
+    let prob = KrrProblem {
+        lambda: 0.1,
+        ..prob
+    };
+    let cfg = KrrConfig {
+        blocks: 51,
+        ..Default::default()
+    };
+    assert!(
+        solve_krr(&Cpu, &prob, &cfg, |_| true)
+            .unwrap_err()
+            .to_string()
+            .contains("blocks")
+    );
+}
