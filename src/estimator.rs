@@ -29,7 +29,9 @@ use crate::model::{
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::{Hooks, Problem, ProgressFn, Repr, memory_estimate, solve};
-use crate::solver::{RadiusRule, SolverConfig};
+use crate::solver::decision::Predictor;
+use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
+use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason};
 
 /// Per-class weights for classifiers (they multiply the sample weights).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -71,6 +73,9 @@ pub struct Joker {
     pub solver: SolverConfig,
     /// Refuse to fit when the estimated memory exceeds this many bytes.
     pub max_memory: Option<usize>,
+    /// Solve full KRR with Skotch, ASkotch or Nystrom-PCG instead of DBCD-TR (squared loss
+    /// and the exact kernel only).
+    pub full_krr: Option<KrrConfig>,
 }
 
 /// Builder for [`Joker`]; [`JokerBuilder::build`] validates.
@@ -95,6 +100,7 @@ impl Default for JokerBuilder {
                 class_weight: ClassWeight::None,
                 solver: SolverConfig::default(),
                 max_memory: None,
+                full_krr: None,
             },
         }
     }
@@ -206,6 +212,11 @@ impl JokerBuilder {
         self.p.solver = s;
         self
     }
+    /// Solve full KRR (squared loss, exact kernel) with Skotch, ASkotch or Nystrom-PCG.
+    pub fn full_krr(mut self, cfg: KrrConfig) -> Self {
+        self.p.full_krr = Some(cfg);
+        self
+    }
     /// Memory limit in bytes.
     pub fn max_memory(mut self, bytes: usize) -> Self {
         self.p.max_memory = Some(bytes);
@@ -273,6 +284,17 @@ impl JokerBuilder {
                 "trust-region and CG iteration caps must be >= 1",
             ));
         }
+        if let Some(k) = &p.full_krr {
+            if p.loss != Loss::SquaredError || p.n_components.is_some() {
+                return Err(invalid(
+                    "full_krr",
+                    "Skotch, ASkotch and Nystrom-PCG solve exact kernel ridge regression: use the squared loss and .exact()",
+                ));
+            }
+            if k.rank == 0 {
+                return Err(invalid("rank", "the Nystrom rank must be >= 1"));
+            }
+        }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
             return Err(invalid(
                 "task",
@@ -336,7 +358,7 @@ impl Joker {
         let (n, d) = (data.x.nrows(), data.x.ncols());
         let task = self.task();
         let b = self.solver.block_size;
-        if b > n {
+        if b > n && self.full_krr.is_none() {
             return Err(invalid(
                 "block_size",
                 format!("{b} is larger than the number of samples ({n})"),
@@ -517,7 +539,19 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
-        let sol = solve(&Cpu, &prob, &self.solver, alpha0, &mut hooks)?;
+        let sol = match &self.full_krr {
+            None => solve(&Cpu, &prob, &self.solver, alpha0, &mut hooks)?,
+            Some(cfg) => {
+                if tt != 1 || opts.sample_weight.is_some() || self.class_weight != ClassWeight::None
+                {
+                    return Err(invalid(
+                        "full_krr",
+                        "full KRR solves one target column without sample or class weights",
+                    ));
+                }
+                full_krr(&x, &kernel, &y, self.lambda, cfg, &mut hooks)?
+            }
+        };
 
         let representation = match (sol.theta, &map) {
             (Some(theta), Some(m)) => Representation::RandomFeatures {
@@ -572,6 +606,72 @@ impl Joker {
             history: sol.history,
         })
     }
+}
+
+/// Runs a full-KRR method and reports it like a DBCD-TR solve (objectives, relative gap and
+/// validation at every check).
+fn full_krr<T: Scalar>(
+    x: &Features<T>,
+    kernel: &Kernel,
+    y: &[f64],
+    lambda: f64,
+    cfg: &KrrConfig,
+    hooks: &mut Hooks<T>,
+) -> Result<Solution> {
+    let start = std::time::Instant::now();
+    let prob = KrrProblem {
+        x,
+        kernel,
+        y,
+        lambda,
+    };
+    let mut history = Vec::new();
+    let mut stopped = false;
+    let sol = solve_krr(&Cpu, &prob, cfg, |kp| {
+        let scale = kp.primal.abs().max(kp.dual.abs()).max(f64::MIN_POSITIVE);
+        let p = Progress {
+            iter: kp.iter,
+            epoch: f64::NAN,
+            seconds: start.elapsed().as_secs_f64(),
+            primal: kp.primal,
+            dual: kp.dual,
+            gap: ((kp.primal - kp.dual) / scale).max(0.0),
+            validation: None,
+            accepted: kp.iter,
+            rel_residual: Some(kp.rel_residual),
+        };
+        let go = hooks.progress.as_mut().is_none_or(|f| f(&p));
+        stopped |= !go;
+        history.push(p);
+        go
+    })?;
+    // The validation metric needs the coefficients: evaluate it once, at the end.
+    if let (Some(f), Some(last)) = (hooks.validate.as_mut(), history.last_mut()) {
+        let pred = Predictor::Exact {
+            kernel,
+            support: x,
+            rows: None,
+            alpha: &sol.w,
+        };
+        last.validation = Some(f(&pred));
+    }
+    let stop = if sol.converged {
+        StopReason::Converged
+    } else if stopped {
+        StopReason::Cancelled
+    } else if cfg.time_limit.is_some_and(|l| start.elapsed() >= l) {
+        StopReason::TimeLimit
+    } else {
+        StopReason::MaxIter
+    };
+    Ok(Solution {
+        alpha: sol.w,
+        theta: None,
+        iters: sol.iters,
+        stop,
+        history,
+        timings: Default::default(),
+    })
 }
 
 /// Classifiers accept any set of label values, but a label set that looks like regression

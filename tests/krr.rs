@@ -141,3 +141,70 @@ fn bad_krr_settings_are_refused() {
             .contains("blocks")
     );
 }
+
+/// Through the estimator: ASkotch and PCG give the same exact model as DBCD-TR, with the same
+/// monitoring and model file; the squared loss and the exact kernel are required.
+#[test]
+fn full_krr_through_the_estimator() {
+    use joker::{Joker, Loss, Model, Precision};
+    let data = common::regression(300, 3, 34);
+    let base = || {
+        Joker::builder()
+            .loss(Loss::SquaredError)
+            .exact()
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(Precision::F64)
+    };
+    let dbcd = base()
+        .block_size(64)
+        .tol(1e-10)
+        .max_iter(3000)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    for method in [KrrMethod::ASkotch, KrrMethod::NystromPcg] {
+        let cfg = KrrConfig {
+            method,
+            blocks: 3,
+            rank: 60,
+            tol: 1e-10,
+            max_iter: 5000,
+            check_every: 20,
+            ..Default::default()
+        };
+        let model = base().full_krr(cfg).build().unwrap().fit(&data).unwrap();
+        assert_eq!(model.training.stop, "converged", "{method:?}");
+        let last = model.history.last().unwrap();
+        assert!(last.rel_residual.unwrap() <= 1e-10 && last.primal >= last.dual - 1e-9);
+        let (a, b) = (
+            dbcd.predict(&data.x).unwrap(),
+            model.predict(&data.x).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-4, "{method:?}: predictions differ by {diff}");
+        let path =
+            std::env::temp_dir().join(format!("joker-krr-{}-{method:?}.json", std::process::id()));
+        model.save(&path).unwrap();
+        assert_eq!(Model::load(&path).unwrap().predict(&data.x).unwrap(), b);
+    }
+    let err = Joker::builder()
+        .loss(Loss::Huber { delta: 1.0 })
+        .exact()
+        .full_krr(KrrConfig::default())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("full_krr"));
+    let err = Joker::builder()
+        .loss(Loss::SquaredError)
+        .n_components(10)
+        .full_krr(KrrConfig::default())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("exact"));
+}

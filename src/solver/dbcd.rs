@@ -89,6 +89,9 @@ pub struct Progress {
     pub validation: Option<f64>,
     /// Trust-region steps accepted so far.
     pub accepted: usize,
+    /// `||(K + lambda I) a - y|| / ||y||` (full-KRR methods only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rel_residual: Option<f64>,
 }
 
 /// Why the solver stopped.
@@ -406,6 +409,7 @@ pub fn solve<T: Scalar>(
             gap,
             validation,
             accepted,
+            rel_residual: None,
         };
         let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
         history.push(p);

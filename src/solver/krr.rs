@@ -83,6 +83,10 @@ pub struct KrrProgress {
     pub seconds: f64,
     /// `||(K + lambda I) w - y|| / ||y||`.
     pub rel_residual: f64,
+    /// Primal objective `1/2 w^T K w + (1/lambda) sum_i (y_i - (K w)_i)^2 / 2` (Joker's scaling).
+    pub primal: f64,
+    /// Dual objective `-(1/2 w^T K w + sum_i (lambda w_i^2 / 2 - y_i w_i))`.
+    pub dual: f64,
 }
 
 /// The result of a full-KRR solve.
@@ -150,17 +154,35 @@ impl<T: Scalar> KrrProblem<'_, T> {
         Mat::from_fn(b, b, |i, j| k[i * b + j])
     }
 
-    /// `||(K + lambda I) w - y|| / ||y||`.
-    pub fn rel_residual(&self, backend: &dyn Backend<T>, w: &[f64]) -> f64 {
+    /// `||(K + lambda I) w - y|| / ||y||`, and the primal and dual objectives of Joker's KRR
+    /// (one pass over `K`).
+    pub fn assess(&self, backend: &dyn Backend<T>, w: &[f64]) -> (f64, f64, f64) {
         let kw = self.times(backend, w);
+        let lam = self.lambda;
         let r: f64 = kw
             .iter()
             .zip(w)
             .zip(self.y)
-            .map(|((k, w), y)| (k + self.lambda * w - y).powi(2))
+            .map(|((k, w), y)| (k + lam * w - y).powi(2))
             .sum();
         let ny: f64 = self.y.iter().map(|v| v * v).sum();
-        (r / ny.max(f64::MIN_POSITIVE)).sqrt()
+        let wkw: f64 = w.iter().zip(&kw).map(|(a, b)| a * b).sum();
+        let loss: f64 = kw
+            .iter()
+            .zip(self.y)
+            .map(|(u, y)| 0.5 * (y - u).powi(2))
+            .sum::<f64>()
+            / lam;
+        let f: f64 = w
+            .iter()
+            .zip(self.y)
+            .map(|(a, y)| 0.5 * lam * a * a - y * a)
+            .sum();
+        (
+            (r / ny.max(f64::MIN_POSITIVE)).sqrt(),
+            0.5 * wkw + loss,
+            -(0.5 * wkw + f),
+        )
     }
 }
 
@@ -224,7 +246,7 @@ fn check<T: Scalar>(
     history: &mut Vec<KrrProgress>,
     progress: &mut dyn FnMut(&KrrProgress) -> bool,
 ) -> Result<(bool, bool)> {
-    let rel_residual = prob.rel_residual(backend, w);
+    let (rel_residual, primal, dual) = prob.assess(backend, w);
     if !rel_residual.is_finite() {
         return Err(JokerError::Numerical(format!(
             "the residual became non-finite at iteration {iter}"
@@ -234,6 +256,8 @@ fn check<T: Scalar>(
         iter,
         seconds: start.elapsed().as_secs_f64(),
         rel_residual,
+        primal,
+        dual,
     };
     let go = progress(&p);
     history.push(p);
