@@ -236,6 +236,7 @@ pub fn solve_krr<T: Scalar>(
 }
 
 /// Records a check; returns (converged, keep going).
+#[allow(clippy::too_many_arguments)]
 fn check<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &KrrProblem<T>,
