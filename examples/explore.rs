@@ -42,6 +42,10 @@ fn main() -> joker::Result<()> {
     if let Ok(v) = std::env::var("MAXTR") {
         cfg.trust_region.max_iter = v.parse().unwrap();
     }
+    if let Ok(v) = std::env::var("NYRANK") {
+        cfg.trust_region.nystrom_rank = v.parse().unwrap();
+    }
+    eprintln!("trust region: {:?}", cfg.trust_region);
     if let Ok(v) = std::env::var("SHRINK") {
         cfg.shrink_every = v.parse().unwrap();
     }

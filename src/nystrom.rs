@@ -118,6 +118,11 @@ impl Nystrom {
         })
     }
 
+    /// The factor `U` (`p x r`).
+    pub fn u(&self) -> &Mat<f64> {
+        &self.u
+    }
+
     /// The approximate eigenvalues, descending.
     pub fn eigenvalues(&self) -> &[f64] {
         &self.lambda

@@ -294,3 +294,56 @@ fn theta_stays_in_sync_with_the_dual() {
         model.history.last().unwrap().accepted
     );
 }
+
+/// The Nystrom-preconditioned CG-Steihaug (radius in the preconditioned norm) converges to the
+/// same solution as the plain one.
+#[test]
+fn preconditioned_trust_region_gives_the_same_solution() {
+    let cls = common::binary(300, 3, 41);
+    let reg = common::regression(300, 3, 42);
+    for (loss, data) in [
+        (Loss::Logistic, &cls),
+        (Loss::SquaredHinge, &cls),
+        (Loss::SquaredError, &reg),
+    ] {
+        let fit = |rank: usize| {
+            let mut cfg = joker::SolverConfig::default();
+            cfg.trust_region.nystrom_rank = rank;
+            cfg.trust_region.kkt_tol = 1e-9;
+            Joker::builder()
+                .solver(cfg)
+                .loss(loss)
+                .exact()
+                .gamma(0.5)
+                .lambda(0.5)
+                .precision(Precision::F64)
+                .standardize(false)
+                .normalize_target(false)
+                .block_size(100)
+                .tol(1e-8)
+                .max_iter(3000)
+                .check_every(30)
+                .build()
+                .unwrap()
+                .fit(data)
+                .unwrap()
+        };
+        let (plain, pre) = (fit(0), fit(20));
+        assert!(
+            pre.training.gap <= 1e-8 && plain.training.gap <= 1e-8,
+            "{loss:?}: gaps {} and {}",
+            plain.training.gap,
+            pre.training.gap
+        );
+        let (a, b) = (
+            plain.decision_function(&data.x).unwrap(),
+            pre.decision_function(&data.x).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-3, "{loss:?}: decision values differ by {diff}");
+    }
+}

@@ -51,6 +51,11 @@ pub struct TrustRegion {
     pub kkt_tol: f64,
     /// Radius update rule.
     pub rule: RadiusRule,
+    /// Rank of a Nystrom preconditioner of `K_BB` for the CG (0: none). With it, CG runs in
+    /// the preconditioned norm `||s||_M`, `M = U_F Lambda U_F^T + diag(h_F + rho)` with `rho`
+    /// the smallest retained Nystrom eigenvalue, and the radius is measured in that norm.
+    #[serde(default)]
+    pub nystrom_rank: usize,
 }
 
 impl Default for TrustRegion {
@@ -62,6 +67,7 @@ impl Default for TrustRegion {
             cg_rtol: 1e-4,
             kkt_tol: 1e-6,
             rule: RadiusRule::Reference,
+            nystrom_rank: 0,
         }
     }
 }
@@ -131,6 +137,130 @@ fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
     tau.max(0.0)
 }
 
+/// The trust-region norm and preconditioner of one CG solve: the identity, or
+/// `M = U_F diag(Lambda) U_F^T + diag(h_F + rho)` from a Nystrom approximation of `K_BB`
+/// restricted to the free coordinates `F` (applied by Woodbury with an `r x r` Cholesky).
+struct Metric {
+    /// `U_F`, row-major `nf x r`.
+    u: Vec<f64>,
+    lam: Vec<f64>,
+    dinv: Vec<f64>,
+    /// Lower Cholesky factor of `Lambda^-1 + U_F^T D^-1 U_F`.
+    chol: faer::Mat<f64>,
+}
+
+impl Metric {
+    fn new(u_all: &faer::Mat<f64>, lam: &[f64], free: &[usize], diag: &[f64]) -> Option<Metric> {
+        let r = lam.len();
+        let nf = free.len();
+        let u: Vec<f64> = free
+            .iter()
+            .flat_map(|&i| (0..r).map(move |k| u_all[(i, k)]))
+            .collect();
+        let dinv: Vec<f64> = diag.iter().map(|d| 1.0 / d).collect();
+        let core = faer::Mat::<f64>::from_fn(r, r, |a, b| {
+            let mut v: f64 = (0..nf).map(|i| u[i * r + a] * dinv[i] * u[i * r + b]).sum();
+            if a == b {
+                v += 1.0 / lam[a].max(1e-12);
+            }
+            v
+        });
+        let chol = core.llt(faer::Side::Lower).ok()?.L().to_owned();
+        Some(Metric {
+            u,
+            lam: lam.to_vec(),
+            dinv,
+            chol,
+        })
+    }
+
+    fn r(&self) -> usize {
+        self.lam.len()
+    }
+
+    /// `U^T v`.
+    fn ut(&self, v: &[f64]) -> Vec<f64> {
+        let r = self.r();
+        let mut out = vec![0.0; r];
+        for (row, vi) in self.u.chunks_exact(r).zip(v) {
+            for (o, uik) in out.iter_mut().zip(row) {
+                *o += uik * vi;
+            }
+        }
+        out
+    }
+
+    /// `M v`.
+    fn mul(&self, v: &[f64]) -> Vec<f64> {
+        let r = self.r();
+        let t: Vec<f64> = self
+            .ut(v)
+            .iter()
+            .zip(&self.lam)
+            .map(|(a, l)| a * l)
+            .collect();
+        v.iter()
+            .enumerate()
+            .map(|(i, vi)| {
+                vi / self.dinv[i] + (0..r).map(|k| self.u[i * r + k] * t[k]).sum::<f64>()
+            })
+            .collect()
+    }
+
+    /// `M^-1 v = D^-1 v - D^-1 U C^-1 U^T D^-1 v`.
+    fn solve(&self, v: &[f64]) -> Vec<f64> {
+        let r = self.r();
+        let dv: Vec<f64> = v.iter().zip(&self.dinv).map(|(a, b)| a * b).collect();
+        let t = self.ut(&dv);
+        let mut tm = faer::Mat::<f64>::from_fn(r, 1, |k, _| t[k]);
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            self.chol.as_ref(),
+            tm.as_mut(),
+            faer::Par::Seq,
+        );
+        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+            self.chol.transpose(),
+            tm.as_mut(),
+            faer::Par::Seq,
+        );
+        dv.iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a - self.dinv[i] * (0..r).map(|k| self.u[i * r + k] * tm[(k, 0)]).sum::<f64>()
+            })
+            .collect()
+    }
+}
+
+/// `||v||_M` (the 2-norm without a metric).
+fn m_norm(metric: Option<&Metric>, v: &[f64]) -> f64 {
+    match metric {
+        Some(m) => dot(v, &m.mul(v)).max(0.0).sqrt(),
+        None => dot(v, v).sqrt(),
+    }
+}
+
+/// Positive root `tau` of `||s + tau d||_M = radius`.
+fn to_boundary_m(metric: Option<&Metric>, s: &[f64], d: &[f64], radius: f64) -> f64 {
+    let Some(m) = metric else {
+        return to_boundary(s, d, radius);
+    };
+    let (ms, md) = (m.mul(s), m.mul(d));
+    let a = dot(d, &md);
+    let b = 2.0 * dot(s, &md);
+    let c = dot(s, &ms) - radius * radius;
+    if !(a > 0.0) {
+        return 0.0;
+    }
+    let disc = (b * b - 4.0 * a * c).max(0.0).sqrt();
+    if b >= 0.0 {
+        (-2.0 * c) / (b + disc).max(f64::MIN_POSITIVE)
+    } else {
+        (-b + disc) / (2.0 * a)
+    }
+    .max(0.0)
+}
+
 /// Truncated, box-aware CG-Steihaug on `min g^T s + 1/2 s^T Q s` subject to
 /// `||s|| <= radius` and `slo <= s <= shi`. Returns the CG iterations used; `s` holds the
 /// step.
@@ -141,6 +271,7 @@ fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
 /// rule, better when many bounds are crossed at once, but it can increase the model). The
 /// better one is kept, the coordinates now at a bound are fixed, and CG restarts on the
 /// others from the new point, so one trust-region iteration can settle many bounds.
+#[allow(clippy::too_many_arguments)]
 fn cg_steihaug(
     q: &[f32],
     g: &[f64],
@@ -148,18 +279,32 @@ fn cg_steihaug(
     shi: &[f64],
     radius: f64,
     p: &TrustRegion,
+    metric: Option<&Metric>,
     s: &mut [f64],
 ) -> usize {
     let n = g.len();
     s.fill(0.0);
     let mut active = vec![true; n];
+    // z = M^-1 r restricted to the active coordinates (the identity without a metric)
+    let precond = |r: &[f64], active: &[bool]| -> Vec<f64> {
+        match metric {
+            None => r.to_vec(),
+            Some(m) => m
+                .solve(r)
+                .into_iter()
+                .zip(active)
+                .map(|(v, &a)| if a { v } else { 0.0 })
+                .collect(),
+        }
+    };
     let mut qs = vec![0.0; n]; // Q s
     let mut r: Vec<f64> = g.iter().map(|v| -v).collect();
-    let mut d = r.clone();
+    let mut z = precond(&r, &active);
+    let mut d = z.clone();
     let mut qd = vec![0.0; n];
-    let mut rr = dot(&r, &r);
-    let stop = rr * p.cg_rtol * p.cg_rtol;
-    if rr == 0.0 {
+    let mut rz = dot(&r, &z);
+    let stop = dot(&r, &r) * p.cg_rtol * p.cg_rtol;
+    if stop == 0.0 {
         return 0;
     }
     let mut it = 0;
@@ -168,9 +313,9 @@ fn cg_steihaug(
         matvec_mixed(q, &d, &mut qd);
         let dqd = dot(&d, &qd);
         let dd = dot(&d, &d);
-        let tau_radius = to_boundary(s, &d, radius);
+        let tau_radius = to_boundary_m(metric, s, &d, radius);
         let curved = dqd > 1e-14 * dd;
-        let omega = if curved { rr / dqd } else { f64::INFINITY };
+        let omega = if curved { rz / dqd } else { f64::INFINITY };
         let tau = omega.min(tau_radius);
         let tau_box = to_box(s, &d, slo, shi);
         if tau_box >= tau {
@@ -184,15 +329,16 @@ fn cg_steihaug(
             for i in 0..n {
                 r[i] = if active[i] { r[i] - omega * qd[i] } else { 0.0 };
             }
-            let rr_new = dot(&r, &r);
-            if rr_new <= stop {
+            if dot(&r, &r) <= stop {
                 return it;
             }
-            let beta = rr_new / rr;
+            z = precond(&r, &active);
+            let rz_new = dot(&r, &z);
+            let beta = rz_new / rz;
             for i in 0..n {
-                d[i] = r[i] + beta * d[i];
+                d[i] = z[i] + beta * d[i];
             }
-            rr = rr_new;
+            rz = rz_new;
             continue;
         }
         // The move leaves the box: stopped at the first bound, or clipped.
@@ -226,14 +372,15 @@ fn cg_steihaug(
             r[i] = if active[i] { -gi } else { 0.0 };
             any |= active[i];
         }
-        if !any || dot(s, s) >= radius * radius * (1.0 - 1e-12) {
+        if !any || m_norm(metric, s) >= radius * (1.0 - 1e-12) {
             return it;
         }
-        rr = dot(&r, &r);
-        if rr <= stop {
+        if dot(&r, &r) <= stop {
             return it;
         }
-        d.copy_from_slice(&r);
+        z = precond(&r, &active);
+        rz = dot(&r, &z);
+        d.copy_from_slice(&z);
     }
     it
 }
@@ -259,6 +406,14 @@ pub fn solve_column(
     let mut s = vec![0.0; b];
     let mut ks = vec![0.0; b];
     let mut free: Vec<usize> = Vec::with_capacity(b);
+    // Nystrom factors of K_BB, shared by the trust-region iterations of this block.
+    let sketch = (p.nystrom_rank > 0 && p.nystrom_rank < b)
+        .then(|| {
+            let kbb = faer::MatRef::from_row_major_slice(prob.kbb, b, b);
+            let trace: f64 = (0..b).map(|i| prob.kbb[i * b + i]).sum();
+            crate::nystrom::Nystrom::new(b, p.nystrom_rank, trace, 1.0, 0x7E5, |om| kbb * om).ok()
+        })
+        .flatten();
 
     for _ in 0..p.max_iter {
         // Gradient, orthant, step box, and the free set.
@@ -324,8 +479,18 @@ pub fn solve_column(
         let gf: Vec<f64> = free.iter().map(|&i| g[i]).collect();
         let lf: Vec<f64> = free.iter().map(|&i| slo[i]).collect();
         let hf: Vec<f64> = free.iter().map(|&i| shi[i]).collect();
+        let metric = sketch.as_ref().and_then(|ny| {
+            let lam = ny.eigenvalues();
+            let rho = lam
+                .last()
+                .copied()
+                .unwrap_or(0.0)
+                .max(1e-10 * lam[0].max(1e-300));
+            let diag: Vec<f64> = free.iter().map(|&i| h[i] + rho).collect();
+            Metric::new(ny.u(), lam, &free, &diag)
+        });
         let mut sf = vec![0.0; nf];
-        stats.cg_iters += cg_steihaug(&q, &gf, &lf, &hf, radius, p, &mut sf);
+        stats.cg_iters += cg_steihaug(&q, &gf, &lf, &hf, radius, p, metric.as_ref(), &mut sf);
         s.fill(0.0);
         for (c, &i) in free.iter().enumerate() {
             s[i] = sf[c];
@@ -349,7 +514,7 @@ pub fn solve_column(
             + 0.5 * sks;
         let ared = -dj;
         let rho = ared / pred;
-        let norm_s = dot(&sf, &sf).sqrt();
+        let norm_s = m_norm(metric.as_ref(), &sf);
         let on_boundary = (norm_s - radius).abs() <= 1e-3 * radius;
         let accept = match p.rule {
             RadiusRule::Reference => {
