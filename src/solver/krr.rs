@@ -79,7 +79,7 @@ impl Default for KrrConfig {
 pub struct KrrProgress {
     /// Iterations done.
     pub iter: usize,
-    /// Seconds since the start.
+    /// Seconds since the start, excluding the time of the residual checks themselves.
     pub seconds: f64,
     /// `||(K + lambda I) w - y|| / ||y||`.
     pub rel_residual: f64,
@@ -87,6 +87,8 @@ pub struct KrrProgress {
     pub primal: f64,
     /// Dual objective `-(1/2 w^T K w + sum_i (lambda w_i^2 / 2 - y_i w_i))`.
     pub dual: f64,
+    /// Wall-clock seconds at the end of this check (checks included).
+    pub check_end: f64,
 }
 
 /// The result of a full-KRR solve.
@@ -247,6 +249,10 @@ fn check<T: Scalar>(
     history: &mut Vec<KrrProgress>,
     progress: &mut dyn FnMut(&KrrProgress) -> bool,
 ) -> Result<(bool, bool)> {
+    let t0 = Instant::now();
+    // time spent in earlier checks = wall time at their end - their solver time
+    let checks_before = history.last().map_or(0.0, |p| p.check_end - p.seconds);
+    let seconds = (t0 - start).as_secs_f64() - checks_before;
     let (rel_residual, primal, dual) = prob.assess(backend, w);
     if !rel_residual.is_finite() {
         return Err(JokerError::Numerical(format!(
@@ -255,10 +261,11 @@ fn check<T: Scalar>(
     }
     let p = KrrProgress {
         iter,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
         rel_residual,
         primal,
         dual,
+        check_end: start.elapsed().as_secs_f64(),
     };
     let go = progress(&p);
     history.push(p);
