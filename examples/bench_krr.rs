@@ -22,7 +22,10 @@ use joker::{Dataset, DenseMatrix, Features, Kernel};
 
 fn arg(name: &str, default: usize) -> usize {
     let a: Vec<String> = std::env::args().collect();
-    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).map_or(default, |v| v.parse().unwrap())
+    a.iter()
+        .position(|x| x == name)
+        .and_then(|i| a.get(i + 1))
+        .map_or(default, |v| v.parse().unwrap())
 }
 
 struct Split {
@@ -33,33 +36,59 @@ struct Split {
 }
 
 fn prepare(dir: &std::path::Path, name: &str, nmax: usize) -> joker::Result<Split> {
-    let data: Dataset<f64> = read_csv(&dir.join(name).join("data.csv.gz"), &CsvOptions { has_header: Some(false), ..Default::default() })?;
-    let mask = read_csv::<f64>(&dir.join(name).join("test_mask.csv.gz"), &CsvOptions { has_header: Some(false), label_column: joker::io::LabelColumn::First, ..Default::default() })?;
-    let Features::Dense(x) = &data.x else { unreachable!() };
+    let data: Dataset<f64> = read_csv(
+        &dir.join(name).join("data.csv.gz"),
+        &CsvOptions {
+            has_header: Some(false),
+            ..Default::default()
+        },
+    )?;
+    let mask = read_csv::<f64>(
+        &dir.join(name).join("test_mask.csv.gz"),
+        &CsvOptions {
+            has_header: Some(false),
+            label_column: joker::io::LabelColumn::First,
+            ..Default::default()
+        },
+    )?;
+    let Features::Dense(x) = &data.x else {
+        unreachable!()
+    };
     let d = x.ncols();
     // split 0: the first column of the mask (read as the "label")
-    let (mut tr, mut te): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|&i| mask.y[i] == 0.0);
+    let (mut tr, mut te): (Vec<usize>, Vec<usize>) =
+        (0..data.len()).partition(|&i| mask.y[i] == 0.0);
     joker::rng::Stream::new(7, 1).shuffle(&mut tr);
     tr.truncate(nmax);
     te.truncate(nmax / 2);
     let (mut mean, mut sd) = (vec![0.0; d], vec![0.0; d]);
+    let nt = tr.len() as f64;
     for &i in &tr {
-        for j in 0..d {
-            mean[j] += x.row(i)[j] / tr.len() as f64;
+        for (m, v) in mean.iter_mut().zip(x.row(i)) {
+            *m += v / nt;
         }
     }
     for &i in &tr {
-        for j in 0..d {
-            sd[j] += (x.row(i)[j] - mean[j]).powi(2) / tr.len() as f64;
+        for ((s, v), m) in sd.iter_mut().zip(x.row(i)).zip(&mean) {
+            *s += (v - m).powi(2) / nt;
         }
     }
-    let sd: Vec<f64> = sd.iter().map(|v| if *v > 0.0 { v.sqrt() } else { 1.0 }).collect();
+    let sd: Vec<f64> = sd
+        .iter()
+        .map(|v| if *v > 0.0 { v.sqrt() } else { 1.0 })
+        .collect();
     let ym = tr.iter().map(|&i| data.y[i]).sum::<f64>() / tr.len() as f64;
     let ys = (tr.iter().map(|&i| (data.y[i] - ym).powi(2)).sum::<f64>() / tr.len() as f64).sqrt();
     let take = |rows: &[usize]| -> joker::Result<(Features<f64>, Vec<f64>)> {
         let (mean, sd) = (&mean, &sd);
-        let v = rows.iter().flat_map(|&i| (0..d).map(move |j| (x.row(i)[j] - mean[j]) / sd[j])).collect();
-        Ok((Features::Dense(DenseMatrix::new(rows.len(), d, v)?), rows.iter().map(|&i| (data.y[i] - ym) / ys).collect()))
+        let v = rows
+            .iter()
+            .flat_map(|&i| (0..d).map(move |j| (x.row(i)[j] - mean[j]) / sd[j]))
+            .collect();
+        Ok((
+            Features::Dense(DenseMatrix::new(rows.len(), d, v)?),
+            rows.iter().map(|&i| (data.y[i] - ym) / ys).collect(),
+        ))
     };
     let (xtr, ytr) = take(&tr)?;
     let (xte, yte) = take(&te)?;
@@ -67,10 +96,17 @@ fn prepare(dir: &std::path::Path, name: &str, nmax: usize) -> joker::Result<Spli
 }
 
 fn write_csv(path: &std::path::Path, x: &Features<f64>, y: &[f64]) {
-    let Features::Dense(m) = x else { unreachable!() };
+    let Features::Dense(m) = x else {
+        unreachable!()
+    };
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     for i in 0..m.nrows() {
-        let row: Vec<String> = m.row(i).iter().chain(std::iter::once(&y[i])).map(|v| format!("{v}")).collect();
+        let row: Vec<String> = m
+            .row(i)
+            .iter()
+            .chain(std::iter::once(&y[i]))
+            .map(|v| format!("{v}"))
+            .collect();
         writeln!(f, "{}", row.join(",")).unwrap();
     }
 }
@@ -78,9 +114,14 @@ fn write_csv(path: &std::path::Path, x: &Features<f64>, y: &[f64]) {
 fn main() -> joker::Result<()> {
     let nmax = arg("--n", 8000);
     let budget = Duration::from_secs(arg("--seconds", 60) as u64);
-    let dir = std::env::var("JOKER_DATA_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| "../shared/datasets".into()).join("uci_gp");
+    let dir = std::env::var("JOKER_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| "../shared/datasets".into())
+        .join("uci_gp");
     let mut rows = Vec::new();
-    println!("| data | n train / test | d | method | time to residual 1e-2 | time to 1e-4 | test RMSE (z units) | fit time |");
+    println!(
+        "| data | n train / test | d | method | time to residual 1e-2 | time to 1e-4 | test RMSE (z units) | fit time |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for name in ["kin40k", "protein", "keggundirected"] {
         if !dir.join(name).exists() {
@@ -92,22 +133,63 @@ fn main() -> joker::Result<()> {
             let m = median_distance(&s.xtr, false, 1);
             0.5 / (m * m)
         };
-        let kernel = Kernel { kind: KernelKind::Gaussian, gamma };
+        let kernel = Kernel {
+            kind: KernelKind::Gaussian,
+            gamma,
+        };
         let lambda = 1e-6 * n as f64;
-        let prob = KrrProblem { x: &s.xtr, kernel: &kernel, y: &s.ytr, lambda };
+        let prob = KrrProblem {
+            x: &s.xtr,
+            kernel: &kernel,
+            y: &s.ytr,
+            lambda,
+        };
         let rmse = |w: &[f64]| {
-            let p = Predictor::Exact { kernel: &kernel, support: &s.xtr, rows: None, alpha: w }.decision(&Cpu, &s.xte, 1);
+            let p = Predictor::Exact {
+                kernel: &kernel,
+                support: &s.xtr,
+                rows: None,
+                alpha: w,
+            }
+            .decision(&Cpu, &s.xte, 1);
             joker::model::rmse(&p, &s.yte)
         };
         let configs = [
-            ("ASkotch (B 10, r 100)", KrrConfig { method: KrrMethod::ASkotch, blocks: 10, rank: 100, ..Default::default() }),
-            ("Skotch (B 10, r 100)", KrrConfig { method: KrrMethod::Skotch, blocks: 10, rank: 100, ..Default::default() }),
-            ("Nystrom-PCG (r 100)", KrrConfig { method: KrrMethod::NystromPcg, rank: 100, ..Default::default() }),
+            (
+                "ASkotch (B 10, r 100)",
+                KrrConfig {
+                    method: KrrMethod::ASkotch,
+                    blocks: 10,
+                    rank: 100,
+                    ..Default::default()
+                },
+            ),
+            (
+                "Skotch (B 10, r 100)",
+                KrrConfig {
+                    method: KrrMethod::Skotch,
+                    blocks: 10,
+                    rank: 100,
+                    ..Default::default()
+                },
+            ),
+            (
+                "Nystrom-PCG (r 100)",
+                KrrConfig {
+                    method: KrrMethod::NystromPcg,
+                    rank: 100,
+                    ..Default::default()
+                },
+            ),
         ];
         for (label, mut cfg) in configs {
             cfg.max_iter = 1_000_000;
             cfg.tol = 1e-4;
-            cfg.check_every = if cfg.method == KrrMethod::NystromPcg { 1 } else { 10 };
+            cfg.check_every = if cfg.method == KrrMethod::NystromPcg {
+                1
+            } else {
+                10
+            };
             cfg.time_limit = Some(budget);
             let start = Instant::now();
             let (mut t2, mut t4) = (None, None);
@@ -126,7 +208,13 @@ fn main() -> joker::Result<()> {
             let fit = start.elapsed().as_secs_f64();
             let e = rmse(&sol.w);
             let f = |t: Option<f64>| t.map_or("not reached".to_string(), |v| format!("{v:.1} s"));
-            println!("| {name} | {n} / {} | {} | {label} | {} | {} | {e:.4} | {fit:.1} s |", s.yte.len(), s.xtr.ncols(), f(t2), f(t4));
+            println!(
+                "| {name} | {n} / {} | {} | {label} | {} | {} | {e:.4} | {fit:.1} s |",
+                s.yte.len(),
+                s.xtr.ncols(),
+                f(t2),
+                f(t4)
+            );
             rows.push(serde_json::json!({"data": name, "n": n, "method": label, "t_1e-2": t2, "t_1e-4": t4, "rmse": e, "fit_s": fit, "iters": sol.iters}));
         }
         // Joker-KRR (DBCD-TR, exact kernel)
@@ -149,7 +237,11 @@ fn main() -> joker::Result<()> {
         let w = model.dual.clone().unwrap_or_default();
         let (res, _, _) = prob.assess(&Cpu, &w);
         let e = rmse(&w);
-        println!("| {name} | {n} / {} | {} | Joker-KRR DBCD-TR (block 1024) | - | - (residual {res:.1e} at the end) | {e:.4} | {fit:.1} s |", s.yte.len(), s.xtr.ncols());
+        println!(
+            "| {name} | {n} / {} | {} | Joker-KRR DBCD-TR (block 1024) | - | - (residual {res:.1e} at the end) | {e:.4} | {fit:.1} s |",
+            s.yte.len(),
+            s.xtr.ncols()
+        );
         rows.push(serde_json::json!({"data": name, "n": n, "method": "joker-dbcd", "final_residual": res, "rmse": e, "fit_s": fit}));
         // scikit-learn KernelRidge
         if let Ok(py) = std::env::var("JOKER_PYTHON") {
@@ -165,12 +257,22 @@ fn main() -> joker::Result<()> {
                 .output();
             if let Some(o) = out.ok().filter(|o| o.status.success()) {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-                println!("| {name} | {n} / {} | {} | scikit-learn KernelRidge (dense) | - | exact | {:.4} | {:.1} s |", s.yte.len(), s.xtr.ncols(), v["rmse"].as_f64().unwrap_or(f64::NAN), v["fit_s"].as_f64().unwrap_or(f64::NAN));
+                println!(
+                    "| {name} | {n} / {} | {} | scikit-learn KernelRidge (dense) | - | exact | {:.4} | {:.1} s |",
+                    s.yte.len(),
+                    s.xtr.ncols(),
+                    v["rmse"].as_f64().unwrap_or(f64::NAN),
+                    v["fit_s"].as_f64().unwrap_or(f64::NAN)
+                );
                 rows.push(serde_json::json!({"data": name, "n": n, "method": "sklearn-kernel-ridge", "peer": v}));
             }
         }
     }
     std::fs::create_dir_all("bench-out").ok();
-    std::fs::write("bench-out/krr.json", serde_json::to_string_pretty(&rows).unwrap()).ok();
+    std::fs::write(
+        "bench-out/krr.json",
+        serde_json::to_string_pretty(&rows).unwrap(),
+    )
+    .ok();
     Ok(())
 }

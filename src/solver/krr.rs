@@ -404,17 +404,20 @@ fn pcg<T: Scalar>(
     let start = Instant::now();
     let (n, lam) = (prob.x.nrows(), prob.lambda);
     let r = cfg.rank.min(n);
-    // Preconditioner from K Omega, one column of the sketch at a time through the backend.
+    // Preconditioner from K Omega: all r columns in one streamed pass over the kernel tiles.
     let ny = Nystrom::new(n, r, n as f64, lam, cfg.seed, |om| {
-        let mut out = Mat::<f64>::zeros(n, om.ncols());
-        for c in 0..om.ncols() {
-            let col: Vec<f64> = (0..n).map(|i| om[(i, c)]).collect();
-            let kc = prob.times(backend, &col);
-            for i in 0..n {
-                out[(i, c)] = kc[i];
-            }
+        let k = om.ncols();
+        let cols: Vec<f64> = (0..k)
+            .flat_map(|c| (0..n).map(move |i| om[(i, c)]))
+            .collect();
+        let ko = Predictor::Exact {
+            kernel: prob.kernel,
+            support: prob.x,
+            rows: None,
+            alpha: &cols,
         }
-        out
+        .decision(backend, prob.x, k);
+        Mat::<f64>::from_fn(n, k, |i, c| ko[c * n + i])
     })?;
     let apply = |v: &[f64]| -> Vec<f64> {
         prob.times(backend, v)
