@@ -100,11 +100,11 @@ fn write_csv(path: &std::path::Path, x: &Features<f64>, y: &[f64]) {
         unreachable!()
     };
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    for i in 0..m.nrows() {
+    for (i, yi) in y.iter().enumerate() {
         let row: Vec<String> = m
             .row(i)
             .iter()
-            .chain(std::iter::once(&y[i]))
+            .chain(std::iter::once(yi))
             .map(|v| format!("{v}"))
             .collect();
         writeln!(f, "{}", row.join(",")).unwrap();
