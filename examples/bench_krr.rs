@@ -194,7 +194,7 @@ fn main() -> joker::Result<()> {
             let start = Instant::now();
             let (mut t2, mut t4) = (None, None);
             let check_time = 0.0;
-            let sol = solve_krr(&Cpu, &prob, &cfg, |p| {
+            let sol = solve_krr(&Cpu, &prob, &cfg, |p, _| {
                 // the residual check itself is a full pass: keep it out of the timings
                 let t = p.seconds - check_time;
                 if p.rel_residual <= 1e-2 && t2.is_none() {

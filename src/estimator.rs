@@ -608,8 +608,8 @@ impl Joker {
     }
 }
 
-/// Runs a full-KRR method and reports it like a DBCD-TR solve (objectives, relative gap and
-/// validation at every check).
+/// Runs a full-KRR method and reports it like a DBCD-TR solve (objectives, relative gap,
+/// relative residual and validation at every check).
 fn full_krr<T: Scalar>(
     x: &Features<T>,
     kernel: &Kernel,
@@ -627,7 +627,7 @@ fn full_krr<T: Scalar>(
     };
     let mut history = Vec::new();
     let mut stopped = false;
-    let sol = solve_krr(&Cpu, &prob, cfg, |kp| {
+    let sol = solve_krr(&Cpu, &prob, cfg, |kp, w| {
         let scale = kp.primal.abs().max(kp.dual.abs()).max(f64::MIN_POSITIVE);
         let p = Progress {
             iter: kp.iter,
@@ -636,7 +636,14 @@ fn full_krr<T: Scalar>(
             primal: kp.primal,
             dual: kp.dual,
             gap: ((kp.primal - kp.dual) / scale).max(0.0),
-            validation: None,
+            validation: hooks.validate.as_mut().map(|f| {
+                f(&Predictor::Exact {
+                    kernel,
+                    support: x,
+                    rows: None,
+                    alpha: w,
+                })
+            }),
             accepted: kp.iter,
             rel_residual: Some(kp.rel_residual),
         };

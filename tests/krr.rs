@@ -51,7 +51,7 @@ fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
             check_every: 50,
             ..Default::default()
         };
-        let sol = solve_krr(&Cpu, &prob, &cfg, |_| true).unwrap();
+        let sol = solve_krr(&Cpu, &prob, &cfg, |_, _| true).unwrap();
         let err = sol
             .w
             .iter()
@@ -96,7 +96,7 @@ fn askotch_beats_skotch_at_equal_iterations() {
             check_every: 2000,
             ..Default::default()
         };
-        solve_krr(&Cpu, &prob, &cfg, |_| true)
+        solve_krr(&Cpu, &prob, &cfg, |_, _| true)
             .unwrap()
             .history
             .last()
@@ -121,7 +121,7 @@ fn bad_krr_settings_are_refused() {
         lambda: 0.0,
     };
     assert!(
-        solve_krr(&Cpu, &prob, &KrrConfig::default(), |_| true)
+        solve_krr(&Cpu, &prob, &KrrConfig::default(), |_, _| true)
             .unwrap_err()
             .to_string()
             .contains("lambda")
@@ -135,7 +135,7 @@ fn bad_krr_settings_are_refused() {
         ..Default::default()
     };
     assert!(
-        solve_krr(&Cpu, &prob, &cfg, |_| true)
+        solve_krr(&Cpu, &prob, &cfg, |_, _| true)
             .unwrap_err()
             .to_string()
             .contains("blocks")
@@ -174,10 +174,23 @@ fn full_krr_through_the_estimator() {
             check_every: 20,
             ..Default::default()
         };
-        let model = base().full_krr(cfg).build().unwrap().fit(&data).unwrap();
+        let opts = joker::FitOptions {
+            validation: Some(&data),
+            ..Default::default()
+        };
+        let model = base()
+            .full_krr(cfg)
+            .build()
+            .unwrap()
+            .fit_with(&data, opts)
+            .unwrap();
         assert_eq!(model.training.stop, "converged", "{method:?}");
         let last = model.history.last().unwrap();
         assert!(last.rel_residual.unwrap() <= 1e-10 && last.primal >= last.dual - 1e-9);
+        assert!(
+            model.history.iter().all(|p| p.validation.is_some()),
+            "validation RMSE at every check"
+        );
         let (a, b) = (
             dbcd.predict(&data.x).unwrap(),
             model.predict(&data.x).unwrap(),

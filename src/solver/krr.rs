@@ -194,13 +194,13 @@ fn matvec(a: &Mat<f64>, v: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Solves full KRR with the configured method; `progress` sees every check and may stop the
-/// solve by returning `false`.
+/// Solves full KRR with the configured method; `progress` sees every check with the current
+/// coefficients and may stop the solve by returning `false`.
 pub fn solve_krr<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &KrrProblem<T>,
     cfg: &KrrConfig,
-    mut progress: impl FnMut(&KrrProgress) -> bool,
+    mut progress: impl FnMut(&KrrProgress, &[f64]) -> bool,
 ) -> Result<KrrSolution> {
     let n = prob.x.nrows();
     if prob.y.len() != n {
@@ -247,7 +247,7 @@ fn check<T: Scalar>(
     iter: usize,
     start: Instant,
     history: &mut Vec<KrrProgress>,
-    progress: &mut dyn FnMut(&KrrProgress) -> bool,
+    progress: &mut dyn FnMut(&KrrProgress, &[f64]) -> bool,
 ) -> Result<(bool, bool)> {
     let t0 = Instant::now();
     // time spent in earlier checks = wall time at their end - their solver time
@@ -267,7 +267,7 @@ fn check<T: Scalar>(
         dual,
         check_end: start.elapsed().as_secs_f64(),
     };
-    let go = progress(&p);
+    let go = progress(&p, w);
     history.push(p);
     let timed_out = cfg.time_limit.is_some_and(|l| start.elapsed() >= l);
     Ok((rel_residual <= cfg.tol, go && !timed_out))
@@ -277,7 +277,7 @@ fn skotch<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &KrrProblem<T>,
     cfg: &KrrConfig,
-    progress: &mut dyn FnMut(&KrrProgress) -> bool,
+    progress: &mut dyn FnMut(&KrrProgress, &[f64]) -> bool,
 ) -> Result<KrrSolution> {
     let start = Instant::now();
     let (n, lam) = (prob.x.nrows(), prob.lambda);
@@ -399,7 +399,7 @@ fn pcg<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &KrrProblem<T>,
     cfg: &KrrConfig,
-    progress: &mut dyn FnMut(&KrrProgress) -> bool,
+    progress: &mut dyn FnMut(&KrrProgress, &[f64]) -> bool,
 ) -> Result<KrrSolution> {
     let start = Instant::now();
     let (n, lam) = (prob.x.nrows(), prob.lambda);
