@@ -37,28 +37,34 @@ struct Split {
 }
 
 fn prepare(dir: &std::path::Path, name: &str, nmax: usize) -> joker::Result<Split> {
-    let data: Dataset<f64> = read_csv(
-        &dir.join(name).join("data.csv.gz"),
-        &CsvOptions {
+    // cadata: its own CSV with a header, rows i % 5 == 0 are the test set (as in the tests);
+    // the UCI sets: split 0 of test_mask (its first column).
+    let (data, is_test): (Dataset<f64>, Vec<bool>) = if name == "cadata" {
+        let d = read_csv(
+            &dir.join("../cadata/cal_housing.data"),
+            &CsvOptions::default(),
+        )?;
+        let t = (0..d.len()).map(|i| i % 5 == 0).collect();
+        (d, t)
+    } else {
+        let no_header = CsvOptions {
             has_header: Some(false),
             ..Default::default()
-        },
-    )?;
-    let mask = read_csv::<f64>(
-        &dir.join(name).join("test_mask.csv.gz"),
-        &CsvOptions {
-            has_header: Some(false),
+        };
+        let d = read_csv(&dir.join(name).join("data.csv.gz"), &no_header)?;
+        let first = CsvOptions {
             label_column: joker::io::LabelColumn::First,
-            ..Default::default()
-        },
-    )?;
+            ..no_header
+        };
+        let mask = read_csv::<f64>(&dir.join(name).join("test_mask.csv.gz"), &first)?;
+        (d, mask.y.iter().map(|&v| v != 0.0).collect())
+    };
     let Features::Dense(x) = &data.x else {
         unreachable!()
     };
     let d = x.ncols();
-    // split 0: the first column of the mask (read as the "label")
-    let (mut tr, mut te): (Vec<usize>, Vec<usize>) =
-        (0..data.len()).partition(|&i| mask.y[i] == 0.0);
+    let (mut tr, mut te): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|&i| !is_test[i]);
+    (0..data.len()).partition(|&i| mask.y[i] == 0.0);
     joker::rng::Stream::new(7, 1).shuffle(&mut tr);
     tr.truncate(nmax);
     te.truncate(nmax / 2);
