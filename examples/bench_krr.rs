@@ -64,7 +64,6 @@ fn prepare(dir: &std::path::Path, name: &str, nmax: usize) -> joker::Result<Spli
     };
     let d = x.ncols();
     let (mut tr, mut te): (Vec<usize>, Vec<usize>) = (0..data.len()).partition(|&i| !is_test[i]);
-    (0..data.len()).partition(|&i| mask.y[i] == 0.0);
     joker::rng::Stream::new(7, 1).shuffle(&mut tr);
     tr.truncate(nmax);
     te.truncate(nmax / 2);
