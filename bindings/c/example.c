@@ -111,6 +111,7 @@ static void synthetic(Table *t, size_t n, unsigned seed) {
     }
 }
 
+/* [readme-c-callback] */
 /* The progress callback: prints each check; returning non-zero would stop the fit. */
 static int32_t on_progress(const JokerProgress *p, void *user_data) {
     int *checks = user_data;
@@ -119,6 +120,7 @@ static int32_t on_progress(const JokerProgress *p, void *user_data) {
            p->gap, p->validation);
     return 0;
 }
+/* [/readme-c-callback] */
 
 static double accuracy(const double *pred, const double *y, size_t n) {
     size_t hits = 0;
