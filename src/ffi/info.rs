@@ -11,14 +11,14 @@ static VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
 /// The library version, for example "0.1.0" (a static string: never free it).
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_version() -> *const c_char {
-    VERSION.as_ptr().cast()
+    guard_value(c"".as_ptr(), || VERSION.as_ptr().cast())
 }
 
 /// The C ABI version this library implements (`JOKER_ABI_VERSION` of its header). A program
 /// can compare it with the header it was compiled against.
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_abi_version() -> u32 {
-    JOKER_ABI_VERSION
+    guard_value(JOKER_ABI_VERSION, || JOKER_ABI_VERSION)
 }
 
 /// The message of the last failed call on this thread, or "" if the last call succeeded. The
@@ -46,13 +46,13 @@ pub extern "C" fn joker_status_name(status: i32) -> *const c_char {
 /// CPU.
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_gpu_available() -> i32 {
-    0
+    guard_value(0, || 0)
 }
 
 /// The number of usable CUDA devices. Always 0 in this version (see `joker_gpu_available`).
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_device_count() -> i32 {
-    0
+    guard_value(0, || 0)
 }
 
 /// Writes in `*out` the name of CUDA device `index` (a static string). With no usable device

@@ -35,6 +35,8 @@
 //! A failing call returns a non-zero [`JokerStatus`] and stores a message (naming the argument
 //! and the problem) in a thread-local buffer that `joker_last_error` returns. Every call that
 //! returns a status first clears the message, so after a successful call it is empty.
+//! (Like any Rust library, joker aborts the process if memory allocation itself fails;
+//! `joker_params_set_max_memory` refuses fits whose estimated size exceeds a limit.)
 //!
 //! # Threads
 //!

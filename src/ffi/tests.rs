@@ -348,6 +348,10 @@ struct Calls {
     last_validation: f64,
 }
 
+/// The test's progress callback: counts the checks and stops after `stop_after`.
+///
+/// # Safety
+/// `p` must be a valid snapshot and `user` a `Calls` that no one else uses during the call.
 unsafe extern "C" fn on_progress(p: *const JokerProgress, user: *mut c_void) -> i32 {
     // SAFETY: joker passes a valid snapshot and our `Calls` pointer, used on this thread only.
     let (p, calls) = unsafe { (&*p, &mut *user.cast::<Calls>()) };
