@@ -167,6 +167,13 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
         (Ptr{Cvoid}, $T), h, v))
 end
 
+# A non-negative integer argument (as the Python `_count`).
+function count_arg(name, v)
+    v = Int(v)
+    v >= 0 || throw(JokerError(INVALID_ARGUMENT, "`$name` must be >= 0, got $v"))
+    v
+end
+
 function pick(table, key, what)
     haskey(table, key) || throw(JokerError(INVALID_ARGUMENT,
         "unknown $what $(repr(key)); one of $(sort(map(string, collect(keys(table)))))"))
@@ -206,8 +213,7 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     if n_components === nothing
         check(ccall((:joker_params_set_exact, libjoker), Int32, (Ptr{Cvoid},), h))
     else
-        n_components >= 0 || throw(JokerError(INVALID_ARGUMENT, "n_components must be >= 1"))
-        joker_params_set_n_components(h, n_components)
+        joker_params_set_n_components(h, count_arg("n_components", n_components))
     end
     joker_params_set_precision(h, pick(PRECISIONS, precision, "precision"))
     joker_params_set_task(h, pick(TASKS, task, "task"))
@@ -222,13 +228,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
             (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}, Csize_t), h, labels, weights,
             length(labels)))
     end
-    joker_params_set_block_size(h, block_size)
-    joker_params_set_max_iter(h, max_iter)
+    joker_params_set_block_size(h, count_arg("block_size", block_size))
+    joker_params_set_max_iter(h, count_arg("max_iter", max_iter))
     joker_params_set_tol(h, Float64(tol))
     joker_params_set_time_limit(h, Float64(something(time_limit, 0.0)))
-    joker_params_set_check_every(h, check_every)
-    joker_params_set_seed(h, UInt64(seed))
-    joker_params_set_max_memory(h, something(max_memory, 0))
+    joker_params_set_check_every(h, count_arg("check_every", check_every))
+    joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
+    joker_params_set_max_memory(h, count_arg("max_memory", something(max_memory, 0)))
     p
 end
 

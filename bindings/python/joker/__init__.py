@@ -164,6 +164,14 @@ def _check(code):
         raise JokerError(code, _lib.joker_last_error().decode(errors="replace"))
 
 
+def _count(name, v):
+    """A non-negative integer argument (ctypes would silently wrap a negative size_t)."""
+    v = int(v)
+    if v < 0:
+        raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be >= 0, got {v}")
+    return v
+
+
 def _ptr(a, ctype):
     return a.ctypes.data_as(POINTER(ctype)) if a is not None else None
 
@@ -335,7 +343,7 @@ class Joker:
         if n_components is None:
             _check(_lib.joker_params_set_exact(h))
         else:
-            _check(_lib.joker_params_set_n_components(h, int(n_components)))
+            _check(_lib.joker_params_set_n_components(h, _count("n_components", n_components)))
         _check(_lib.joker_params_set_precision(h, pick(PRECISIONS, precision, "precision")))
         _check(_lib.joker_params_set_task(h, pick(TASKS, task, "task")))
         _check(_lib.joker_params_set_standardize(h, int(bool(standardize))))
@@ -350,13 +358,13 @@ class Joker:
                     h, _ptr(labels, c_double), _ptr(weights, c_double), len(labels)
                 )
             )
-        _check(_lib.joker_params_set_block_size(h, int(block_size)))
-        _check(_lib.joker_params_set_max_iter(h, int(max_iter)))
+        _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
+        _check(_lib.joker_params_set_max_iter(h, _count("max_iter", max_iter)))
         _check(_lib.joker_params_set_tol(h, float(tol)))
         _check(_lib.joker_params_set_time_limit(h, float(time_limit or 0.0)))
-        _check(_lib.joker_params_set_check_every(h, int(check_every)))
-        _check(_lib.joker_params_set_seed(h, int(seed)))
-        _check(_lib.joker_params_set_max_memory(h, int(max_memory or 0)))
+        _check(_lib.joker_params_set_check_every(h, _count("check_every", check_every)))
+        _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
+        _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory or 0)))
 
     def fit(self, X, y, sample_weight=None, validation=None, progress=None):
         """Trains on ``X`` (2-d numpy array, float32 or float64, or a scipy.sparse matrix) and

@@ -186,6 +186,10 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `lambda`", joker.Joker,
                               lambda_=float("nan"))
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown loss 'hinge'", joker.Joker, "hinge")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`n_components` must be >= 0, got -5", joker.Joker,
+                              n_components=-5)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `n_components`", joker.Joker,
+                              n_components=0)
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "it cannot do regression", joker.Joker,
                               "klr", task="regression")
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "larger than the number of samples",
