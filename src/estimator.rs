@@ -106,6 +106,13 @@ impl Default for JokerBuilder {
     }
 }
 
+impl From<Joker> for JokerBuilder {
+    /// Starts a builder from existing parameters (for changing a few and validating again).
+    fn from(p: Joker) -> Self {
+        JokerBuilder { p }
+    }
+}
+
 impl JokerBuilder {
     /// The loss (default: squared error, i.e. KRR).
     pub fn loss(mut self, loss: Loss) -> Self {

@@ -22,6 +22,7 @@ pub use scalar::Scalar;
 pub mod backend;
 pub mod estimator;
 pub mod features;
+pub mod ffi;
 pub mod kernel;
 pub mod linalg;
 pub mod loss;

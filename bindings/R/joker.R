@@ -1,0 +1,140 @@
+# joker.R: large-scale kernel machines from R (base R only), over libjoker's C ABI through the
+# .Call shim src/joker_r.c (built with R CMD SHLIB; see bindings/README.md).
+#
+#   source("bindings/R/joker.R")       # loads the shim from $JOKER_R_SHIM or beside this file
+#   model <- joker_fit(x, y, loss = "l2-svc", C = 4, n_components = 1024)
+#   labels <- predict(model, x_test)
+#
+# Every library error is an R error whose message starts with the C status name
+# ("JOKER_STATUS_SHAPE_MISMATCH: ..."). Models are freed by the garbage collector, or at once
+# with joker_free(model) (a freed model then gives JOKER_STATUS_NULL_POINTER).
+
+local({
+  shim <- Sys.getenv("JOKER_R_SHIM")
+  if (!nzchar(shim)) {
+    here <- tryCatch(dirname(sys.frame(1)$ofile), error = function(e) ".")
+    shim <- file.path(here, paste0("joker_r", .Platform$dynlib.ext))
+  }
+  if (!("joker_r" %in% names(getLoadedDLLs()))) dyn.load(shim)
+})
+
+.joker_codes <- list(
+  loss = c("krr" = 0, "huber" = 1, "svr" = 2, "l1" = 3, "lp" = 4, "l1-svc" = 5, "l2-svc" = 6,
+           "klr" = 7),
+  kernel = c("gaussian" = 0, "laplacian" = 1, "matern12" = 2, "matern32" = 3, "matern52" = 4),
+  bandwidth = c("median" = 0, "msd" = 1),
+  precision = c("f32" = 0, "f64" = 1),
+  task = c("auto" = 0, "classification" = 1, "regression" = 2)
+)
+
+.joker_code <- function(table, key) {
+  codes <- .joker_codes[[table]]
+  if (!(key %in% names(codes)))
+    stop(sprintf("JOKER_STATUS_INVALID_ARGUMENT: unknown %s '%s'; one of %s", table, key,
+                 paste(names(codes), collapse = ", ")), call. = FALSE)
+  codes[[key]]
+}
+
+.joker_matrix <- function(x) {
+  x <- as.matrix(x)
+  storage.mode(x) <- "double"
+  x
+}
+
+#' Version and capabilities: list(version, gpu_available, device_count).
+joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
+
+#' Validated training parameters (each value is checked by the library at once).
+joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
+                         bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
+                         precision = "f32", task = "auto", standardize = TRUE,
+                         normalize_target = TRUE, class_weight = NULL, block_size = 512,
+                         max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
+                         seed = 42, max_memory = 0) {
+  p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
+  set <- function(name, value, param = 0)
+    .Call("R_joker_params_set", p, name, as.double(value), as.double(param), PACKAGE = "joker_r")
+  set("loss", .joker_code("loss", loss), loss_param)
+  set("kernel", .joker_code("kernel", kernel))
+  if (!is.null(gamma)) set("gamma", gamma) else set("bandwidth", .joker_code("bandwidth", bandwidth))
+  if (!is.null(C) && !is.null(lambda)) stop("give C or lambda, not both", call. = FALSE)
+  if (!is.null(C)) set("C", C)
+  if (!is.null(lambda)) set("lambda", lambda)
+  if (is.null(n_components)) set("exact", 0) else set("n_components", n_components)
+  set("precision", .joker_code("precision", precision))
+  set("task", .joker_code("task", task))
+  set("standardize", standardize)
+  set("normalize_target", normalize_target)
+  if (identical(class_weight, "balanced")) {
+    set("class_weight", 1)
+  } else if (!is.null(class_weight)) {
+    .Call("R_joker_class_weights", p, as.double(names(class_weight)),
+          as.double(unlist(class_weight)), PACKAGE = "joker_r")
+  }
+  set("block_size", block_size)
+  set("max_iter", max_iter)
+  set("tol", tol)
+  set("time_limit", time_limit)
+  set("check_every", check_every)
+  set("seed", seed)
+  set("max_memory", max_memory)
+  structure(list(ptr = p), class = "joker_params")
+}
+
+#' Trains a model on the rows of matrix x with labels y. Parameters are given as arguments
+#' (see joker_params) or as params = joker_params(...). validation = list(x = , y = ) is scored
+#' at every check; progress is a function of a named numeric vector (iter, epoch, seconds, gap,
+#' validation) that returns FALSE to stop.
+joker_fit <- function(x, y, ..., params = NULL, sample_weight = NULL, validation = NULL,
+                      progress = NULL) {
+  if (is.null(params)) params <- joker_params(...)
+  vx <- vy <- NULL
+  if (!is.null(validation)) {
+    vx <- .joker_matrix(validation$x)
+    vy <- as.double(validation$y)
+  }
+  w <- if (is.null(sample_weight)) NULL else as.double(sample_weight)
+  ptr <- .Call("R_joker_fit", params$ptr, .joker_matrix(x), as.double(y), w, vx, vy, progress,
+               environment(), PACKAGE = "joker_r")
+  structure(list(ptr = ptr), class = "joker_model")
+}
+
+#' Predictions: type "response" (labels or values), "decision" (n x targets) or "prob"
+#' (n x classes, KLR only).
+predict.joker_model <- function(object, newdata, type = c("response", "decision", "prob"), ...) {
+  type <- match.arg(type)
+  x <- .joker_matrix(newdata)
+  kind <- match(type, c("response", "decision", "prob")) - 1L
+  out <- .Call("R_joker_predict", object$ptr, x, kind, PACKAGE = "joker_r")
+  if (type == "response") out else matrix(out, nrow = nrow(x), byrow = TRUE)
+}
+
+#' Accuracy (classifiers) or R^2 (regression) on labelled data.
+joker_score <- function(model, x, y)
+  .Call("R_joker_score", model$ptr, .joker_matrix(x), as.double(y), PACKAGE = "joker_r")
+
+joker_save <- function(model, path) invisible(.Call("R_joker_save", model$ptr, path, PACKAGE = "joker_r"))
+
+joker_load <- function(path)
+  structure(list(ptr = .Call("R_joker_load", path, PACKAGE = "joker_r")), class = "joker_model")
+
+#' Model introspection: n_features, n_targets, n_classes, classes, n_components (0: exact
+#' kernel), task, loss, kernel (as names), gamma, lambda, iterations, gap, stop_reason.
+joker_info <- function(model) {
+  i <- .Call("R_joker_info", model$ptr, PACKAGE = "joker_r")
+  i$task <- names(.joker_codes$task)[i$task + 1]
+  i$loss <- names(.joker_codes$loss)[i$loss + 1]
+  i$kernel <- names(.joker_codes$kernel)[i$kernel + 1]
+  i
+}
+
+#' Frees a model or parameters now.
+joker_free <- function(x) invisible(.Call("R_joker_free", x$ptr, PACKAGE = "joker_r"))
+
+print.joker_model <- function(x, ...) {
+  i <- joker_info(x)
+  cat(sprintf("joker model: %s, %s kernel, %d features, %s\n", i$loss, i$kernel,
+              as.integer(i$n_features),
+              if (i$n_components > 0) sprintf("M = %d", as.integer(i$n_components)) else "exact"))
+  invisible(x)
+}

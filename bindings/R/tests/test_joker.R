@@ -1,0 +1,91 @@
+# Tests of the R binding: Rscript bindings/R/tests/test_joker.R
+# Environment: JOKER_R_SHIM (the built shim), JOKER_DATA_DIR (default ../shared/datasets).
+# Runs the example (real data when present: accuracy, save/load), then the other losses and
+# the error paths with their messages. Exits non-zero on the first failure.
+here <- dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE)[1]))
+Sys.setenv(JOKER_R = file.path(here, "..", "joker.R"))
+source(file.path(here, "..", "joker.R"))
+
+ok <- function(cond, what) {
+  if (!isTRUE(cond)) stop("FAIL: ", what, call. = FALSE)
+  cat("  ok:", what, "\n")
+}
+expect_error <- function(expr, pattern, what) {
+  msg <- tryCatch({ expr; "no error" }, error = conditionMessage)
+  if (!grepl(pattern, msg, fixed = TRUE))
+    stop(sprintf("FAIL: %s: got \"%s\", wanted \"%s\"", what, msg, pattern), call. = FALSE)
+  cat(sprintf("  ok: %-32s -> %s\n", what, msg))
+}
+
+v <- joker_version()
+cat("joker", v$version, "gpu_available:", v$gpu_available, "devices:", v$device_count, "\n")
+ok(!v$gpu_available && v$device_count == 0, "no GPU reported (the CUDA backend is not wired in)")
+
+tmp <- tempfile("joker-r-")
+dir.create(tmp)
+old <- setwd(tmp)
+source(file.path(here, "..", "example.R"))
+setwd(old)
+ok(accuracy >= want_accuracy, sprintf("example accuracy %.4f >= %.2f", accuracy, want_accuracy))
+info <- joker_info(model)
+ok(info$n_features == ncol(x) && info$n_classes == 2 && info$n_components == 1024 &&
+     info$loss == "l2-svc" && info$task == "classification", "introspection")
+ok(identical(info$classes, sort(unique(y))), "classes")
+ok(abs(joker_score(model, x_test, y_test) - accuracy) < 1e-12, "score = accuracy")
+
+# KLR probabilities on the same data, f64 working precision
+klr <- joker_fit(x, y, loss = "klr", C = 4, n_components = 256, max_iter = 100,
+                 precision = "f64")
+p <- predict(klr, x_test, type = "prob")
+ok(all(dim(p) == c(nrow(x_test), 2)) && max(abs(rowSums(p) - 1)) < 1e-12, "probabilities sum to 1")
+lab <- predict(klr, x_test)
+ok(all((p[, 2] > 0.5) == (lab == joker_info(klr)$classes[2])), "probabilities agree with labels")
+
+# regression (KRR) on a smooth synthetic target
+set.seed(2)
+xr <- matrix(runif(1200, -2, 2), 600, 2)
+yr <- sin(2 * xr[, 1]) + 0.5 * xr[, 2]
+krr <- joker_fit(xr[1:400, ], yr[1:400], loss = "krr", lambda = 1e-3, n_components = 512,
+                 block_size = 100, max_iter = 200)
+r2 <- joker_score(krr, xr[401:600, ], yr[401:600])
+ok(r2 > 0.95, sprintf("KRR R^2 %.4f > 0.95", r2))
+ok(joker_info(krr)$task == "regression" && length(joker_info(krr)$classes) == 0, "regression info")
+
+# progress: returning FALSE stops the fit; an error in the function stops it too
+calls <- 0
+stopped <- joker_fit(xr[1:400, ], yr[1:400], n_components = 64, block_size = 50, check_every = 2,
+                     progress = function(p) { calls <<- calls + 1; calls < 3 })
+ok(calls == 3 && joker_info(stopped)$stop_reason == "cancelled", "progress returning FALSE stops")
+expect_error(joker_fit(xr[1:400, ], yr[1:400], n_components = 64, block_size = 50,
+                       progress = function(p) stop("boom")),
+             "the progress function raised an error", "error in the progress function")
+
+cat("error paths:\n")
+bad <- x
+bad[3, 2] <- NaN
+expect_error(joker_fit(bad, y, loss = "l2-svc", n_components = 64),
+             "JOKER_STATUS_NON_FINITE: non-finite value in features at row 2, column 1", "NaN")
+expect_error(joker_fit(x, y[-1], loss = "l2-svc"), "JOKER_STATUS_SHAPE_MISMATCH", "y too short")
+expect_error(predict(model, x_test[, -1]),
+             sprintf("JOKER_STATUS_SHAPE_MISMATCH: shape mismatch: `data` has %d columns, the model was trained on %d",
+                     ncol(x_test) - 1, ncol(x_test)),
+             "predict with the wrong width")
+expect_error(joker_params(C = -1), "JOKER_STATUS_INVALID_ARGUMENT: `c`: must be positive",
+             "C < 0")
+expect_error(joker_params(loss = "hinge"), "JOKER_STATUS_INVALID_ARGUMENT: unknown loss 'hinge'",
+             "unknown loss")
+expect_error(joker_params(n_components = 0),
+             "JOKER_STATUS_INVALID_ARGUMENT: invalid parameter `n_components`", "M = 0")
+expect_error(predict(model, x_test, type = "prob"), "JOKER_STATUS_UNSUPPORTED",
+             "probabilities from an SVM")
+expect_error(joker_load(file.path(tmp, "missing.json")), "JOKER_STATUS_IO", "missing model file")
+writeLines("{\"format\": \"something else\"}", file.path(tmp, "bad.json"))
+expect_error(joker_load(file.path(tmp, "bad.json")), "JOKER_STATUS_MODEL_FORMAT: model file",
+             "not a model file")
+joker_free(klr)
+expect_error(predict(klr, x_test), "JOKER_STATUS_NULL_POINTER: `model` is NULL",
+             "freed model (NULL handle)")
+expect_error(joker_free(klr), "", "freeing twice is harmless")
+unlink(tmp, recursive = TRUE)
+invisible(gc())
+cat("R tests passed\n")

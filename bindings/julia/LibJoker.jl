@@ -1,0 +1,406 @@
+# LibJoker.jl: large-scale kernel machines from Julia, over the C ABI of libjoker (ccall).
+#
+# A line-by-line mirror of the tested Python binding (bindings/python/joker/__init__.py): the
+# same entry points, argument names, defaults, checks and error messages. Julia cannot be
+# installed on the project's build machines, so this file is NOT run in CI; keep it in step
+# with the Python module when either changes.
+#
+#   include("bindings/julia/LibJoker.jl"); using .LibJoker
+#   model = fit(Joker("l2-svc"; c=4.0, n_components=1024), X, y)   # Python: joker.Joker(...).fit(X, y)
+#   labels = predict(model, X_test)                                # Python: model.predict(X_test)
+#
+# The library: $JOKER_LIB, else target/release or target/debug of this repository (or
+# $CARGO_TARGET_DIR), else "libjoker.so.0" on the system's library path.
+module LibJoker
+
+export Joker, JokerError, Params, Model, fit, predict, decision_function, predict_proba, score, save,
+    load, version, gpu_available, device_count
+
+function find_library()
+    haskey(ENV, "JOKER_LIB") && return ENV["JOKER_LIB"]
+    root = normpath(joinpath(@__DIR__, "..", ".."))
+    targets = String[]
+    haskey(ENV, "CARGO_TARGET_DIR") && push!(targets, ENV["CARGO_TARGET_DIR"])
+    push!(targets, joinpath(root, "target"))
+    for t in targets, profile in ("release", "debug")
+        p = joinpath(t, profile, "libjoker.so")
+        isfile(p) && return p
+    end
+    return "libjoker.so.0"
+end
+
+const libjoker = find_library()
+
+struct JokerError <: Exception
+    code::Int32
+    status::String
+    message::String
+end
+JokerError(code::Integer, message::AbstractString) = JokerError(
+    code, unsafe_string(ccall((:joker_status_name, libjoker), Cstring, (Int32,), code)), message)
+Base.showerror(io::IO, e::JokerError) = print(io, e.status, ": ", e.message)
+
+const SHAPE_MISMATCH = 5
+const INVALID_ARGUMENT = 3
+
+function check(code::Integer)
+    if code != 0
+        msg = unsafe_string(ccall((:joker_last_error, libjoker), Cstring, ()))
+        throw(JokerError(code, msg))
+    end
+    nothing
+end
+
+const LOSSES = Dict("krr" => 0, "huber" => 1, "svr" => 2, "l1" => 3, "lp" => 4, "l1-svc" => 5,
+    "l2-svc" => 6, "klr" => 7)
+const KERNELS = Dict("gaussian" => 0, "laplacian" => 1, "matern12" => 2, "matern32" => 3,
+    "matern52" => 4)
+const BANDWIDTHS = Dict("median" => 0, "msd" => 1)
+const PRECISIONS = Dict("f32" => 0, "f64" => 1)
+const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
+const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
+
+"The library version, for example \"0.1.0\"."
+version() = unsafe_string(ccall((:joker_version, libjoker), Cstring, ()))
+"Whether a GPU can be used (always false: the CUDA backend is not wired in yet)."
+gpu_available() = ccall((:joker_gpu_available, libjoker), Int32, ()) != 0
+"The number of usable CUDA devices (always 0 in this version)."
+device_count() = Int(ccall((:joker_device_count, libjoker), Int32, ()))
+
+# ---------------------------------------------------------------------------------------------
+# data: a JokerData handle holding a copy of X (and y)
+
+mutable struct Data
+    handle::Ptr{Cvoid}
+    n_rows::Int
+end
+
+"Copies a dense matrix (n x d, any real element type; Float32 stays Float32) and labels."
+function Data(X::AbstractMatrix, y=nothing)
+    n_rows = size(X, 1)
+    yy = nothing
+    if y !== nothing
+        yy = Vector{Float64}(vec(y))
+        length(yy) == n_rows ||
+            throw(JokerError(SHAPE_MISMATCH, "X has $n_rows rows but y has $(length(yy)) values"))
+    end
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    ypt = yy === nothing ? Ptr{Float64}(C_NULL) : pointer(yy)
+    if eltype(X) == Float32
+        rows = Matrix{Float32}(permutedims(X))  # d x n column-major = n x d row-major
+        GC.@preserve rows yy check(ccall((:joker_data_from_dense_f32, libjoker), Int32,
+            (Ptr{Float32}, Csize_t, Csize_t, Ptr{Float64}, Ptr{Ptr{Cvoid}}),
+            rows, size(X, 1), size(X, 2), ypt, out))
+    else
+        rows = Matrix{Float64}(permutedims(X))
+        GC.@preserve rows yy check(ccall((:joker_data_from_dense_f64, libjoker), Int32,
+            (Ptr{Float64}, Csize_t, Csize_t, Ptr{Float64}, Ptr{Ptr{Cvoid}}),
+            rows, size(X, 1), size(X, 2), ypt, out))
+    end
+    d = Data(out[], n_rows)
+    finalizer(close, d)
+end
+
+Data(X::AbstractVector, y=nothing) = throw(JokerError(SHAPE_MISMATCH,
+    "X must be a 2-d array (rows x features), got 1-d"))
+
+function Base.close(d::Data)
+    if d.handle != C_NULL
+        check(ccall((:joker_data_free, libjoker), Int32, (Ptr{Cvoid},), d.handle))
+        d.handle = C_NULL
+    end
+    nothing
+end
+
+function with_data(f, X, y=nothing)
+    d = Data(X, y)
+    try
+        return f(d)
+    finally
+        close(d)
+    end
+end
+
+# ---------------------------------------------------------------------------------------------
+# estimator and model
+
+"A snapshot passed to the `progress` callback of `fit` (the C struct JokerProgress)."
+struct CProgress
+    iter::Csize_t
+    epoch::Float64
+    seconds::Float64
+    primal::Float64
+    dual::Float64
+    gap::Float64
+    validation::Float64
+    accepted::Csize_t
+end
+
+struct Progress
+    iter::Int
+    epoch::Float64
+    seconds::Float64
+    primal::Float64
+    dual::Float64
+    gap::Float64
+    validation::Union{Float64,Nothing}  # nothing: no validation set
+    accepted::Int
+end
+Progress(p::CProgress) = Progress(p.iter, p.epoch, p.seconds, p.primal, p.dual, p.gap,
+    isnan(p.validation) ? nothing : p.validation, p.accepted)
+
+mutable struct Params
+    handle::Ptr{Cvoid}
+end
+
+# ccall needs literal types: one small wrapper per setter
+for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, Float64),
+    (:joker_params_set_bandwidth, Int32), (:joker_params_set_lambda, Float64),
+    (:joker_params_set_c, Float64), (:joker_params_set_n_components, Csize_t),
+    (:joker_params_set_precision, Int32), (:joker_params_set_task, Int32),
+    (:joker_params_set_standardize, Int32), (:joker_params_set_normalize_target, Int32),
+    (:joker_params_set_class_weight, Int32), (:joker_params_set_block_size, Csize_t),
+    (:joker_params_set_max_iter, Csize_t), (:joker_params_set_tol, Float64),
+    (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
+    (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t)]
+    @eval $name(h::Ptr{Cvoid}, v) = check(ccall(($(QuoteNode(name)), libjoker), Int32,
+        (Ptr{Cvoid}, $T), h, v))
+end
+
+# A non-negative integer argument (as the Python `_count`).
+function count_arg(name, v)
+    v = Int(v)
+    v >= 0 || throw(JokerError(INVALID_ARGUMENT, "`$name` must be >= 0, got $v"))
+    v
+end
+
+function pick(table, key, what)
+    haskey(table, key) || throw(JokerError(INVALID_ARGUMENT,
+        "unknown $what $(repr(key)); one of $(sort(map(string, collect(keys(table)))))"))
+    table[key]
+end
+
+"""
+    Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing, bandwidth="median",
+          c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
+          standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
+          max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
+          max_memory=nothing)
+
+Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
+"""
+function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
+    bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
+    task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
+    block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
+    max_memory=nothing)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
+    p = finalizer(close, Params(out[]))
+    h = p.handle
+    check(ccall((:joker_params_set_loss, libjoker), Int32, (Ptr{Cvoid}, Int32, Float64), h,
+        pick(LOSSES, loss, "loss"), Float64(loss_param)))
+    joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel"))
+    if gamma !== nothing
+        joker_params_set_gamma(h, Float64(gamma))
+    else
+        joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth"))
+    end
+    c !== nothing && lambda_ !== nothing &&
+        throw(JokerError(INVALID_ARGUMENT, "give c or lambda_, not both"))
+    c !== nothing && joker_params_set_c(h, Float64(c))
+    lambda_ !== nothing && joker_params_set_lambda(h, Float64(lambda_))
+    if n_components === nothing
+        check(ccall((:joker_params_set_exact, libjoker), Int32, (Ptr{Cvoid},), h))
+    else
+        joker_params_set_n_components(h, count_arg("n_components", n_components))
+    end
+    joker_params_set_precision(h, pick(PRECISIONS, precision, "precision"))
+    joker_params_set_task(h, pick(TASKS, task, "task"))
+    joker_params_set_standardize(h, Int32(standardize))
+    joker_params_set_normalize_target(h, Int32(normalize_target))
+    if class_weight == "balanced"
+        joker_params_set_class_weight(h, 1)
+    elseif class_weight !== nothing
+        labels = Float64[k for k in keys(class_weight)]
+        weights = Float64[class_weight[k] for k in keys(class_weight)]
+        check(ccall((:joker_params_set_class_weights, libjoker), Int32,
+            (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}, Csize_t), h, labels, weights,
+            length(labels)))
+    end
+    joker_params_set_block_size(h, count_arg("block_size", block_size))
+    joker_params_set_max_iter(h, count_arg("max_iter", max_iter))
+    joker_params_set_tol(h, Float64(tol))
+    joker_params_set_time_limit(h, Float64(something(time_limit, 0.0)))
+    joker_params_set_check_every(h, count_arg("check_every", check_every))
+    joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
+    joker_params_set_max_memory(h, count_arg("max_memory", something(max_memory, 0)))
+    p
+end
+
+function Base.close(p::Params)
+    if p.handle != C_NULL
+        check(ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), p.handle))
+        p.handle = C_NULL
+    end
+    nothing
+end
+
+mutable struct Model
+    handle::Ptr{Cvoid}
+end
+
+mutable struct CallbackState
+    f::Any
+    error::Any
+end
+
+# The C callback: returns 0 to continue, 1 to stop. Exceptions never reach C: they stop the
+# fit and are rethrown by `fit`.
+function progress_trampoline(p::Ptr{CProgress}, user::Ptr{Cvoid})::Int32
+    st = unsafe_pointer_to_objref(user)::CallbackState
+    try
+        return st.f(Progress(unsafe_load(p))) === false ? Int32(1) : Int32(0)
+    catch e
+        st.error = e
+        return Int32(1)
+    end
+end
+
+"""
+    fit(params, X, y; sample_weight=nothing, validation=nothing, progress=nothing) -> Model
+
+Trains on the rows of `X` with labels `y`. `validation = (X_val, y_val)` is scored at every
+check; `progress(p::Progress)` is called at every check, return `false` to stop early.
+"""
+function fit(params::Params, X, y; sample_weight=nothing, validation=nothing, progress=nothing)
+    with_data(X, y) do train
+        val = validation === nothing ? nothing : Data(validation...)
+        try
+            w = sample_weight === nothing ? nothing : Vector{Float64}(vec(sample_weight))
+            st = CallbackState(progress, nothing)
+            cb = progress === nothing ? C_NULL :
+                 @cfunction(progress_trampoline, Int32, (Ptr{CProgress}, Ptr{Cvoid}))
+            out = Ref{Ptr{Cvoid}}(C_NULL)
+            GC.@preserve st w check(ccall((:joker_fit, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t, Ptr{Cvoid}, Ptr{Cvoid},
+                    Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
+                params.handle, train.handle, w === nothing ? C_NULL : pointer(w),
+                w === nothing ? 0 : length(w), val === nothing ? C_NULL : val.handle, cb,
+                pointer_from_objref(st), out))
+            model = finalizer(close, Model(out[]))
+            if st.error !== nothing
+                close(model)
+                throw(st.error)
+            end
+            return model
+        finally
+            val === nothing || close(val)
+        end
+    end
+end
+
+"Reads a model file written by `save` (or the joker program)."
+function load(path::AbstractString)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    check(ccall((:joker_model_load, libjoker), Int32, (Cstring, Ptr{Ptr{Cvoid}}), path, out))
+    finalizer(close, Model(out[]))
+end
+
+"Writes the model file (JSON)."
+save(m::Model, path::AbstractString) =
+    check(ccall((:joker_model_save, libjoker), Int32, (Ptr{Cvoid}, Cstring), m.handle, path))
+
+function output(m::Model, kind::Symbol, X)
+    with_data(X) do d
+        need = Ref{Csize_t}(0)
+        check(ccall((:joker_model_output_size, libjoker), Int32,
+            (Ptr{Cvoid}, Ptr{Cvoid}, Int32, Ptr{Csize_t}), m.handle, d.handle, OUTPUT[kind], need))
+        out = Vector{Float64}(undef, need[])
+        fname = kind === :predict ? :joker_model_predict :
+                kind === :decision_function ? :joker_model_decision_function :
+                :joker_model_predict_proba
+        if fname === :joker_model_predict
+            check(ccall((:joker_model_predict, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+        elseif fname === :joker_model_decision_function
+            check(ccall((:joker_model_decision_function, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+        else
+            check(ccall((:joker_model_predict_proba, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+        end
+        return out, d.n_rows
+    end
+end
+
+"Class labels (classifiers) or values (regression), one per row."
+predict(m::Model, X) = output(m, :predict, X)[1]
+
+"Decision values: a vector for one target, an (n, n_targets) matrix for one-vs-rest."
+function decision_function(m::Model, X)
+    out, n = output(m, :decision_function, X)
+    n_targets(m) == 1 ? out : permutedims(reshape(out, :, n))
+end
+
+"Class probabilities, (n, n_classes) in the order of `classes` (KLR only)."
+function predict_proba(m::Model, X)
+    out, n = output(m, :predict_proba, X)
+    permutedims(reshape(out, :, n))
+end
+
+"Accuracy (classifiers) or R^2 (regression)."
+function score(m::Model, X, y)
+    with_data(X, y) do d
+        s = Ref{Float64}(0)
+        check(ccall((:joker_model_score, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}),
+            m.handle, d.handle, s))
+        s[]
+    end
+end
+
+for (name, T) in [(:n_features, Csize_t), (:n_targets, Csize_t), (:n_classes, Csize_t),
+    (:iterations, Csize_t), (:gamma, Float64), (:lambda, Float64), (:gap, Float64),
+    (:task_code, Int32), (:loss_code, Int32), (:kernel_code, Int32), (:n_components_raw, Csize_t)]
+    cname = QuoteNode(Symbol("joker_model_", replace(String(name), "_code" => "", "_raw" => "")))
+    jname = name === :lambda ? :lambda_ : name
+    @eval function $jname(m::Model)
+        v = Ref{$T}(0)
+        check(ccall(($cname, libjoker), Int32, (Ptr{Cvoid}, Ptr{$T}), m.handle, v))
+        $(T === Csize_t ? :(Int(v[])) : :(v[]))
+    end
+end
+
+"Random features M, or nothing for an exact-kernel model."
+n_components(m::Model) = (k = n_components_raw(m); k == 0 ? nothing : k)
+
+"Sorted class labels (empty for regression)."
+function classes(m::Model)
+    out = Vector{Float64}(undef, n_classes(m))
+    check(ccall((:joker_model_classes, libjoker), Int32, (Ptr{Cvoid}, Ptr{Float64}, Csize_t),
+        m.handle, out, length(out)))
+    out
+end
+
+task(m::Model) = Dict(1 => "classification", 2 => "regression")[task_code(m)]
+loss(m::Model) = only(k for (k, v) in LOSSES if v == loss_code(m))
+kernel(m::Model) = only(k for (k, v) in KERNELS if v == kernel_code(m))
+
+"Why training stopped: converged, max_iter, time_limit or cancelled."
+function stop_reason(m::Model)
+    s = Ref{Cstring}(C_NULL)
+    check(ccall((:joker_model_stop_reason, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cstring}),
+        m.handle, s))
+    unsafe_string(s[])
+end
+
+"Frees the model now (later calls throw JokerError: a NULL handle)."
+function Base.close(m::Model)
+    if m.handle != C_NULL
+        check(ccall((:joker_model_free, libjoker), Int32, (Ptr{Cvoid},), m.handle))
+        m.handle = C_NULL
+    end
+    nothing
+end
+
+end # module

@@ -1,0 +1,268 @@
+"""Tests of the Python binding: python -m unittest discover -s bindings/python/tests
+
+Environment: JOKER_LIB (path of libjoker.so; else target/release or target/debug),
+JOKER_DATA_DIR (default ../shared/datasets). Real data when present, synthetic otherwise.
+"""
+import ctypes
+import os
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import example  # noqa: E402
+import joker  # noqa: E402
+
+DATA = os.environ.get(
+    "JOKER_DATA_DIR", os.path.join(HERE, "..", "..", "..", "..", "shared", "datasets")
+)
+
+try:
+    import scipy.sparse as sp
+except ImportError:  # pragma: no cover
+    sp = None
+
+
+def read_libsvm(path, n_features, base=1):
+    """A small LIBSVM reader: (CSR matrix, labels); `base`: the index of the first column."""
+    indptr, indices, values, labels = [0], [], [], []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            labels.append(float(parts[0]))
+            for tok in parts[1:]:
+                i, v = tok.split(":")
+                indices.append(int(i) - base)
+                values.append(float(v))
+            indptr.append(len(indices))
+    m = sp.csr_matrix((values, indices, indptr), shape=(len(labels), n_features))
+    return m, np.array(labels)
+
+
+def synthetic(n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, size=(n, 3))
+    return x, np.where(x[:, 0] ** 2 + x[:, 1] - 1 > 0, 1.0, -1.0)
+
+
+class TestExampleAndRealData(unittest.TestCase):
+    def test_example_covtype(self):
+        with tempfile.TemporaryDirectory() as d:
+            cwd = os.getcwd()
+            os.chdir(d)
+            try:
+                model, acc, want = example.main(DATA)
+            finally:
+                os.chdir(cwd)
+        self.assertGreaterEqual(acc, want)
+        self.assertEqual(model.n_classes, 2)
+        self.assertEqual(model.n_components, 1024)
+        self.assertEqual((model.loss, model.kernel, model.task), ("l2-svc", "gaussian", "classification"))
+        self.assertIn(model.stop_reason, ("converged", "max_iter"))
+        self.assertGreater(model.gamma, 0)
+        self.assertAlmostEqual(model.lambda_, 0.25)
+
+    @unittest.skipIf(sp is None, "scipy not installed")
+    def test_a9a_sparse_csr(self):
+        path = os.path.join(DATA, "libsvm", "a9a")
+        if not os.path.exists(path):
+            self.skipTest(f"{path} not found")
+        X, y = read_libsvm(path, 123)
+        Xt, yt = read_libsvm(path + ".t", 123)
+        model = joker.Joker("l2-svc", c=1.0, n_components=1000, max_iter=200).fit(X, y)
+        acc = model.score(Xt, yt)
+        print(f"a9a (CSR): test accuracy {acc:.4f}")
+        self.assertGreaterEqual(acc, 0.83)  # README: 84.68% with this setting
+        # float32 CSR and dense inputs give the same labels on a slice
+        sl = Xt[:500]
+        np.testing.assert_array_equal(model.predict(sl.astype(np.float32)), model.predict(sl.toarray()))
+
+    def test_regression_cpusmall(self):
+        path = os.path.join(DATA, "libsvm", "cpusmall_scale")
+        if sp is None or not os.path.exists(path):
+            x, _ = synthetic(900, 3)
+            y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1]
+            X, Xt, y, yt, want = x[:600], x[600:], y[:600], y[600:], 0.95
+        else:  # 0-based indices in this re-export
+            X, y = read_libsvm(path, 12, base=0)
+            Xt, yt = read_libsvm(path + ".t", 12, base=0)
+            X, Xt, want = X.toarray(), Xt.toarray(), 0.90
+            X, Xt = X.astype(np.float32), Xt.astype(np.float32)
+        model = joker.Joker("krr", lambda_=1e-3, n_components=1024, block_size=256, max_iter=300).fit(X, y)
+        r2 = model.score(Xt, yt)
+        print(f"regression: test R^2 {r2:.4f}")
+        self.assertGreater(r2, want)
+        self.assertEqual(model.task, "regression")
+        self.assertEqual(model.classes.shape, (0,))
+
+
+class TestApi(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.X, cls.y = synthetic(600, 1)
+        cls.Xt, cls.yt = synthetic(300, 2)
+
+    def test_version_and_capabilities(self):
+        self.assertRegex(joker.version(), r"^\d+\.\d+\.\d+")
+        self.assertFalse(joker.gpu_available())
+        self.assertEqual(joker.device_count(), 0)
+
+    def test_klr_probabilities_weights_and_progress(self):
+        seen = []
+        model = joker.Joker("klr", c=10.0, n_components=256, block_size=64, max_iter=150, check_every=10).fit(
+            self.X, self.y, sample_weight=np.ones(len(self.y)), validation=(self.Xt, self.yt),
+            progress=lambda p: seen.append(p))
+        proba = model.predict_proba(self.Xt)
+        self.assertEqual(proba.shape, (300, 2))
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+        np.testing.assert_array_equal(model.classes[proba.argmax(axis=1)], model.predict(self.Xt))
+        self.assertGreater(model.score(self.Xt, self.yt), 0.9)
+        self.assertEqual(len(seen), 15)
+        self.assertTrue(all(0.5 < p.validation <= 1.0 for p in seen))
+
+    def test_progress_false_stops_and_exceptions_propagate(self):
+        calls = []
+        params = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=200, check_every=5)
+        m = params.fit(self.X, self.y, progress=lambda p: calls.append(p) or len(calls) < 2)
+        self.assertEqual((len(calls), m.stop_reason), (2, "cancelled"))
+
+        def boom(p):
+            raise RuntimeError("from the callback")
+
+        with self.assertRaisesRegex(RuntimeError, "from the callback"):
+            params.fit(self.X, self.y, progress=boom)
+
+    def test_multiclass_one_vs_rest_and_exact_kernel(self):
+        rng = np.random.default_rng(4)
+        x = rng.uniform(-2, 2, size=(450, 2))
+        y = np.digitize(np.arctan2(x[:, 1], x[:, 0]), [-np.pi / 3, np.pi / 3]).astype(float)
+        model = joker.Joker("l2-svc", c=10.0, n_components=None, block_size=64, max_iter=200).fit(x, y)
+        self.assertEqual(model.n_components, None)
+        self.assertEqual(list(model.classes), [0.0, 1.0, 2.0])
+        self.assertEqual(model.decision_function(x).shape, (450, 3))
+        self.assertGreater(model.score(x, y), 0.9)
+
+    def test_save_load_round_trip(self):
+        model = joker.Joker("l2-svc", n_components=128, block_size=64, max_iter=50).fit(self.X, self.y)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.json")
+            model.save(path)
+            back = joker.Model.load(path)
+        np.testing.assert_array_equal(back.decision_function(self.Xt), model.decision_function(self.Xt))
+        self.assertEqual(back.n_features, 3)
+
+    def assertJokerError(self, status, needle, fn, *args, **kw):
+        with self.assertRaises(joker.JokerError) as cm:
+            fn(*args, **kw)
+        self.assertEqual(cm.exception.status, status, cm.exception.message)
+        self.assertIn(needle, cm.exception.message)
+        return cm.exception
+
+    def test_error_paths(self):
+        svc = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=20)
+        model = svc.fit(self.X, self.y)
+        bad = self.X.copy()
+        bad[4, 1] = np.nan
+        self.assertJokerError("JOKER_STATUS_NON_FINITE", "non-finite value in features at row 4, column 1",
+                              svc.fit, bad, self.y)
+        yb = self.y.copy()
+        yb[7] = np.inf
+        self.assertJokerError("JOKER_STATUS_NON_FINITE", "targets at row 7", svc.fit, self.X, yb)
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "X has 600 rows but y has 599 values",
+                              svc.fit, self.X, self.y[1:])
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "has 2 columns, the model was trained on 3",
+                              model.predict, self.Xt[:, :2])
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "600 rows but n_weights is 3",
+                              svc.fit, self.X, self.y, sample_weight=[1.0, 2.0, 3.0])
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "2-d array", model.predict, self.Xt[0])
+        self.assertJokerError("JOKER_STATUS_EMPTY_DATA", "0 x 3", model.predict, np.zeros((0, 3)))
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`c`: must be positive", joker.Joker, c=-1.0)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `lambda`", joker.Joker,
+                              lambda_=float("nan"))
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown loss 'hinge'", joker.Joker, "hinge")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`n_components` must be >= 0, got -5", joker.Joker,
+                              n_components=-5)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `n_components`", joker.Joker,
+                              n_components=0)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "it cannot do regression", joker.Joker,
+                              "klr", task="regression")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "larger than the number of samples",
+                              joker.Joker("l2-svc", block_size=1000).fit, self.X, self.y)
+        self.assertJokerError("JOKER_STATUS_INVALID_LABELS", "look like regression targets",
+                              svc.fit, self.X, np.arange(600.0))
+        self.assertJokerError("JOKER_STATUS_UNSUPPORTED", "logistic", model.predict_proba, self.Xt)
+        with tempfile.TemporaryDirectory() as d:
+            self.assertJokerError("JOKER_STATUS_IO", "missing.json", joker.load, os.path.join(d, "missing.json"))
+            with open(os.path.join(d, "bad.json"), "w") as f:
+                f.write('{"format": "joker-model", "version": 99}')
+            self.assertJokerError("JOKER_STATUS_MODEL_FORMAT", "newer joker", joker.load,
+                                  os.path.join(d, "bad.json"))
+        # a closed model passes a NULL handle, which the library rejects
+        model.close()
+        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", model.predict, self.Xt)
+        model.close()  # closing twice is harmless
+
+    def test_freed_and_foreign_handles_through_the_raw_abi(self):
+        lib = joker._lib
+        h = ctypes.c_void_p()
+        self.assertEqual(lib.joker_params_new(ctypes.byref(h)), 0)
+        self.assertEqual(lib.joker_params_free(h), 0)
+        self.assertEqual(lib.joker_params_free(h), 2)  # JOKER_STATUS_INVALID_HANDLE
+        self.assertIn("already freed", lib.joker_last_error().decode())
+        self.assertEqual(lib.joker_params_set_c(h, 1.0), 2)
+        fake = (ctypes.c_uint64 * 8)()
+        self.assertEqual(lib.joker_model_free(ctypes.cast(fake, ctypes.c_void_p)), 2)
+        self.assertIn("never created by joker", lib.joker_last_error().decode())
+        self.assertEqual(lib.joker_status_name(2), b"JOKER_STATUS_INVALID_HANDLE")
+
+    def test_float32_input_and_f64_precision(self):
+        m32 = joker.Joker("l2-svc", n_components=128, block_size=64, max_iter=60, precision="f64").fit(
+            self.X.astype(np.float32), self.y)
+        self.assertGreater(m32.score(self.Xt.astype(np.float32), self.yt), 0.9)
+
+
+class TestBindingsAgainstTheHeader(unittest.TestCase):
+    """Static checks: the wrappers name only functions that the header declares, and the
+    untested Julia module takes the same arguments as this Python module."""
+
+    ROOT = os.path.join(HERE, "..", "..", "..")
+
+    def read(self, *path):
+        with open(os.path.join(self.ROOT, *path)) as f:
+            return f.read()
+
+    def test_every_called_function_is_declared(self):
+        import re
+
+        header = set(re.findall(r"\b(joker_\w+)\(", self.read("include", "joker.h")))
+        self.assertGreater(len(header), 50)
+        for path in [("bindings", "python", "joker", "__init__.py"), ("bindings", "julia", "LibJoker.jl"),
+                     ("bindings", "R", "src", "joker_r.c"), ("bindings", "cpp", "joker.hpp")]:
+            used = set(re.findall(r"\b(joker_(?:params|data|model|fit|version|abi|last|status|gpu|device)\w*)",
+                                  self.read(*path)))
+            unknown = sorted(u for u in used if u not in header and not u.endswith("_"))
+            self.assertEqual(unknown, [], f"{'/'.join(path)} names functions missing from joker.h")
+
+    def test_julia_mirrors_the_python_arguments(self):
+        import inspect
+        import re
+
+        jl = self.read("bindings", "julia", "LibJoker.jl")
+        sig = re.search(r"function Joker\(loss=\"krr\"; (.*?)\)\n", jl, re.S).group(1)
+        julia_kw = [a.split("=")[0].strip() for a in sig.replace("\n", " ").split(",")]
+        python_kw = [p for p in inspect.signature(joker.Joker.__init__).parameters if p not in ("self", "loss")]
+        self.assertEqual(julia_kw, python_kw)
+        for name in ["fit", "predict", "decision_function", "predict_proba", "score", "save", "load",
+                     "version", "gpu_available", "device_count", "n_features", "n_classes", "classes",
+                     "n_components", "stop_reason", "sample_weight=nothing, validation=nothing, progress=nothing"]:
+            self.assertIn(name, jl)
+
+
+if __name__ == "__main__":
+    unittest.main()

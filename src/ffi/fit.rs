@@ -1,0 +1,193 @@
+//! `joker_fit`: training with optional sample weights, a validation set and a progress
+//! callback.
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::ffi::c_void;
+
+use super::data::{DataSet, data_ref};
+use super::model::{JokerModel, new_model};
+use super::params::params_ref;
+use super::{Failure, JokerStatus, guard, input_slice, write_out};
+use crate::data::Dataset;
+use crate::error::JokerError;
+use crate::estimator::{FitOptions, Joker};
+use crate::model::Model;
+use crate::scalar::Scalar;
+use crate::solver::Progress;
+use crate::solver::dbcd::ProgressFn;
+
+/// A snapshot of the optimisation, passed to the progress callback. It is valid only during
+/// the callback; copy what you need.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct JokerProgress {
+    /// Iterations done.
+    pub iter: usize,
+    /// Passes over the data (`iter * block_size / n`).
+    pub epoch: f64,
+    /// Seconds since the start of the fit.
+    pub seconds: f64,
+    /// Primal objective.
+    pub primal: f64,
+    /// Dual objective.
+    pub dual: f64,
+    /// Relative duality gap `(primal - dual) / max(|primal|, |dual|)`.
+    pub gap: f64,
+    /// Validation metric (accuracy for classifiers, RMSE for regression), or NaN when no
+    /// validation set was given.
+    pub validation: f64,
+    /// Trust-region steps accepted so far.
+    pub accepted: usize,
+}
+
+/// The progress callback: called at every check (see `joker_params_set_check_every`) on the
+/// thread that called `joker_fit`, with a snapshot and the `user_data` given to `joker_fit`.
+/// Return 0 to continue, any other value to stop the fit early (the model is still returned,
+/// with stop reason "cancelled"). The callback must not unwind (throw a C++ exception or
+/// `longjmp`) out of the call, and must not free handles that the fit is using.
+pub type JokerProgressFn =
+    Option<unsafe extern "C" fn(progress: *const JokerProgress, user_data: *mut c_void) -> i32>;
+
+/// The data set as `Dataset<U>`: borrowed when it already has that precision, converted
+/// otherwise.
+fn view<U: Scalar>(set: &DataSet) -> Cow<'_, Dataset<U>> {
+    let any: &dyn Any = match set {
+        DataSet::F32(d) => d,
+        DataSet::F64(d) => d,
+    };
+    if let Some(d) = any.downcast_ref::<Dataset<U>>() {
+        return Cow::Borrowed(d);
+    }
+    Cow::Owned(match set {
+        DataSet::F32(d) => Dataset {
+            x: d.x.cast::<U>(),
+            y: d.y.clone(),
+        },
+        DataSet::F64(d) => Dataset {
+            x: d.x.cast::<U>(),
+            y: d.y.clone(),
+        },
+    })
+}
+
+fn fit_as<U: Scalar>(
+    params: &Joker,
+    train: &Dataset<U>,
+    sample_weight: Option<&[f64]>,
+    validation: Option<&DataSet>,
+    progress: Option<ProgressFn<'_>>,
+) -> crate::Result<Model> {
+    let val = validation.map(view::<U>);
+    params.fit_with(
+        train,
+        FitOptions {
+            sample_weight,
+            validation: val.as_deref(),
+            progress,
+            warm_start: None,
+        },
+    )
+}
+
+/// Trains a model.
+///
+/// * `params`: the parameters (unchanged; may be reused).
+/// * `train`: the training data, with labels.
+/// * `sample_weight`: NULL, or `n_weights` positive weights, one per training row (copied).
+/// * `validation`: NULL, or a labelled data set scored at every check (the metric is passed
+///   to `progress` and kept in the model's history).
+/// * `progress`, `user_data`: NULL, or a callback (see `JokerProgressFn`) and a pointer passed
+///   to it unchanged.
+/// * `*out`: receives the new model (owned by the caller: free it with `joker_model_free`).
+///
+/// Errors: `JOKER_STATUS_INVALID_LABELS` for unlabelled training or validation data or
+/// labels that do not fit the loss, `JOKER_STATUS_SHAPE_MISMATCH` for a weight count that is
+/// not the row count, `JOKER_STATUS_NON_FINITE` / `JOKER_STATUS_INVALID_ARGUMENT` for bad
+/// weights, `JOKER_STATUS_MEMORY` over the memory limit.
+///
+/// # Safety
+/// Handles must be NULL or not freed or changed by another thread during the call;
+/// `sample_weight` must be NULL or point to `n_weights` readable doubles; `out` must be NULL
+/// or valid for writing one pointer; `progress` must be NULL or a function that is safe to
+/// call with a valid `JokerProgress` pointer and `user_data`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn joker_fit(
+    params: *const super::JokerParams,
+    train: *const super::JokerData,
+    sample_weight: *const f64,
+    n_weights: usize,
+    validation: *const super::JokerData,
+    progress: JokerProgressFn,
+    user_data: *mut c_void,
+    out: *mut *mut JokerModel,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: `out` is NULL (rejected) or writable (function contract).
+        unsafe { write_out(out, std::ptr::null_mut(), "out") }?;
+        // SAFETY: handles are not freed or changed concurrently (function contract).
+        let p = unsafe { params_ref(params) }?;
+        // SAFETY: as above.
+        let tr = unsafe { data_ref(train, "train") }?;
+        if !tr.labelled {
+            return Err(Failure::new(
+                JokerStatus::InvalidLabels,
+                "`train` has no labels: pass y to joker_data_from_* for training data",
+            ));
+        }
+        let val = if validation.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            let v = unsafe { data_ref(validation, "validation") }?;
+            if !v.labelled {
+                return Err(Failure::new(
+                    JokerStatus::InvalidLabels,
+                    "`validation` has no labels: pass y to joker_data_from_* for validation data",
+                ));
+            }
+            Some(&v.set)
+        };
+        let weights = if sample_weight.is_null() {
+            if n_weights != 0 {
+                return Err(Failure::null("sample_weight"));
+            }
+            None
+        } else {
+            if n_weights != tr.set.nrows() {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "`train` has {} rows but n_weights is {n_weights}",
+                    tr.set.nrows()
+                ))
+                .into());
+            }
+            // SAFETY: `sample_weight` points to `n_weights` doubles (function contract).
+            Some(unsafe { input_slice(sample_weight, n_weights, "sample_weight") }?)
+        };
+        let callback: Option<ProgressFn<'_>> = progress.map(|f| {
+            Box::new(move |pr: &Progress| {
+                let snapshot = JokerProgress {
+                    iter: pr.iter,
+                    epoch: pr.epoch,
+                    seconds: pr.seconds,
+                    primal: pr.primal,
+                    dual: pr.dual,
+                    gap: pr.gap,
+                    validation: pr.validation.unwrap_or(f64::NAN),
+                    accepted: pr.accepted,
+                };
+                // SAFETY: the caller supplied a function safe to call with a valid snapshot
+                // pointer (alive for the call) and its own `user_data` (function contract).
+                unsafe { f(&snapshot, user_data) == 0 }
+            }) as ProgressFn<'_>
+        });
+        let model = match &tr.set {
+            DataSet::F32(d) => fit_as(p, d, weights, val, callback),
+            DataSet::F64(d) => fit_as(p, d, weights, val, callback),
+        }?;
+        let h = new_model(model);
+        // SAFETY: as above.
+        unsafe { write_out(out, h, "out") }
+    })
+}

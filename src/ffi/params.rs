@@ -1,0 +1,616 @@
+//! `JokerParams`: create, set each field (validated at once), free.
+
+use std::time::Duration;
+
+use super::handle::{Kind, get, get_mut, impl_handle, register, release};
+use super::{Failure, FfiResult, JokerStatus, guard, input_slice, write_out};
+use crate::estimator::{ClassWeight, Joker, JokerBuilder};
+use crate::kernel::{Bandwidth, KernelKind, MaternNu};
+use crate::loss::Loss;
+use crate::model::{Precision, Task};
+
+/// Training parameters: an opaque handle made by `joker_params_new`, freed by
+/// `joker_params_free`.
+pub struct JokerParams {
+    tag: u64,
+    pub(crate) inner: Joker,
+}
+
+impl_handle!(JokerParams, Kind::Params, 0x4a4b_5250_4152_4d53); // "JKRPARMS"
+
+/// Loss functions (the model they define), for `joker_params_set_loss`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerLoss {
+    /// Kernel ridge regression, `(y - u)^2 / 2`.
+    Krr = 0,
+    /// Huber regression; parameter `delta > 0`.
+    Huber = 1,
+    /// Support vector regression, `max(0, |y - u| - epsilon)`; parameter `epsilon >= 0`.
+    Svr = 2,
+    /// L1 regression, `|y - u|`.
+    L1 = 3,
+    /// Lp regression, `|y - u|^p / p`; parameter `p > 1`.
+    Lp = 4,
+    /// L1-SVC, the hinge loss.
+    L1Svc = 5,
+    /// L2-SVC, the squared hinge loss.
+    L2Svc = 6,
+    /// Kernel logistic regression (gives probabilities).
+    Klr = 7,
+}
+
+/// Kernel families, for `joker_params_set_kernel`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerKernel {
+    /// `exp(-gamma ||x - z||^2)`.
+    Gaussian = 0,
+    /// `exp(-gamma ||x - z||_1)`.
+    Laplacian = 1,
+    /// Matern, nu = 1/2, length scale `1/gamma`.
+    Matern12 = 2,
+    /// Matern, nu = 3/2.
+    Matern32 = 3,
+    /// Matern, nu = 5/2.
+    Matern52 = 4,
+}
+
+/// Data-driven kernel scale rules, for `joker_params_set_bandwidth` (an explicit scale is set
+/// with `joker_params_set_gamma`).
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerBandwidth {
+    /// The median heuristic (the default).
+    Median = 0,
+    /// The reference code's rule: `gamma = 1 / mean squared distance`.
+    MeanSquaredDistance = 1,
+}
+
+/// Working precision, for `joker_params_set_precision`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerPrecision {
+    /// Single precision (the default).
+    F32 = 0,
+    /// Double precision.
+    F64 = 1,
+}
+
+/// Task, for `joker_params_set_task` and `joker_model_task`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerTask {
+    /// From the loss: classification for the SVC and KLR losses, regression otherwise.
+    Auto = 0,
+    /// Labels are classes; predictions are labels.
+    Classification = 1,
+    /// Targets are real values.
+    Regression = 2,
+}
+
+/// Class weighting modes, for `joker_params_set_class_weight`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerClassWeight {
+    /// Every class weighs 1 (the default).
+    None = 0,
+    /// `n / (K n_k)` for class `k`, as in scikit-learn.
+    Balanced = 1,
+}
+
+pub(crate) fn loss_from(code: i32, param: f64) -> FfiResult<Loss> {
+    Ok(match code {
+        0 => Loss::SquaredError,
+        1 => Loss::Huber { delta: param },
+        2 => Loss::EpsilonInsensitive { epsilon: param },
+        3 => Loss::Absolute,
+        4 => Loss::Lp { p: param },
+        5 => Loss::Hinge,
+        6 => Loss::SquaredHinge,
+        7 => Loss::Logistic,
+        _ => {
+            return Err(Failure::invalid(
+                "loss",
+                format!("{code} is not a JOKER_LOSS_* value (0 to 7)"),
+            ));
+        }
+    })
+}
+
+pub(crate) fn loss_code(loss: &Loss) -> JokerLoss {
+    match loss {
+        Loss::SquaredError => JokerLoss::Krr,
+        Loss::Huber { .. } => JokerLoss::Huber,
+        Loss::EpsilonInsensitive { .. } => JokerLoss::Svr,
+        Loss::Absolute => JokerLoss::L1,
+        Loss::Lp { .. } => JokerLoss::Lp,
+        Loss::Hinge => JokerLoss::L1Svc,
+        Loss::SquaredHinge => JokerLoss::L2Svc,
+        Loss::Logistic => JokerLoss::Klr,
+    }
+}
+
+pub(crate) fn kernel_code(kind: &KernelKind) -> JokerKernel {
+    match kind {
+        KernelKind::Gaussian => JokerKernel::Gaussian,
+        KernelKind::Laplacian => JokerKernel::Laplacian,
+        KernelKind::Matern { nu } => match nu {
+            MaternNu::Half => JokerKernel::Matern12,
+            MaternNu::ThreeHalves => JokerKernel::Matern32,
+            MaternNu::FiveHalves => JokerKernel::Matern52,
+        },
+    }
+}
+
+/// Applies `change` to a copy of the parameters, validates the whole set, and keeps it only if
+/// it is valid.
+///
+/// # Safety
+/// `params` must be NULL or a handle not used by another thread during the call.
+unsafe fn update(params: *mut JokerParams, change: impl FnOnce(&mut Joker)) -> FfiResult<()> {
+    // SAFETY: exclusive use during the call is the caller's contract.
+    let h = unsafe { get_mut(params, "params") }?;
+    let mut cand = h.inner.clone();
+    change(&mut cand);
+    h.inner = JokerBuilder::from(cand).build()?;
+    Ok(())
+}
+
+/// As `update`, for changes that may themselves fail.
+///
+/// # Safety
+/// As for `update`.
+unsafe fn try_update(
+    params: *mut JokerParams,
+    change: impl FnOnce(&mut Joker) -> FfiResult<()>,
+) -> FfiResult<()> {
+    // SAFETY: exclusive use during the call is the caller's contract.
+    let h = unsafe { get_mut(params, "params") }?;
+    let mut cand = h.inner.clone();
+    change(&mut cand)?;
+    h.inner = JokerBuilder::from(cand).build()?;
+    Ok(())
+}
+
+/// Creates parameters with the defaults: KRR (squared loss), Gaussian kernel with the median
+/// heuristic, `lambda = 1`, 2048 random features, f32, standardised features, block 512,
+/// 10,000 iterations, tolerance 1e-3, seed 42.
+///
+/// `*out` receives the new handle (owned by the caller: free it with `joker_params_free`).
+///
+/// # Safety
+/// `out` must be NULL or valid for writing one pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_new(out: *mut *mut JokerParams) -> JokerStatus {
+    guard(|| {
+        // SAFETY: `out` is NULL (rejected) or writable (function contract).
+        unsafe { write_out(out, std::ptr::null_mut(), "out") }?;
+        let p = register(JokerParams {
+            tag: 0,
+            inner: Joker::builder().build()?,
+        });
+        // SAFETY: as above.
+        unsafe { write_out(out, p, "out") }
+    })
+}
+
+/// Frees parameters made by `joker_params_new`. NULL does nothing; a handle that is not a live
+/// `JokerParams` (for example one freed already) is rejected with
+/// `JOKER_STATUS_INVALID_HANDLE` and nothing is freed.
+///
+/// # Safety
+/// `params` must not be used by another thread during or after the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_free(params: *mut JokerParams) -> JokerStatus {
+    // SAFETY: no concurrent use (function contract); `release` checks the handle.
+    guard(|| unsafe { release(params, "params") })
+}
+
+/// Sets the loss, one of `JOKER_LOSS_*`. `param` is the loss's own parameter: `delta` for
+/// Huber, `epsilon` for SVR, `p` for Lp; it is ignored by the other losses.
+///
+/// Like every `joker_params_set_*` function, this validates the whole parameter set and leaves
+/// the parameters unchanged on error (`JOKER_STATUS_INVALID_ARGUMENT`), so a change that
+/// conflicts with another setting (a classification loss with `JOKER_TASK_REGRESSION`) is
+/// refused until that setting is changed.
+///
+/// # Safety
+/// `params` must be NULL or a handle that no other thread uses during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_loss(
+    params: *mut JokerParams,
+    loss: i32,
+    param: f64,
+) -> JokerStatus {
+    guard(|| {
+        let loss = loss_from(loss, param)?;
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.loss = loss) }
+    })
+}
+
+/// Sets the kernel family, one of `JOKER_KERNEL_*` (default Gaussian).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_kernel(
+    params: *mut JokerParams,
+    kernel: i32,
+) -> JokerStatus {
+    guard(|| {
+        let kind = match kernel {
+            0 => KernelKind::Gaussian,
+            1 => KernelKind::Laplacian,
+            2 => KernelKind::Matern { nu: MaternNu::Half },
+            3 => KernelKind::Matern {
+                nu: MaternNu::ThreeHalves,
+            },
+            4 => KernelKind::Matern {
+                nu: MaternNu::FiveHalves,
+            },
+            _ => {
+                return Err(Failure::invalid(
+                    "kernel",
+                    format!("{kernel} is not a JOKER_KERNEL_* value (0 to 4)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.kernel = kind) }
+    })
+}
+
+/// Sets an explicit kernel scale `gamma > 0` (replacing the bandwidth rule).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_gamma(
+    params: *mut JokerParams,
+    gamma: f64,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.bandwidth = Bandwidth::Gamma(gamma)) })
+}
+
+/// Chooses the kernel scale from the data, one of `JOKER_BANDWIDTH_*` (replacing an explicit
+/// `gamma`).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_bandwidth(
+    params: *mut JokerParams,
+    rule: i32,
+) -> JokerStatus {
+    guard(|| {
+        let b = match rule {
+            0 => Bandwidth::Median,
+            1 => Bandwidth::MeanSquaredDistance,
+            _ => {
+                return Err(Failure::invalid(
+                    "rule",
+                    format!(
+                        "{rule} is not a JOKER_BANDWIDTH_* value (0 or 1); set an explicit scale with joker_params_set_gamma"
+                    ),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.bandwidth = b) }
+    })
+}
+
+/// Sets the regularisation `lambda > 0` (`C = 1/lambda`; default 1).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_lambda(
+    params: *mut JokerParams,
+    lambda: f64,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.lambda = lambda) })
+}
+
+/// Sets `C = 1/lambda > 0`, as in LIBSVM and scikit-learn.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_c(params: *mut JokerParams, c: f64) -> JokerStatus {
+    guard(|| {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(Failure::invalid(
+                "c",
+                format!("must be positive and finite, got {c}"),
+            ));
+        }
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.lambda = 1.0 / c) }
+    })
+}
+
+/// Uses `m >= 1` random Fourier features (default 2048).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_n_components(
+    params: *mut JokerParams,
+    m: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.n_components = Some(m)) })
+}
+
+/// Uses the exact kernel instead of random features (`joker_params_set_n_components` switches
+/// back).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_exact(params: *mut JokerParams) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.n_components = None) })
+}
+
+/// Sets the working precision, one of `JOKER_PRECISION_*` (default f32). Inputs of either
+/// precision are accepted whatever this setting.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_precision(
+    params: *mut JokerParams,
+    precision: i32,
+) -> JokerStatus {
+    guard(|| {
+        let p = match precision {
+            0 => Precision::F32,
+            1 => Precision::F64,
+            _ => {
+                return Err(Failure::invalid(
+                    "precision",
+                    format!("{precision} is not a JOKER_PRECISION_* value (0 or 1)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.precision = p) }
+    })
+}
+
+/// Forces classification or regression, one of `JOKER_TASK_*` (default `JOKER_TASK_AUTO`: from
+/// the loss).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_task(params: *mut JokerParams, task: i32) -> JokerStatus {
+    guard(|| {
+        let t = match task {
+            0 => None,
+            1 => Some(Task::Classification),
+            2 => Some(Task::Regression),
+            _ => {
+                return Err(Failure::invalid(
+                    "task",
+                    format!("{task} is not a JOKER_TASK_* value (0 to 2)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.task = t) }
+    })
+}
+
+/// Z-scores the features with training statistics (non-zero: yes; default yes).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_standardize(
+    params: *mut JokerParams,
+    yes: i32,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.standardize = yes != 0) })
+}
+
+/// Z-scores regression targets (non-zero: yes; default yes). Predictions are always in the
+/// original units.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_normalize_target(
+    params: *mut JokerParams,
+    yes: i32,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.normalize_target = yes != 0) })
+}
+
+/// Sets the class weighting, one of `JOKER_CLASS_WEIGHT_*` (classifiers only).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_class_weight(
+    params: *mut JokerParams,
+    mode: i32,
+) -> JokerStatus {
+    guard(|| {
+        let w = match mode {
+            0 => ClassWeight::None,
+            1 => ClassWeight::Balanced,
+            _ => {
+                return Err(Failure::invalid(
+                    "mode",
+                    format!(
+                        "{mode} is not a JOKER_CLASS_WEIGHT_* value (0 or 1); explicit weights use joker_params_set_class_weights"
+                    ),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.class_weight = w) }
+    })
+}
+
+/// Sets explicit class weights: class `labels[k]` weighs `weights[k] > 0`, unlisted classes
+/// weigh 1 (`n = 0` clears them). Both arrays hold `n` values and are copied.
+///
+/// # Safety
+/// `params` as for `joker_params_set_loss`; `labels` and `weights` must each be NULL or point
+/// to `n` readable doubles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_class_weights(
+    params: *mut JokerParams,
+    labels: *const f64,
+    weights: *const f64,
+    n: usize,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: NULL or `n` readable values (function contract).
+        let l = unsafe { input_slice(labels, n, "labels") }?;
+        // SAFETY: as above.
+        let w = unsafe { input_slice(weights, n, "weights") }?;
+        if let Some(k) = w.iter().position(|v| !(*v > 0.0 && v.is_finite())) {
+            return Err(Failure::invalid(
+                "weights",
+                format!("weights[{k}] = {} must be positive and finite", w[k]),
+            ));
+        }
+        if let Some(k) = l.iter().position(|v| !v.is_finite()) {
+            return Err(Failure::new(
+                JokerStatus::NonFinite,
+                format!("`labels`: labels[{k}] is not finite"),
+            ));
+        }
+        let cw = if n == 0 {
+            ClassWeight::None
+        } else {
+            ClassWeight::Custom(l.iter().copied().zip(w.iter().copied()).collect())
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.class_weight = cw) }
+    })
+}
+
+/// Sets the block size `|B| >= 1` (default 512; it must not exceed the number of samples).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_block_size(
+    params: *mut JokerParams,
+    block_size: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.block_size = block_size) })
+}
+
+/// Sets the iteration budget (>= 1; default 10,000).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_max_iter(
+    params: *mut JokerParams,
+    max_iter: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.max_iter = max_iter) })
+}
+
+/// Sets the relative duality gap tolerance (>= 0; default 1e-3).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_tol(params: *mut JokerParams, tol: f64) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.tol = tol) })
+}
+
+/// Sets a wall-clock budget in seconds; 0 or infinity removes it (the default).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_time_limit(
+    params: *mut JokerParams,
+    seconds: f64,
+) -> JokerStatus {
+    guard(|| {
+        let limit = if seconds == 0.0 || seconds == f64::INFINITY {
+            None
+        } else {
+            Some(Duration::try_from_secs_f64(seconds).map_err(|_| {
+                Failure::invalid(
+                    "seconds",
+                    format!("must be >= 0 (0 or infinity: no limit), got {seconds}"),
+                )
+            })?)
+        };
+        // SAFETY: see the function's contract.
+        unsafe {
+            try_update(params, |j| {
+                j.solver.time_limit = limit;
+                Ok(())
+            })
+        }
+    })
+}
+
+/// Sets the monitoring period in iterations (0: once per pass over the data, the default). The
+/// progress callback and the validation set are evaluated at every check.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_check_every(
+    params: *mut JokerParams,
+    every: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.check_every = every) })
+}
+
+/// Sets the seed of the random features and of the block choice (default 42).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_seed(params: *mut JokerParams, seed: u64) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.seed = seed) })
+}
+
+/// Refuses fits whose estimated memory exceeds `bytes` (0: no limit, the default).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_max_memory(
+    params: *mut JokerParams,
+    bytes: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.max_memory = (bytes > 0).then_some(bytes)) })
+}
+
+/// Borrows the validated parameters of a handle.
+///
+/// # Safety
+/// `params` must be NULL or a handle not changed or freed by another thread during the
+/// returned lifetime.
+pub(crate) unsafe fn params_ref<'a>(params: *const JokerParams) -> FfiResult<&'a Joker> {
+    // SAFETY: see the function's contract.
+    Ok(&unsafe { get(params, "params") }?.inner)
+}

@@ -1,0 +1,627 @@
+//! Unit tests of the C ABI, called from Rust as C would call it: statuses, messages, handle
+//! checks, buffers, and a fit / predict / save / load round trip.
+
+use std::ffi::{CStr, CString, c_void};
+use std::ptr::{null, null_mut};
+
+use super::*;
+use crate::rng::Stream;
+
+fn last_error() -> String {
+    // SAFETY: joker_last_error returns a valid NUL-terminated string (thread-local).
+    unsafe { CStr::from_ptr(joker_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Asserts a status and that the last error contains `needle`.
+#[track_caller]
+fn expect(status: JokerStatus, want: JokerStatus, needle: &str) {
+    assert_eq!(status, want, "message: {}", last_error());
+    let msg = last_error();
+    assert!(msg.contains(needle), "{msg:?} does not contain {needle:?}");
+}
+
+#[track_caller]
+fn ok(status: JokerStatus) {
+    assert_eq!(status, JokerStatus::Ok, "message: {}", last_error());
+    assert_eq!(last_error(), "");
+}
+
+/// Binary labels: the sign of `x0^2 + x1 - 1`, row-major `n x d`, no noise.
+fn binary(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut s = Stream::new(seed, 5);
+    let mut x = Vec::with_capacity(n * d);
+    let mut y = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f64> = (0..d).map(|_| 4.0 * s.uniform() - 2.0).collect();
+        y.push(if row[0] * row[0] + row[1] - 1.0 > 0.0 {
+            1.0
+        } else {
+            -1.0
+        });
+        x.extend(row);
+    }
+    (x, y)
+}
+
+fn params(loss: JokerLoss) -> *mut JokerParams {
+    let mut p = null_mut();
+    // SAFETY: valid out-pointer; the handle is used on this thread only.
+    unsafe {
+        ok(joker_params_new(&mut p));
+        ok(joker_params_set_loss(p, loss as i32, 0.0));
+        ok(joker_params_set_n_components(p, 256));
+        ok(joker_params_set_block_size(p, 64));
+        ok(joker_params_set_max_iter(p, 150));
+        ok(joker_params_set_c(p, 10.0));
+    }
+    p
+}
+
+fn dense(x: &[f64], n: usize, d: usize, y: Option<&[f64]>) -> *mut JokerData {
+    let mut h = null_mut();
+    let yp = y.map_or(null(), <[f64]>::as_ptr);
+    // SAFETY: `x` holds n * d values and `y` n values (or NULL).
+    ok(unsafe { joker_data_from_dense_f64(x.as_ptr(), n, d, yp, &mut h) });
+    h
+}
+
+#[test]
+fn version_and_capabilities() {
+    // SAFETY: static NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(joker_version()) };
+    assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(joker_abi_version(), JOKER_ABI_VERSION);
+    assert_eq!(joker_gpu_available(), 0);
+    assert_eq!(joker_device_count(), 0);
+    let mut name = c"x".as_ptr();
+    // SAFETY: valid out-pointer.
+    let st = unsafe { joker_device_name(0, &mut name) };
+    expect(st, JokerStatus::Device, "not wired");
+    assert!(name.is_null());
+    // SAFETY: static strings.
+    let s = |v| {
+        unsafe { CStr::from_ptr(joker_status_name(v)) }
+            .to_str()
+            .unwrap()
+    };
+    assert_eq!(s(0), "JOKER_STATUS_OK");
+    assert_eq!(s(5), "JOKER_STATUS_SHAPE_MISMATCH");
+    assert_eq!(s(16), "JOKER_STATUS_PANIC");
+    assert_eq!(s(17), "JOKER_STATUS_UNKNOWN");
+    assert_eq!(s(-1), "JOKER_STATUS_UNKNOWN");
+    for (i, st) in JokerStatus::ALL.iter().enumerate() {
+        assert_eq!(*st as i32, i as i32);
+    }
+}
+
+#[test]
+fn parameters_are_validated_when_set() {
+    let p = params(JokerLoss::L2Svc);
+    // SAFETY: `p` is a live handle used on this thread only.
+    unsafe {
+        expect(
+            joker_params_set_lambda(p, 0.0),
+            JokerStatus::InvalidArgument,
+            "invalid parameter `lambda`",
+        );
+        expect(
+            joker_params_set_lambda(p, f64::NAN),
+            JokerStatus::InvalidArgument,
+            "lambda",
+        );
+        expect(
+            joker_params_set_c(p, -1.0),
+            JokerStatus::InvalidArgument,
+            "`c`",
+        );
+        expect(
+            joker_params_set_n_components(p, 0),
+            JokerStatus::InvalidArgument,
+            "n_components",
+        );
+        expect(
+            joker_params_set_loss(p, 99, 0.0),
+            JokerStatus::InvalidArgument,
+            "not a JOKER_LOSS_* value",
+        );
+        expect(
+            joker_params_set_loss(p, JokerLoss::Huber as i32, -1.0),
+            JokerStatus::InvalidArgument,
+            "delta",
+        );
+        expect(
+            joker_params_set_kernel(p, 5),
+            JokerStatus::InvalidArgument,
+            "JOKER_KERNEL_*",
+        );
+        expect(
+            joker_params_set_gamma(p, 0.0),
+            JokerStatus::InvalidArgument,
+            "gamma",
+        );
+        expect(
+            joker_params_set_task(p, JokerTask::Regression as i32),
+            JokerStatus::InvalidArgument,
+            "classifier",
+        );
+        expect(
+            joker_params_set_time_limit(p, -1.0),
+            JokerStatus::InvalidArgument,
+            "seconds",
+        );
+        let (l, w) = ([1.0, -1.0], [2.0, 0.0]);
+        expect(
+            joker_params_set_class_weights(p, l.as_ptr(), w.as_ptr(), 2),
+            JokerStatus::InvalidArgument,
+            "weights[1]",
+        );
+        expect(
+            joker_params_set_class_weights(p, null(), w.as_ptr(), 2),
+            JokerStatus::NullPointer,
+            "`labels` is NULL",
+        );
+        // a failed setter leaves the parameters as they were
+        assert_eq!((*p).inner.lambda, 0.1);
+        ok(joker_params_set_kernel(p, JokerKernel::Matern32 as i32));
+        ok(joker_params_set_bandwidth(
+            p,
+            JokerBandwidth::MeanSquaredDistance as i32,
+        ));
+        ok(joker_params_set_time_limit(p, 0.0));
+        ok(joker_params_set_precision(p, JokerPrecision::F64 as i32));
+        ok(joker_params_set_class_weight(
+            p,
+            JokerClassWeight::Balanced as i32,
+        ));
+        ok(joker_params_set_exact(p));
+        assert_eq!((*p).inner.n_components, None);
+        ok(joker_params_free(p));
+    }
+}
+
+#[test]
+fn null_freed_and_mistyped_handles_are_rejected() {
+    let mut p = null_mut();
+    // SAFETY: every pointer below is NULL, live, or a stale address that the registry rejects
+    // before any dereference.
+    unsafe {
+        expect(
+            joker_params_new(null_mut()),
+            JokerStatus::NullPointer,
+            "`out` is NULL",
+        );
+        expect(
+            joker_params_set_c(null_mut(), 1.0),
+            JokerStatus::NullPointer,
+            "`params` is NULL",
+        );
+        ok(joker_params_new(&mut p));
+        ok(joker_params_free(p));
+        expect(
+            joker_params_set_c(p, 1.0),
+            JokerStatus::InvalidHandle,
+            "not a live JokerParams handle",
+        );
+        expect(
+            joker_params_free(p),
+            JokerStatus::InvalidHandle,
+            "already freed",
+        );
+        ok(joker_params_free(null_mut()));
+        // a pointer that joker never made
+        let mut fake = [0u64; 4];
+        expect(
+            joker_params_set_c(fake.as_mut_ptr().cast(), 1.0),
+            JokerStatus::InvalidHandle,
+            "never created",
+        );
+        // a data handle where parameters are expected
+        let (x, y) = binary(10, 2, 1);
+        let d = dense(&x, 10, 2, Some(&y));
+        expect(
+            joker_params_set_c(d.cast(), 1.0),
+            JokerStatus::InvalidHandle,
+            "is a JokerData handle, a JokerParams is required",
+        );
+        expect(
+            joker_model_free(d.cast()),
+            JokerStatus::InvalidHandle,
+            "is a JokerData handle",
+        );
+        let mut n = 0;
+        ok(joker_data_n_rows(d, &mut n));
+        assert_eq!(n, 10);
+        ok(joker_data_free(d));
+        expect(
+            joker_data_n_rows(d, &mut n),
+            JokerStatus::InvalidHandle,
+            "JokerData",
+        );
+    }
+}
+
+#[test]
+fn bad_data_is_rejected_with_its_position() {
+    let mut h = null_mut();
+    let x = [1.0, 2.0, f64::NAN, 4.0];
+    // SAFETY: arrays of the stated sizes, valid out-pointer.
+    unsafe {
+        expect(
+            joker_data_from_dense_f64(x.as_ptr(), 2, 2, null(), &mut h),
+            JokerStatus::NonFinite,
+            "non-finite value in features at row 1, column 0",
+        );
+        assert!(h.is_null());
+        let xf = [1.0f32, f32::INFINITY];
+        expect(
+            joker_data_from_dense_f32(xf.as_ptr(), 1, 2, null(), &mut h),
+            JokerStatus::NonFinite,
+            "row 0, column 1",
+        );
+        let y = [1.0, f64::NAN];
+        let x = [1.0, 2.0, 3.0, 4.0];
+        expect(
+            joker_data_from_dense_f64(x.as_ptr(), 2, 2, y.as_ptr(), &mut h),
+            JokerStatus::NonFinite,
+            "targets at row 1",
+        );
+        expect(
+            joker_data_from_dense_f64(x.as_ptr(), 0, 2, null(), &mut h),
+            JokerStatus::EmptyData,
+            "0 x 2",
+        );
+        expect(
+            joker_data_from_dense_f64(null(), 2, 2, null(), &mut h),
+            JokerStatus::NullPointer,
+            "`x` is NULL",
+        );
+        expect(
+            joker_data_from_dense_f64(x.as_ptr(), usize::MAX, 2, null(), &mut h),
+            JokerStatus::ShapeMismatch,
+            "overflows",
+        );
+        // CSR: a column out of range, unsorted columns, and an indptr that overstates nnz
+        let (ptr, idx, val) = ([0usize, 1, 2], [0u32, 3], [1.0, 2.0]);
+        expect(
+            joker_data_from_csr_f64(
+                2,
+                3,
+                ptr.as_ptr(),
+                idx.as_ptr(),
+                val.as_ptr(),
+                null(),
+                &mut h,
+            ),
+            JokerStatus::ShapeMismatch,
+            "CSR row 1 has column 3, but there are 3 columns",
+        );
+        let (ptr, idx) = ([0usize, 2], [2u32, 1]);
+        expect(
+            joker_data_from_csr_f64(
+                1,
+                3,
+                ptr.as_ptr(),
+                idx.as_ptr(),
+                val.as_ptr(),
+                null(),
+                &mut h,
+            ),
+            JokerStatus::ShapeMismatch,
+            "strictly increasing",
+        );
+        let ptr = [0usize, 1_000_000];
+        expect(
+            joker_data_from_csr_f64(
+                1,
+                3,
+                ptr.as_ptr(),
+                idx.as_ptr(),
+                val.as_ptr(),
+                null(),
+                &mut h,
+            ),
+            JokerStatus::ShapeMismatch,
+            "more than n_rows x n_cols",
+        );
+        let (ptr, idx, val) = ([0usize, 1, 2], [0u32, 2], [1.0f32, 2.0]);
+        ok(joker_data_from_csr_f32(
+            2,
+            3,
+            ptr.as_ptr(),
+            idx.as_ptr(),
+            val.as_ptr(),
+            null(),
+            &mut h,
+        ));
+        let mut c = 0;
+        ok(joker_data_n_cols(h, &mut c));
+        assert_eq!(c, 3);
+        ok(joker_data_free(h));
+    }
+}
+
+struct Calls {
+    n: usize,
+    stop_after: usize,
+    last_validation: f64,
+}
+
+/// The test's progress callback: counts the checks and stops after `stop_after`.
+///
+/// # Safety
+/// `p` must be a valid snapshot and `user` a `Calls` that no one else uses during the call.
+unsafe extern "C" fn on_progress(p: *const JokerProgress, user: *mut c_void) -> i32 {
+    // SAFETY: joker passes a valid snapshot and our `Calls` pointer, used on this thread only.
+    let (p, calls) = unsafe { (&*p, &mut *user.cast::<Calls>()) };
+    calls.n += 1;
+    calls.last_validation = p.validation;
+    assert!(p.gap.is_finite() && p.iter > 0);
+    i32::from(calls.n >= calls.stop_after)
+}
+
+#[test]
+fn fit_predict_save_load_round_trip() {
+    let (n, d) = (600, 3);
+    let (x, y) = binary(n, d, 7);
+    let (xt, yt) = binary(300, d, 8);
+    let p = params(JokerLoss::L2Svc);
+    let train = dense(&x, n, d, Some(&y));
+    let test = dense(&xt, 300, d, Some(&yt));
+    let unlabelled = dense(&xt, 300, d, None);
+    let mut m = null_mut();
+    // SAFETY: live handles used on this thread; buffers of the stated lengths.
+    unsafe {
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            None,
+            null_mut(),
+            &mut m,
+        ));
+        let mut acc = 0.0;
+        ok(joker_model_score(m, test, &mut acc));
+        assert!(acc > 0.93, "test accuracy {acc}");
+
+        let mut need = 0;
+        ok(joker_model_output_size(
+            m,
+            unlabelled,
+            JokerOutput::Predict as i32,
+            &mut need,
+        ));
+        assert_eq!(need, 300);
+        let mut pred = vec![0.0; 300];
+        ok(joker_model_predict(
+            m,
+            unlabelled,
+            pred.as_mut_ptr(),
+            pred.len(),
+        ));
+        let hits = pred.iter().zip(&yt).filter(|(a, b)| a == b).count();
+        assert_eq!(hits as f64 / 300.0, acc);
+        let mut short = vec![7.0; 299];
+        expect(
+            joker_model_predict(m, unlabelled, short.as_mut_ptr(), short.len()),
+            JokerStatus::BufferTooSmall,
+            "`out` holds 299 values, the result needs 300",
+        );
+        assert!(short.iter().all(|&v| v == 7.0), "nothing written");
+        expect(
+            joker_model_predict(m, unlabelled, null_mut(), 300),
+            JokerStatus::NullPointer,
+            "`out` is NULL",
+        );
+        expect(
+            joker_model_predict_proba(m, unlabelled, pred.as_mut_ptr(), pred.len()),
+            JokerStatus::Unsupported,
+            "logistic",
+        );
+        expect(
+            joker_model_score(m, unlabelled, &mut acc),
+            JokerStatus::InvalidLabels,
+            "no labels",
+        );
+        // wrong number of columns
+        let wrong = dense(&xt[..200], 100, 2, None);
+        expect(
+            joker_model_predict(m, wrong, pred.as_mut_ptr(), pred.len()),
+            JokerStatus::ShapeMismatch,
+            "has 2 columns, the model was trained on 3 features",
+        );
+        ok(joker_data_free(wrong));
+
+        let (mut nf, mut nc, mut mm, mut task) = (0, 0, 0, 0);
+        ok(joker_model_n_features(m, &mut nf));
+        ok(joker_model_n_classes(m, &mut nc));
+        ok(joker_model_n_components(m, &mut mm));
+        ok(joker_model_task(m, &mut task));
+        assert_eq!((nf, nc, mm), (3, 2, 256));
+        assert_eq!(task, JokerTask::Classification as i32);
+        let mut classes = [0.0; 2];
+        ok(joker_model_classes(m, classes.as_mut_ptr(), 2));
+        assert_eq!(classes, [-1.0, 1.0]);
+        let mut stop = null();
+        ok(joker_model_stop_reason(m, &mut stop));
+        assert!(!CStr::from_ptr(stop).to_bytes().is_empty());
+
+        let dir = std::env::temp_dir().join(format!("joker-ffi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = CString::new(dir.join("m.json").to_str().unwrap()).unwrap();
+        ok(joker_model_save(m, path.as_ptr()));
+        let mut back = null_mut();
+        ok(joker_model_load(path.as_ptr(), &mut back));
+        let mut dv1 = vec![0.0; 300];
+        let mut dv2 = vec![0.0; 300];
+        ok(joker_model_decision_function(
+            m,
+            test,
+            dv1.as_mut_ptr(),
+            300,
+        ));
+        ok(joker_model_decision_function(
+            back,
+            test,
+            dv2.as_mut_ptr(),
+            300,
+        ));
+        assert_eq!(dv1, dv2, "identical decision values after save/load");
+        let missing = CString::new(dir.join("none.json").to_str().unwrap()).unwrap();
+        let mut none = null_mut();
+        expect(
+            joker_model_load(missing.as_ptr(), &mut none),
+            JokerStatus::Io,
+            "none.json",
+        );
+        assert!(none.is_null());
+        std::fs::write(dir.join("bad.json"), "{\"format\": \"other\"}").unwrap();
+        let bad = CString::new(dir.join("bad.json").to_str().unwrap()).unwrap();
+        expect(
+            joker_model_load(bad.as_ptr(), &mut none),
+            JokerStatus::ModelFormat,
+            "not a joker model",
+        );
+        ok(joker_model_free(back));
+        ok(joker_model_free(m));
+        expect(
+            joker_model_free(m),
+            JokerStatus::InvalidHandle,
+            "JokerModel",
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        // errors of the fit itself
+        expect(
+            joker_fit(p, unlabelled, null(), 0, null(), None, null_mut(), &mut m),
+            JokerStatus::InvalidLabels,
+            "`train` has no labels",
+        );
+        let w = vec![1.0; n - 1];
+        expect(
+            joker_fit(
+                p,
+                train,
+                w.as_ptr(),
+                w.len(),
+                null(),
+                None,
+                null_mut(),
+                &mut m,
+            ),
+            JokerStatus::ShapeMismatch,
+            "600 rows but n_weights is 599",
+        );
+        let mut w = vec![1.0; n];
+        w[3] = -1.0;
+        expect(
+            joker_fit(p, train, w.as_ptr(), n, null(), None, null_mut(), &mut m),
+            JokerStatus::InvalidArgument,
+            "sample 3",
+        );
+        assert!(m.is_null());
+
+        // progress callback with a validation set, stopping after 3 checks
+        ok(joker_params_set_check_every(p, 5));
+        let mut calls = Calls {
+            n: 0,
+            stop_after: 3,
+            last_validation: f64::NAN,
+        };
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            test,
+            Some(on_progress),
+            (&raw mut calls).cast(),
+            &mut m,
+        ));
+        assert_eq!(calls.n, 3);
+        assert!(calls.last_validation > 0.5 && calls.last_validation <= 1.0);
+        let mut stop = null();
+        ok(joker_model_stop_reason(m, &mut stop));
+        assert_eq!(CStr::from_ptr(stop).to_str().unwrap(), "cancelled");
+        ok(joker_model_free(m));
+
+        for h in [train, test, unlabelled] {
+            ok(joker_data_free(h));
+        }
+        ok(joker_params_free(p));
+    }
+}
+
+#[test]
+fn klr_probabilities_and_f32_csr_inputs() {
+    let (n, d) = (400, 2);
+    let (x, y) = binary(n, d, 3);
+    let y01: Vec<f64> = y.iter().map(|&v| if v > 0.0 { 1.0 } else { 0.0 }).collect();
+    let p = params(JokerLoss::Klr);
+    let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    // the same matrix as CSR (every entry stored)
+    let indptr: Vec<usize> = (0..=n).map(|i| i * d).collect();
+    let indices: Vec<u32> = (0..n * d).map(|k| (k % d) as u32).collect();
+    let (mut a, mut b, mut m) = (null_mut(), null_mut(), null_mut());
+    // SAFETY: arrays of the stated sizes; live handles on this thread.
+    unsafe {
+        ok(joker_data_from_dense_f32(
+            xf.as_ptr(),
+            n,
+            d,
+            y01.as_ptr(),
+            &mut a,
+        ));
+        ok(joker_data_from_csr_f32(
+            n,
+            d,
+            indptr.as_ptr(),
+            indices.as_ptr(),
+            xf.as_ptr(),
+            y01.as_ptr(),
+            &mut b,
+        ));
+        ok(joker_fit(p, a, null(), 0, null(), None, null_mut(), &mut m));
+        let mut need = 0;
+        ok(joker_model_output_size(
+            m,
+            a,
+            JokerOutput::Proba as i32,
+            &mut need,
+        ));
+        assert_eq!(need, 2 * n);
+        let mut pa = vec![0.0; need];
+        let mut pb = vec![0.0; need];
+        ok(joker_model_predict_proba(m, a, pa.as_mut_ptr(), need));
+        ok(joker_model_predict_proba(m, b, pb.as_mut_ptr(), need));
+        for (ra, rb) in pa.chunks(2).zip(pb.chunks(2)) {
+            assert!((ra[0] + ra[1] - 1.0).abs() < 1e-12);
+            assert!((ra[0] - rb[0]).abs() < 1e-6, "dense and CSR agree");
+        }
+        let mut acc = 0.0;
+        ok(joker_model_score(m, b, &mut acc));
+        assert!(acc > 0.9, "training accuracy {acc}");
+        let mut classes = [9.0; 3];
+        ok(joker_model_classes(m, classes.as_mut_ptr(), 3));
+        assert_eq!(classes, [0.0, 1.0, 9.0]);
+        let mut loss = -1;
+        ok(joker_model_loss(m, &mut loss));
+        assert_eq!(loss, JokerLoss::Klr as i32);
+        ok(joker_model_free(m));
+        ok(joker_data_free(a));
+        ok(joker_data_free(b));
+        ok(joker_params_free(p));
+    }
+}
+
+#[test]
+fn panics_become_a_status_and_a_message() {
+    let st = guard(|| panic!("boom"));
+    expect(st, JokerStatus::Panic, "the library panicked (boom)");
+    // the next call clears the message
+    ok(guard(|| Ok(())));
+    assert_eq!(guard_value(5, || panic!("x")), 5);
+}
