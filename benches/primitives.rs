@@ -1,17 +1,22 @@
 //! Criterion benchmarks of the hot primitives at the paper's inexact setting scaled to a
-//! laptop (block 512, M = 10,000, d = 28, f32), and of the exact kernel tile and the block
-//! solver. Throughput is reported in elements so that criterion prints rates; the GEMM
-//! fraction is printed by `examples/bench_iteration.rs`, which measures the ceiling in the
-//! same run.
+//! laptop (block 512, M = 10,000, d = 28, f32): feature block, Gram, projection, feature
+//! update, the trust-region block solve, exact kernel tiles, and prediction (random-feature
+//! and exact). The machine's ceiling, an f32 GEMM with faer, is measured in the same run,
+//! and a closing table gives each primitive's rate (its flop count over criterion's mean
+//! time) as a fraction of it; the trust-region solve is reported in time only (its work
+//! depends on the iterates).
 //!
-//! `cargo bench --bench primitives`
+//! `cargo bench --bench primitives` (the summary is also written to
+//! `<target>/criterion/joker-summary.json`)
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput};
 use joker::backend::{Backend, cpu::Cpu};
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::loss::{Coord, Loss};
 use joker::rng::Stream;
+use joker::solver::decision::Predictor;
 use joker::solver::trust_region::{BlockProblem, TrustRegion, solve_column};
+use joker::{DenseMatrix, Features};
 use joker::{Kernel, KernelKind};
 
 const B: usize = 512;
@@ -35,7 +40,37 @@ fn inputs() -> (Vec<f32>, FeatureMap<f32>) {
     (x, FeatureMap::new(spec).unwrap())
 }
 
+/// Rows predicted in the prediction benchmarks.
+const NP: usize = 10_000;
+/// Support rows of the exact prediction benchmark.
+const NS: usize = 2048;
+/// Size of the GEMM ceiling.
+const NG: usize = 2048;
+
 fn primitives(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm_ceiling");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((2 * NG * NG * NG) as u64));
+    {
+        use faer::{Accum, Mat, Par};
+        let a = Mat::<f32>::from_fn(NG, NG, |i, j| ((i * 7 + j * 3) % 11) as f32 * 0.1);
+        let b = Mat::<f32>::from_fn(NG, NG, |i, j| ((i * 5 + j) % 13) as f32 * 0.1);
+        let mut cm = Mat::<f32>::zeros(NG, NG);
+        g.bench_function("f32_faer", |bn| {
+            bn.iter(|| {
+                faer::linalg::matmul::matmul(
+                    cm.as_mut(),
+                    Accum::Replace,
+                    a.as_ref(),
+                    b.as_ref(),
+                    1.0,
+                    Par::rayon(0),
+                )
+            })
+        });
+    }
+    g.finish();
+
     let (x, map) = inputs();
     let mut phi = vec![0f32; B * M];
     let mut g = c.benchmark_group("rff_block_512x10000x28_f32");
@@ -106,7 +141,174 @@ fn primitives(c: &mut Criterion) {
         });
     }
     g.finish();
+
+    let mut g = c.benchmark_group("predict_10000_rows");
+    g.sample_size(10);
+    let mut s = Stream::new(5, 1);
+    let xp = Features::Dense(
+        DenseMatrix::new(
+            NP,
+            D,
+            (0..NP * D)
+                .map(|_| (s.uniform() * 4.0 - 2.0) as f32)
+                .collect(),
+        )
+        .unwrap(),
+    );
+    let theta: Vec<f64> = (0..M).map(|j| (j as f64 * 0.37).sin()).collect();
+    g.throughput(Throughput::Elements((NP * M * (2 * D + 2)) as u64));
+    g.bench_function("rff_m10000", |b| {
+        b.iter(|| {
+            Predictor::Features {
+                map: &map,
+                theta: &theta,
+            }
+            .decision(&Cpu, &xp, 1)
+        })
+    });
+    let support = Features::Dense(DenseMatrix::new(NS, D, xa[..NS * D].to_vec()).unwrap());
+    let alpha: Vec<f64> = (0..NS).map(|i| (i as f64 * 0.11).cos()).collect();
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma: 0.05,
+    };
+    g.throughput(Throughput::Elements((NP * NS * (3 * D + 2)) as u64));
+    g.bench_function("exact_gaussian_2048_support", |b| {
+        b.iter(|| {
+            Predictor::Exact {
+                kernel: &kernel,
+                support: &support,
+                rows: None,
+                alpha: &alpha,
+            }
+            .decision(&Cpu, &xp, 1)
+        })
+    });
+    g.finish();
 }
 
-criterion_group!(benches, primitives);
-criterion_main!(benches);
+/// Flop counts of the benchmarks with a meaningful rate: (group, function, flops, what).
+fn flop_counts() -> Vec<(&'static str, String, f64, &'static str)> {
+    let (b, m, d) = (B as f64, M as f64, D as f64);
+    let mut v = vec![
+        (
+            "rff_block_512x10000x28_f32",
+            "features".to_string(),
+            2.0 * b * m * d,
+            "2 b M d",
+        ),
+        (
+            "rff_block_512x10000x28_f32",
+            "gram".into(),
+            b * (b + 1.0) * m,
+            "b (b + 1) M (one triangle)",
+        ),
+        (
+            "rff_block_512x10000x28_f32",
+            "project".into(),
+            2.0 * b * m,
+            "2 b M",
+        ),
+        (
+            "rff_block_512x10000x28_f32",
+            "accumulate".into(),
+            2.0 * b * m,
+            "2 b M",
+        ),
+    ];
+    for k in ["Gaussian", "Laplacian"] {
+        v.push((
+            "exact_tile_2048x512x28_f32",
+            k.into(),
+            2048.0 * b * 3.0 * d,
+            "3 d per entry",
+        ));
+    }
+    let np = NP as f64;
+    v.push((
+        "predict_10000_rows",
+        "rff_m10000".into(),
+        np * m * (2.0 * d + 2.0),
+        "n M (2 d + 2)",
+    ));
+    v.push((
+        "predict_10000_rows",
+        "exact_gaussian_2048_support".into(),
+        np * NS as f64 * (3.0 * d + 2.0),
+        "n s (3 d + 2)",
+    ));
+    v
+}
+
+/// Criterion's output folder (as criterion itself resolves it).
+fn criterion_dir() -> std::path::PathBuf {
+    if let Some(h) = std::env::var_os("CRITERION_HOME") {
+        return h.into();
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "target".into())
+        .join("criterion")
+}
+
+/// Mean time in seconds of one benchmark, from criterion's `estimates.json`.
+fn mean_seconds(group: &str, function: &str) -> Option<f64> {
+    let path = criterion_dir()
+        .join(group)
+        .join(function)
+        .join("new/estimates.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    Some(v["mean"]["point_estimate"].as_f64()? * 1e-9)
+}
+
+/// The closing table: each primitive's rate as a fraction of the GEMM measured in this run.
+fn summary() {
+    let Some(gemm_t) = mean_seconds("gemm_ceiling", "f32_faer") else {
+        eprintln!("(no GEMM ceiling in this run: no fraction table)");
+        return;
+    };
+    let ceiling = 2.0 * (NG as f64).powi(3) / gemm_t / 1e9;
+    println!(
+        "\nGEMM ceiling: f32 {NG}^3 with faer on {} threads: {ceiling:.1} GFLOP/s",
+        rayon::current_num_threads()
+    );
+    println!("| primitive | mean time | flops | GFLOP/s | fraction of GEMM |");
+    println!("|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for (group, function, flops, what) in flop_counts() {
+        let Some(t) = mean_seconds(group, &function) else {
+            continue;
+        };
+        let rate = flops / t / 1e9;
+        println!(
+            "| {group}/{function} | {:.3} ms | {what} | {rate:.1} | {:.1}% |",
+            t * 1e3,
+            100.0 * rate / ceiling
+        );
+        rows.push(
+            serde_json::json!({"benchmark": format!("{group}/{function}"), "seconds": t,
+            "flops": flops, "gflops": rate, "fraction_of_gemm": rate / ceiling}),
+        );
+    }
+    for loss in ["krr", "l2_svc", "klr"] {
+        if let Some(t) = mean_seconds("trust_region_block_512", loss) {
+            println!(
+                "| trust_region_block_512/{loss} | {:.3} ms | (iterative) | - | - |",
+                t * 1e3
+            );
+            rows.push(serde_json::json!({"benchmark": format!("trust_region_block_512/{loss}"), "seconds": t}));
+        }
+    }
+    let out = serde_json::json!({"gemm_gflops": ceiling, "threads": rayon::current_num_threads(), "rows": rows});
+    let _ = std::fs::write(
+        criterion_dir().join("joker-summary.json"),
+        serde_json::to_string_pretty(&out).unwrap_or_default(),
+    );
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    primitives(&mut c);
+    c.final_summary();
+    summary();
+}

@@ -25,36 +25,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// GFLOP/s of an `n x n x n` f32 GEMM with faer on all threads (median of 5).
-fn gemm_rate(n: usize) -> f64 {
-    use faer::{Accum, Mat, Par};
-    let a = Mat::<f32>::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f32 * 0.1);
-    let b = Mat::<f32>::from_fn(n, n, |i, j| ((i * 5 + j) % 13) as f32 * 0.1);
-    let mut c = Mat::<f32>::zeros(n, n);
-    let times: Vec<f64> = (0..6)
-        .map(|_| {
-            let t = Instant::now();
-            faer::linalg::matmul::matmul(
-                c.as_mut(),
-                Accum::Replace,
-                a.as_ref(),
-                b.as_ref(),
-                1.0,
-                Par::rayon(0),
-            );
-            t.elapsed().as_secs_f64()
-        })
-        .skip(1)
-        .collect();
-    2.0 * (n as f64).powi(3) / median(times) / 1e9
-}
-
 fn main() -> joker::Result<()> {
     let (b, m, d) = (arg("--block", 512), arg("--m", 10_000), arg("--d", 28));
     let iters = arg("--iters", 200);
     let n = arg("--n", 50_000);
     let threads = rayon::current_num_threads();
-    let gemm = gemm_rate(2048);
+    let gemm = joker::linalg::gemm_gflops_f32(2048);
 
     // Primitive rates on one block.
     let mut s = Stream::new(7, 1);

@@ -640,6 +640,7 @@ fn full_krr<T: Scalar>(
             iter: kp.iter,
             epoch: f64::NAN,
             seconds: start.elapsed().as_secs_f64(),
+            train_seconds: kp.seconds,
             primal: kp.primal,
             dual: kp.dual,
             gap: ((kp.primal - kp.dual) / scale).max(0.0),

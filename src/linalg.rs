@@ -143,6 +143,34 @@ fn rows_dot<A: Sync>(a: &[A], v: &[f64], out: &mut [f64], dot: fn(&[A], &[f64]) 
     }
 }
 
+/// The machine's measured `f32` GEMM rate in GFLOP/s: the median of five timed
+/// `n x n x n` products with faer on all rayon threads (after one warm-up). Benchmarks report
+/// their rates as a fraction of this ceiling, measured in the same run.
+pub fn gemm_gflops_f32(n: usize) -> f64 {
+    use faer::{Accum, Mat, Par};
+    let a = Mat::<f32>::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 11) as f32 * 0.1);
+    let b = Mat::<f32>::from_fn(n, n, |i, j| ((i * 5 + j) % 13) as f32 * 0.1);
+    let mut c = Mat::<f32>::zeros(n, n);
+    let mut times: Vec<f64> = (0..6)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            faer::linalg::matmul::matmul(
+                c.as_mut(),
+                Accum::Replace,
+                a.as_ref(),
+                b.as_ref(),
+                1.0,
+                Par::rayon(0),
+            );
+            t.elapsed().as_secs_f64()
+        })
+        .skip(1)
+        .collect();
+    std::hint::black_box(&c);
+    times.sort_by(f64::total_cmp);
+    2.0 * (n as f64).powi(3) / times[times.len() / 2] / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

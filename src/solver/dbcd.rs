@@ -78,6 +78,9 @@ pub struct Progress {
     pub epoch: f64,
     /// Seconds since the start of the fit.
     pub seconds: f64,
+    /// Seconds spent training so far: `seconds` less the monitoring (objectives, gap,
+    /// validation) done at the checks, for time-to-accuracy curves.
+    pub train_seconds: f64,
     /// Primal objective `1/2 ||theta||^2 + sum_i c_i l(y_i, f(x_i))` (summed over targets).
     pub primal: f64,
     /// Dual objective `-(1/2 a^T K a + sum_i f_i(a_i))`.
@@ -397,24 +400,27 @@ pub fn solve<T: Scalar>(
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
 
-    let mut check = |st: &State<T>, iter: usize, accepted: usize, hooks: &mut Hooks<T>| {
-        let (primal, dual, gap) = st.objectives();
-        let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
-        let p = Progress {
-            iter,
-            epoch: (iter * b) as f64 / n as f64,
-            seconds: start.elapsed().as_secs_f64(),
-            primal,
-            dual,
-            gap,
-            validation,
-            accepted,
-            rel_residual: None,
+    let mut check =
+        |st: &State<T>, iter: usize, accepted: usize, monitored: f64, hooks: &mut Hooks<T>| {
+            let train_seconds = start.elapsed().as_secs_f64() - monitored;
+            let (primal, dual, gap) = st.objectives();
+            let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+            let p = Progress {
+                iter,
+                epoch: (iter * b) as f64 / n as f64,
+                seconds: start.elapsed().as_secs_f64(),
+                train_seconds,
+                primal,
+                dual,
+                gap,
+                validation,
+                accepted,
+                rel_residual: None,
+            };
+            let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+            history.push(p);
+            (gap, go_on, primal.is_finite() && dual.is_finite())
         };
-        let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-        history.push(p);
-        (gap, go_on, primal.is_finite() && dual.is_finite())
-    };
 
     while iter < cfg.max_iter {
         let t0 = Instant::now();
@@ -505,7 +511,7 @@ pub fn solve<T: Scalar>(
         if iter % check_every == 0 {
             checked_at = iter;
             let tc = Instant::now();
-            let (gap, go_on, finite) = check(&st, iter, accepted, hooks);
+            let (gap, go_on, finite) = check(&st, iter, accepted, timings.check, hooks);
             timings.check += tc.elapsed().as_secs_f64();
             if !finite {
                 return Err(JokerError::Numerical(
@@ -529,7 +535,7 @@ pub fn solve<T: Scalar>(
     }
     if checked_at != iter {
         let tc = Instant::now();
-        let (gap, _, _) = check(&st, iter, accepted, hooks);
+        let (gap, _, _) = check(&st, iter, accepted, timings.check, hooks);
         timings.check += tc.elapsed().as_secs_f64();
         if gap <= cfg.tol && stop != StopReason::Cancelled {
             stop = StopReason::Converged;
