@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Every fit runs in its own process (joker: this program with `--job`; peers:
-//! `scripts/peers/bench_peer.py`), so that peak RSS (`VmHWM` / `ru_maxrss`, whole process,
+//! `scripts/peers/bench_peer.py`), so that peak RSS (`VmHWM`, whole process,
 //! data included) belongs to one fit. All systems read the same prepared `.npy` split (dense,
 //! z-scored with training statistics) and get the same Gaussian kernel width (median
 //! heuristic on the training set) and the same C or lambda. Fit and predict times cover the
@@ -53,7 +53,7 @@ struct Args {
     #[arg(long, default_value_t = 60.0)]
     slow_seconds: f64,
     /// Per-run time limit in seconds (the run is killed and recorded as a timeout).
-    #[arg(long, default_value_t = 900)]
+    #[arg(long, default_value_t = 600)]
     timeout: u64,
     /// Training sizes of the scaling suite.
     #[arg(
@@ -331,13 +331,16 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 "ijcnn1" => (32.0, &[1000, 2000, 4000], 300),
                 "a9a" => (1.0, &[500, 1000, 2000], 200),
                 "w8a" => (8.0, &[1000, 2000, 4000], 300),
-                "covtype" => (32.0, &[1000, 2000, 4000], 200),
-                "higgs" => (1.0, &[1000, 2000, 4000], 200),
+                "covtype" => (32.0, &[1000, 2000, 4000], 60),
+                "higgs" => (1.0, &[1000, 2000, 4000], 80),
                 "cadata" => (0.1, &[1000, 2000, 4000], 300),
                 _ => (0.1, &[1000, 2000, 4000], 200),
             };
-            let mmax = *ms.last().expect("M values");
-            write_feature_map(&p, &split, mmax, 1)?;
+            // the feature-based peers get joker's middle M (LIBLINEAR: joker's very features)
+            let mmid = ms[ms.len() / 2];
+            for seed in 1..=args.repeats as u64 {
+                write_feature_map(&p, &split, mmid, seed)?;
+            }
             let base = base_job("real", name, &split, &p, reg);
             let r = args.repeats;
             match task {
@@ -353,7 +356,7 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                         "rff-linearsvc",
                         "nystroem-linearsvc",
                     ] {
-                        jobs.push((peer_job(&base, peer, mmax), r));
+                        jobs.push((peer_job(&base, peer, mmid), r));
                     }
                 }
                 Task::Regression => {
@@ -367,7 +370,7 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                         "rff-ridge",
                         "nystroem-ridge",
                     ] {
-                        jobs.push((peer_job(&base, peer, mmax), r));
+                        jobs.push((peer_job(&base, peer, mmid), r));
                     }
                 }
             }
@@ -487,8 +490,16 @@ fn write_feature_map(prefix: &str, s: &Split, m: usize, seed: u64) -> Res<()> {
         dim: s.d,
         seed,
     })?;
-    npy::write(Path::new(&format!("{prefix}.w{m}.npy")), &[m, s.d], map.w())?;
-    npy::write(Path::new(&format!("{prefix}.b{m}.npy")), &[m], map.b())?;
+    npy::write(
+        Path::new(&format!("{prefix}.w{m}s{seed}.npy")),
+        &[m, s.d],
+        map.w(),
+    )?;
+    npy::write(
+        Path::new(&format!("{prefix}.b{m}s{seed}.npy")),
+        &[m],
+        map.b(),
+    )?;
     Ok(())
 }
 

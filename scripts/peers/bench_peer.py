@@ -9,7 +9,7 @@ regression targets z-scored too) and the shared hyper-parameters (gamma of
 exp(-gamma ||x - x'||^2), C or lambda, M, seed). Prints one JSON line:
 {"metric": accuracy or RMSE (z units), "fit_s", "predict_s", "peak_rss_mb"}; a system that is
 not installed prints {"skip": reason}. Times cover the fit and the prediction calls only
-(data loading excluded, as for joker); peak RSS is the whole process's (getrusage).
+(data loading excluded, as for joker); peak RSS is the whole process's (VmHWM).
 
 Problems, matched to joker's where they can be:
 - rff-linearsvc / rff-ridge: scikit-learn RBFSampler(M) features, then LinearSVC(squared
@@ -24,7 +24,6 @@ Problems, matched to joker's where they can be:
 - sklearn-krr: exact KernelRidge(alpha=lambda), dense solve.
 """
 import json
-import resource
 import sys
 import time
 
@@ -83,15 +82,30 @@ def make_model(job):
 
 def run_liblinear(job, xtr, ytr, xte):
     from liblinear import liblinearutil as ll
-    w, b = np.load(job["data"] + f".w{job['m']}.npy"), np.load(job["data"] + f".b{job['m']}.npy")
+    tag = f"{job['m']}s{job['seed']}"
+    w, b = np.load(job["data"] + f".w{tag}.npy"), np.load(job["data"] + f".b{tag}.npy")
+    from scipy.sparse import csr_matrix
+    # LIBLINEAR's Python interface converts a scipy CSR matrix in C, a dense array row by row
+    # in Python (minutes here): hand it CSR
     t0 = time.perf_counter()
-    ftr = joker_features(xtr, w, b)
+    ftr = csr_matrix(joker_features(xtr, w, b))
     model = ll.train(ytr, ftr, f"-s 1 -c {job['c']} -B -1 -q")
     t1 = time.perf_counter()
-    fte = joker_features(xte, w, b)
+    fte = csr_matrix(joker_features(xte, w, b))
     labels, _, _ = ll.predict([], fte, model, "-q")
     t2 = time.perf_counter()
     return np.asarray(labels), t1 - t0, t2 - t1
+
+
+def peak_rss_mb():
+    """This process's peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that over
+    exec from the parent's address space, so a child of a large parent reports the parent's
+    peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
 
 
 def main():
@@ -117,7 +131,7 @@ def main():
         metric = float(np.mean(pred == yte))
     else:
         metric = float(np.sqrt(np.mean((pred - yte) ** 2)))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss = peak_rss_mb()
     print(json.dumps({"metric": metric, "fit_s": fit_s, "predict_s": predict_s,
                       "peak_rss_mb": rss}))
 
