@@ -29,21 +29,28 @@
 //     rule Reference (0) or Paper (1); on acceptance alpha += s (clamped to the box) and
 //     gbar += K_BB s.
 //
-// Launch: grid = T (one block per target column), block = TR_THREADS = 256 threads, static
-//   shared memory 1 KB; no dynamic shared memory. All threads follow the same control flow:
-//   every scalar is the result of a block reduction (fixed order: warp shuffle tree, then the
-//   8 warp sums in order), so the kernel is deterministic and the branches are uniform.
-//   Vector loops are strided by thread (i = tid, tid + 256, ...); the products with K_BB give
-//   one row per warp (lanes stride the columns: coalesced reads of a row of K_BB) and a
-//   shuffle reduction. The free-set compaction is a serial pass by thread 0 (b steps).
+// Launch: grid = T (one block per target column), block = TR_THREADS = 256 threads,
+//   __launch_bounds__(256, 1) (ptxas: ~190 registers, no spills; one block per SM), static
+//   shared memory 13.8 KB, no dynamic shared memory. All threads follow the same control flow:
+//   every scalar is the result of a block reduction in a fixed order (partials in shared
+//   memory, 32 lanes add 8 each, every thread adds the 32 results: 3 barriers, no warp
+//   shuffles), so the kernel is deterministic and every branch is block-uniform.
+//   Vector loops are strided by thread (i = tid, tid + 256, ...). The products with K_BB use
+//   its symmetry: thread r computes output r as a sequential f64 sum over the free columns,
+//   reading kbb[free[c]*b + free[r]], so the lanes of a warp read consecutive addresses of one
+//   row (coalesced where the free set is contiguous) with no cross-lane reduction. K_BB must
+//   therefore be exactly symmetric (exact_tile and rff_block_gram_reduce write it so; the CPU
+//   solver reads its rows, the same numbers). The free-set compaction is a serial pass by
+//   thread 0 (b steps per trust-region iteration).
 // Arguments: kbb (b x b f64 row-major, shared by all columns); y, lam, eps (b x T column-major:
 //   the coordinates' Coord); alpha, gbar (b x T column-major, updated in place); the loss id
 //   and parameter (loss.cuh); delta_max and the TrustRegion parameters; work (T * TR_NVEC * b
 //   f64) and iwork (T * 2 * b int32) workspaces (no initialisation needed); stats (T * 3 int32:
 //   tr_iters, accepted, cg_iters, as BlockStats). The host uploads K_BB and the coordinates,
 //   launches, and reads back alpha, gbar and stats (the step is alpha_new - alpha_old).
-// Work per CG iteration: one product with Q (nf^2 reads of K_BB converted to f32, f64 FMA),
-//   ~8 vector passes and 2-3 block reductions; per trust-region iteration one f64 product
+// Work per CG iteration: one product with Q (nf^2 reads of K_BB converted to f32, f64 FMA;
+//   nf / 256 sequential sums of nf terms per thread), ~8 vector passes and 3-4 block
+//   reductions; per trust-region iteration one f64 product
 //   K_BB s (b nf) and, at a box exit, one extra Q product.
 // Memory: K_BB is read from global memory (L2-resident: b^2 8 B, 2 MB for b = 512) once per
 //   Q product; the per-column vectors live in the global workspace (TR_NVEC b f64 = 160 B b,
