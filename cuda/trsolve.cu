@@ -42,7 +42,9 @@
 //   therefore be exactly symmetric (exact_tile and rff_block_gram_reduce write it so; the CPU
 //   solver reads its rows, the same numbers). The free-set compaction is a serial pass by
 //   thread 0 (b steps per trust-region iteration).
-// Arguments: kbb (b x b f64 row-major, shared by all columns); y, lam, eps (b x T column-major:
+// Entry points: tr_solve (K_BB in f64) and tr_solve_f32 (K_BB in f32, as rff_block_gram_reduce
+//   writes it; entries are converted to f64 when read).
+// Arguments: kbb (b x b row-major, shared by all columns); y, lam, eps (b x T column-major:
 //   the coordinates' Coord); alpha, gbar (b x T column-major, updated in place); the loss id
 //   and parameter (loss.cuh); delta_max and the TrustRegion parameters; work (T * TR_NVEC * b
 //   f64) and iwork (T * 2 * b int32) workspaces (no initialisation needed); stats (T * 3 int32:
@@ -152,14 +154,15 @@ __device__ __forceinline__ double block_max(double x, RedBuf& rb) {
 // lanes of a warp read consecutive columns of one row (coalesced when the free set is
 // contiguous), and each output is one thread's sequential f64 sum over c = 0, 1, ... (no
 // shuffles). Barriers before (x complete) and after (out complete).
-__device__ __forceinline__ void q_matvec(const double* __restrict__ kbb, int b, const int* free_,
+template <typename KT>
+__device__ __forceinline__ void q_matvec(const KT* __restrict__ kbb, int b, const int* free_,
                                          int nf, const double* hc, const double* x, double* out) {
     __syncthreads();
     for (int r = threadIdx.x; r < nf; r += TR_THREADS) {
         const int fr = free_[r];
         double acc = 0.0;
         for (int c = 0; c < nf; ++c) {
-            const double kv = kbb[(size_t)free_[c] * (size_t)b + (size_t)fr];
+            const double kv = (double)kbb[(size_t)free_[c] * (size_t)b + (size_t)fr];
             acc += (double)(float)(c == r ? kv + hc[r] : kv) * x[c];
         }
         out[r] = acc;
@@ -169,12 +172,13 @@ __device__ __forceinline__ void q_matvec(const double* __restrict__ kbb, int b, 
 
 // ks[i] = sum_c kbb[free[c]*b + i] sf[c] (= (K_BB s)_i by symmetry, s zero off the free set)
 // for every i < b, in f64; thread per row as in q_matvec. Barriers before and after.
-__device__ __forceinline__ void k_matvec(const double* __restrict__ kbb, int b, const int* free_,
+template <typename KT>
+__device__ __forceinline__ void k_matvec(const KT* __restrict__ kbb, int b, const int* free_,
                                          int nf, const double* sf, double* ks) {
     __syncthreads();
     for (int i = threadIdx.x; i < b; i += TR_THREADS) {
         double acc = 0.0;
-        for (int c = 0; c < nf; ++c) acc += kbb[(size_t)free_[c] * (size_t)b + (size_t)i] * sf[c];
+        for (int c = 0; c < nf; ++c) acc += (double)kbb[(size_t)free_[c] * (size_t)b + (size_t)i] * sf[c];
         ks[i] = acc;
     }
     __syncthreads();
@@ -205,7 +209,8 @@ __device__ __forceinline__ double to_boundary(double a, double sd, double ss, do
 
 // Truncated, box-aware CG-Steihaug (twin of `cg_steihaug`); the step lands in v.s (length nf).
 // Returns the CG iterations used. All threads call it and return together.
-__device__ int cg_steihaug(const double* __restrict__ kbb, int b, const int* free_, int nf,
+template <typename KT>
+__device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, int nf,
                            const Vecs& v, double radius, int max_cg_iter, double cg_rtol,
                            RedBuf& red) {
     const int tid = threadIdx.x;
@@ -330,19 +335,19 @@ __device__ int cg_steihaug(const double* __restrict__ kbb, int b, const int* fre
     return it;
 }
 
-}  // namespace
-
 // ==========================================================================================
-// tr_solve: one trust-region block solve per column (twin of solve_column); see the header.
-// rule: 0 = RadiusRule::Reference, 1 = RadiusRule::Paper.
+// tr_solve_body: one trust-region block solve per column (twin of solve_column); see the
+// header. rule: 0 = RadiusRule::Reference, 1 = RadiusRule::Paper. KT: the storage of K_BB
+// (every entry is converted to f64 when read, so an f32 K_BB gives exactly the results of the
+// same values stored in f64).
 // ==========================================================================================
-extern "C" __global__ void __launch_bounds__(TR_THREADS, 1)
-tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
-         const double* __restrict__ ycol, const double* __restrict__ lamcol,
-         const double* __restrict__ epscol, double* __restrict__ alpha_all,
-         double* __restrict__ gbar_all, double delta_max, double eta, int max_iter,
-         int max_cg_iter, double cg_rtol, double kkt_tol, int rule, double* __restrict__ work,
-         int* __restrict__ iwork, int* __restrict__ stats) {
+template <typename KT>
+__device__ __forceinline__ void tr_solve_body(
+    const KT* __restrict__ kbb, int b, int loss, double lparam, const double* __restrict__ ycol,
+    const double* __restrict__ lamcol, const double* __restrict__ epscol,
+    double* __restrict__ alpha_all, double* __restrict__ gbar_all, double delta_max, double eta,
+    int max_iter, int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+    double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
     __shared__ RedBuf red;
     __shared__ int nfree_sh;
     const int tid = threadIdx.x;
@@ -479,4 +484,31 @@ tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
         stats[3 * col + 1] = accepted;
         stats[3 * col + 2] = cg_iters;
     }
+}
+
+}  // namespace
+
+// tr_solve: K_BB in f64 (as exact_tile writes it and the CPU solver reads it).
+extern "C" __global__ void __launch_bounds__(TR_THREADS, 1)
+tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
+         const double* __restrict__ y, const double* __restrict__ lam,
+         const double* __restrict__ eps, double* __restrict__ alpha, double* __restrict__ gbar,
+         double delta_max, double eta, int max_iter, int max_cg_iter, double cg_rtol,
+         double kkt_tol, int rule, double* __restrict__ work, int* __restrict__ iwork,
+         int* __restrict__ stats) {
+    tr_solve_body<double>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
+                          max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, work, iwork, stats);
+}
+
+// tr_solve_f32: the same with K_BB in f32, as rff_block_gram_reduce writes it (the CPU's
+// feature path computes the Gram in the working precision too): no conversion pass needed.
+extern "C" __global__ void __launch_bounds__(TR_THREADS, 1)
+tr_solve_f32(const float* __restrict__ kbb, int b, int loss, double lparam,
+             const double* __restrict__ y, const double* __restrict__ lam,
+             const double* __restrict__ eps, double* __restrict__ alpha,
+             double* __restrict__ gbar, double delta_max, double eta, int max_iter,
+             int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+             double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
+    tr_solve_body<float>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
+                         max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, work, iwork, stats);
 }

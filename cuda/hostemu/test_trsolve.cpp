@@ -3,8 +3,10 @@
 // stored there (tests/tr_vectors.rs writes the file from src/solver/trust_region.rs and checks
 // that it is current). Every loss, both radius rules, b = 37, 64 and 270 (> 256 threads).
 //
-// Each problem runs as 2 identical columns (one thread block each) with the workspace and the
-// stats poisoned beforehand; the columns must agree bit for bit. Against the Rust solver:
+// tr_solve_f32 (K_BB stored in f32) runs on the first problem of the rank-8 matrix, whose K_BB
+// entries are f32 numbers, and must reproduce tr_solve bit for bit.
+// The first problem of each matrix runs as 2 identical columns (one thread block each), the
+// others as one; workspace and stats are poisoned beforehand; the columns must agree bit for bit. Against the Rust solver:
 //   well-conditioned problems: the same trust-region iterations and accepted steps (exactly),
 //     CG iterations within 1 per trust-region iteration, and
 //     |alpha - alpha_rust| <= 1e-8 (1 + max |alpha|), |gbar - gbar_rust| <= 1e-8 (1 + max |gbar|);
@@ -138,6 +140,22 @@ int main(int argc, char** argv) {
                                      stats[0] == stats[3] && stats[1] == stats[4] && stats[2] == stats[5]);
         CHECK(cols_equal, "case %d %s: the two identical columns differ", ci, name.c_str());
         std::vector<double> ad(A.begin(), A.begin() + b), gd(G.begin(), G.begin() + b);
+        // tr_solve_f32 on a K_BB whose entries are f32 numbers must match tr_solve bit for bit
+        bool f32_exact = true;
+        for (double x : M.k) f32_exact &= (double)(float)x == x;
+        if (f32_exact && ci % 8 == 0) {
+            std::vector<float> kf(M.k.begin(), M.k.end());
+            std::vector<double> A1(a0), G1(g0);
+            std::vector<double> w1((size_t)TR_NVEC * b, NAN);
+            std::vector<int> iw1((size_t)2 * b, -7), st1(3, -1);
+            launch([&] { tr_solve_f32(kf.data(), b, loss, param, y.data(), lam.data(), eps.data(), A1.data(), G1.data(), delta_max, eta,
+                                      max_iter, max_cg, rtol, kkt_tol, rule, w1.data(), iw1.data(), st1.data()); },
+                   {1, 1, 1}, {TR_THREADS, 1, 1});
+            bool same32 = std::memcmp(A1.data(), ad.data(), b * 8) == 0 && std::memcmp(G1.data(), gd.data(), b * 8) == 0 &&
+                          st1[0] == stats[0] && st1[1] == stats[1] && st1[2] == stats[2];
+            CHECK(same32, "case %d %s: tr_solve_f32 differs from tr_solve on an f32-exact K_BB", ci, name.c_str());
+            std::printf("  case %2d: tr_solve_f32 on the f32-exact K_BB: %s\n", ci, same32 ? "bit-identical to tr_solve" : "DIFFERENT");
+        }
 
         double amax = 0, gmax = 0, aerr = 0, gerr = 0, kerr = 0;
         for (int i = 0; i < b; ++i) {
