@@ -1,0 +1,193 @@
+// test_trsolve.cpp: runs tr_solve (cuda/trsolve.cu) under the host emulator (emu.h) on the
+// block problems of cuda/hostemu/tr_vectors.txt and compares with the Rust solver's results
+// stored there (tests/tr_vectors.rs writes the file from src/solver/trust_region.rs and checks
+// that it is current). Every loss, both radius rules, b = 37, 64 and 270 (> 256 threads).
+//
+// tr_solve_f32 (K_BB stored in f32) runs on the first problem of the rank-8 matrix, whose K_BB
+// entries are f32 numbers, and must reproduce tr_solve bit for bit.
+// The first problem of each matrix runs as 2 identical columns (one thread block each), the
+// others as one; workspace and stats are poisoned beforehand; the columns must agree bit for bit. Against the Rust solver:
+//   well-conditioned problems: the same trust-region iterations and accepted steps (exactly),
+//     CG iterations within 1 per trust-region iteration, and
+//     |alpha - alpha_rust| <= 1e-8 (1 + max |alpha|), |gbar - gbar_rust| <= 1e-8 (1 + max |gbar|);
+//   all problems: the objective decrease dJ = s.gbar0 + s K s / 2 + sum_i [f_i(a0_i + s_i) - f_i(a0_i)]
+//     (s = alpha - alpha0, in f64 from loss.cuh) agrees: |dJ - dJ_rust| <= 1e-8 |dJ_rust|
+//     (and dJ < 0), and gbar_out = gbar0 + K s to 1e-10 (1 + max |gbar|) (the bookkeeping).
+// The differences come only from summation order (block reductions vs the CPU's 8-lane dots).
+// Build and run: scripts/emu-cuda.sh   (add --tsan for ThreadSanitizer)
+#include "emu.h"
+#include "../trsolve.cu"
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+static int failures = 0;
+#define CHECK(c, ...) do { if (!(c)) { ++failures; std::printf("FAIL: " __VA_ARGS__); std::printf("\n"); } } while (0)
+
+struct Reader {
+    std::ifstream in;
+    explicit Reader(const char* path) : in(path) {}
+    std::string word() {
+        std::string w;
+        while (in >> w) {
+            if (w[0] == '#') { std::string rest; std::getline(in, rest); continue; }
+            return w;
+        }
+        std::printf("FAIL: unexpected end of the vector file\n");
+        std::exit(2);
+    }
+    void expect(const char* w) {
+        std::string got = word();
+        if (got != w) { std::printf("FAIL: vector file: expected '%s', got '%s'\n", w, got.c_str()); std::exit(2); }
+    }
+    double num() { return std::strtod(word().c_str(), nullptr); }
+    long long integer() { return std::strtoll(word().c_str(), nullptr, 10); }
+    std::vector<double> vec(const char* name, int n) {
+        expect(name);
+        std::vector<double> v(n);
+        for (auto& x : v) x = num();
+        return v;
+    }
+};
+
+struct Mat { int b; std::vector<double> k; };
+
+static double dJ(int loss, double param, const std::vector<double>& k, int b, const std::vector<double>& y,
+                 const std::vector<double>& lam, const std::vector<double>& eps, const std::vector<double>& a0,
+                 const std::vector<double>& g0, const std::vector<double>& a1) {
+    std::vector<double> s(b);
+    for (int i = 0; i < b; ++i) s[i] = a1[i] - a0[i];
+    double sum = 0, sks = 0;
+    for (int i = 0; i < b; ++i) {
+        joker::Coord c = {y[i], lam[i], eps[i]};
+        sum += s[i] * g0[i] + joker::loss_dual_change(loss, param, a0[i], s[i], c);
+        double ks = 0;
+        for (int j = 0; j < b; ++j) ks += k[(size_t)i * b + j] * s[j];
+        sks += s[i] * ks;
+    }
+    return sum + 0.5 * sks;
+}
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    // usage: test_trsolve [vector file] [case indices to run (default: all)]
+    const char* path = argc > 1 ? argv[1] : "cuda/hostemu/tr_vectors.txt";
+    std::vector<int> only;
+    for (int a = 2; a < argc; ++a) only.push_back(std::atoi(argv[a]));
+    Reader rd(path);
+    if (!rd.in) { std::printf("FAIL: cannot open %s\n", path); return 2; }
+    rd.expect("matrices");
+    int nm = (int)rd.integer();
+    std::vector<Mat> mats;
+    for (int q = 0; q < nm; ++q) {
+        rd.expect("matrix");
+        int b = (int)rd.integer(), m = (int)rd.integer();
+        double denom = rd.num(), shift = rd.num();
+        std::vector<long long> a((size_t)b * m);
+        for (auto& x : a) x = rd.integer();
+        Mat M{b, std::vector<double>((size_t)b * b)};
+        for (int i = 0; i < b; ++i)
+            for (int j = 0; j < b; ++j) {
+                long long dot = 0;
+                for (int c = 0; c < m; ++c) dot += a[(size_t)i * m + c] * a[(size_t)j * m + c];
+                M.k[(size_t)i * b + j] = (double)dot / denom;
+                if (i == j) M.k[(size_t)i * b + j] += shift;
+            }
+        mats.push_back(std::move(M));
+    }
+    rd.expect("cases");
+    int ncases = (int)rd.integer(), passed = 0, failed = 0;
+    double worst_alpha = 0, worst_dj = 0;
+    int same_steps = 0, wc_cases = 0;
+    for (int ci = 0; ci < ncases; ++ci) {
+        const int before = failures;
+        rd.expect("case");
+        rd.integer();
+        std::string name = rd.word();
+        int loss = (int)rd.integer();
+        double param = rd.num();
+        int mi = (int)rd.integer();
+        bool wc = rd.integer() != 0;
+        rd.expect("params");
+        double delta_max = rd.num(), eta = rd.num();
+        int max_iter = (int)rd.integer(), max_cg = (int)rd.integer();
+        double rtol = rd.num(), kkt_tol = rd.num();
+        int rule = (int)rd.integer();
+        const Mat& M = mats[mi];
+        const int b = M.b;
+        auto y = rd.vec("y", b), lam = rd.vec("lam", b), eps = rd.vec("eps", b);
+        auto a0 = rd.vec("alpha0", b), g0 = rd.vec("gbar0", b);
+        auto ar = rd.vec("alpha", b), gr = rd.vec("gbar", b);
+        rd.expect("stats");
+        int st_r[3];
+        for (int& x : st_r) x = (int)rd.integer();
+
+        if (!only.empty() && std::find(only.begin(), only.end(), ci) == only.end()) continue;
+        // the first case of each matrix runs as two identical columns, the others as one
+        const int T = (ci % 8 == 0) ? 2 : 1;
+        std::vector<double> Y, L, E, A, G;
+        for (int t = 0; t < T; ++t) {
+            Y.insert(Y.end(), y.begin(), y.end()); L.insert(L.end(), lam.begin(), lam.end());
+            E.insert(E.end(), eps.begin(), eps.end()); A.insert(A.end(), a0.begin(), a0.end());
+            G.insert(G.end(), g0.begin(), g0.end());
+        }
+        std::vector<double> work((size_t)T * TR_NVEC * b, NAN);
+        std::vector<int> iwork((size_t)T * 2 * b, -7), stats(3 * T, -1);
+        launch([&] { tr_solve(M.k.data(), b, loss, param, Y.data(), L.data(), E.data(), A.data(), G.data(), delta_max, eta,
+                              max_iter, max_cg, rtol, kkt_tol, rule, work.data(), iwork.data(), stats.data()); },
+               {(unsigned)T, 1, 1}, {TR_THREADS, 1, 1});
+        bool cols_equal = T == 1 || (std::memcmp(A.data(), A.data() + b, b * 8) == 0 && std::memcmp(G.data(), G.data() + b, b * 8) == 0 &&
+                                     stats[0] == stats[3] && stats[1] == stats[4] && stats[2] == stats[5]);
+        CHECK(cols_equal, "case %d %s: the two identical columns differ", ci, name.c_str());
+        std::vector<double> ad(A.begin(), A.begin() + b), gd(G.begin(), G.begin() + b);
+        // tr_solve_f32 on a K_BB whose entries are f32 numbers must match tr_solve bit for bit
+        bool f32_exact = true;
+        for (double x : M.k) f32_exact &= (double)(float)x == x;
+        if (f32_exact && ci % 8 == 0) {
+            std::vector<float> kf(M.k.begin(), M.k.end());
+            std::vector<double> A1(a0), G1(g0);
+            std::vector<double> w1((size_t)TR_NVEC * b, NAN);
+            std::vector<int> iw1((size_t)2 * b, -7), st1(3, -1);
+            launch([&] { tr_solve_f32(kf.data(), b, loss, param, y.data(), lam.data(), eps.data(), A1.data(), G1.data(), delta_max, eta,
+                                      max_iter, max_cg, rtol, kkt_tol, rule, w1.data(), iw1.data(), st1.data()); },
+                   {1, 1, 1}, {TR_THREADS, 1, 1});
+            bool same32 = std::memcmp(A1.data(), ad.data(), b * 8) == 0 && std::memcmp(G1.data(), gd.data(), b * 8) == 0 &&
+                          st1[0] == stats[0] && st1[1] == stats[1] && st1[2] == stats[2];
+            CHECK(same32, "case %d %s: tr_solve_f32 differs from tr_solve on an f32-exact K_BB", ci, name.c_str());
+            std::printf("  case %2d: tr_solve_f32 on the f32-exact K_BB: %s\n", ci, same32 ? "bit-identical to tr_solve" : "DIFFERENT");
+        }
+
+        double amax = 0, gmax = 0, aerr = 0, gerr = 0, kerr = 0;
+        for (int i = 0; i < b; ++i) {
+            amax = std::max(amax, std::fabs(ar[i])); gmax = std::max(gmax, std::fabs(gr[i]));
+            aerr = std::max(aerr, std::fabs(ad[i] - ar[i])); gerr = std::max(gerr, std::fabs(gd[i] - gr[i]));
+            double ks = g0[i];
+            for (int j = 0; j < b; ++j) ks += M.k[(size_t)i * b + j] * (ad[j] - a0[j]);
+            kerr = std::max(kerr, std::fabs(ks - gd[i]));
+            if (std::isnan(ad[i]) || std::isnan(gd[i])) aerr = gerr = kerr = INFINITY;
+        }
+        aerr /= 1 + amax; gerr /= 1 + gmax;
+        CHECK(kerr <= 1e-10 * (1 + gmax), "case %d %s: gbar out of sync with K alpha: %.3g", ci, name.c_str(), kerr);
+        double dj_d = dJ(loss, param, M.k, b, y, lam, eps, a0, g0, ad);
+        double dj_r = dJ(loss, param, M.k, b, y, lam, eps, a0, g0, ar);
+        double djerr = std::fabs(dj_d - dj_r) / std::fabs(dj_r);
+        CHECK(dj_d < 0 && djerr <= 1e-8, "case %d %s: objective decrease %.17g vs Rust %.17g", ci, name.c_str(), dj_d, dj_r);
+        bool same = stats[0] == st_r[0] && stats[1] == st_r[1];
+        if (wc) {
+            ++wc_cases;
+            same_steps += same;
+            CHECK(same, "case %d %s: tr_iters/accepted %d/%d vs Rust %d/%d", ci, name.c_str(), stats[0], stats[1], st_r[0], st_r[1]);
+            CHECK(std::abs(stats[2] - st_r[2]) <= st_r[0], "case %d %s: cg_iters %d vs Rust %d", ci, name.c_str(), stats[2], st_r[2]);
+            CHECK(aerr <= 1e-8 && gerr <= 1e-8, "case %d %s: alpha err %.3g, gbar err %.3g (relative to 1 + max)", ci, name.c_str(), aerr, gerr);
+            worst_alpha = std::max(worst_alpha, std::max(aerr, gerr));
+        }
+        worst_dj = std::max(worst_dj, djerr);
+        std::printf("  case %2d %-6s b=%3d %s: tr/acc/cg %2d/%2d/%3d (Rust %2d/%2d/%3d), alpha err %.1e, dJ %.6e rel err %.1e\n", ci,
+                    name.c_str(), b, wc ? "wc " : "ill", stats[0], stats[1], stats[2], st_r[0], st_r[1], st_r[2], aerr, dj_r, djerr);
+        (failures == before ? passed : failed) += 1;
+    }
+    std::printf("trsolve (TR_THREADS = %d): same tr/accepted steps on %d of %d well-conditioned cases; worst alpha/gbar err %.2e; worst dJ rel err %.2e\n",
+                TR_THREADS, same_steps, wc_cases, worst_alpha, worst_dj);
+    std::printf("trsolve host emulation: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
