@@ -10,8 +10,9 @@
 //!   events over `reps` launches on device-resident inputs;
 //! - the same flops `2 b^2 M` as one cuBLAS SGEMM (`Phi_B Phi_B^T` from an explicit `Phi_B`),
 //!   timed with events: the fused Gram's rate as a fraction of that GEMM rate;
-//! - the device-side time of an iteration of the GPU engine (block copy, fused Gram, copies of
-//!   `K_BB` and `g` back, delta up, fused update), with events, on resident data;
+//! - the time of an iteration of the GPU engine without the trust-region solve (block, fused
+//!   Gram, copies of `K_BB` and `g` back, delta up, fused update), between two CUDA events on
+//!   the stream (host gaps between the calls included), on resident data;
 //! - wall-clock seconds per DBCD-TR iteration of a real fit on the GPU (host trust-region
 //!   solve included) next to the same fit on the CPU (`--cpu 0` skips it), from the solver's
 //!   own timings;
@@ -183,7 +184,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         println!(
-            "engine iteration (device, events): {:.3} ms",
+            "engine iteration (events around block copy + fused Gram + K/g copy back + delta + fused update; host gaps included, no TR solve): {:.3} ms",
             e0.elapsed_ms(&e1)? as f64 / iters as f64
         );
     }
