@@ -549,6 +549,9 @@ impl Cuda {
             check_len("xb", xb.len(), nb * a.d as usize)?;
             check_len("theta", theta.len(), a.m as usize * targets)?;
             let tt = int("targets", targets)?;
+            if nb == 0 || targets == 0 {
+                return Ok((Vec::new(), Vec::new()));
+            }
             let xd = self.upload(xb)?;
             let th = self.upload(theta)?;
             let mut ws = self.poisoned_workspace(nb, a.m as usize, targets)?;
@@ -578,6 +581,9 @@ impl Cuda {
             check_len("delta", delta.len(), nb * targets)?;
             check_len("theta", theta.len(), a.m as usize * targets)?;
             let tt = int("targets", targets)?;
+            if nb == 0 || targets == 0 {
+                return Ok(());
+            }
             let xd = self.upload(xb)?;
             let dd = self.upload(delta)?;
             let mut th = self.upload(theta)?;
@@ -602,6 +608,9 @@ impl Cuda {
             check_len("x", x.len(), n * d)?;
             check_len("theta", theta.len(), a.m as usize * targets)?;
             let tt = int("targets", targets)?;
+            if n == 0 || targets == 0 {
+                return Ok(Vec::new());
+            }
             let th = self.upload(theta)?;
             let pr = PREDICT_ROWS.min(n.max(1));
             let mut out_d = self.upload(&vec![f64::NAN; pr * targets])?;
@@ -629,6 +638,9 @@ impl Cuda {
             check_len("x", x.len(), n * a.d as usize)?;
             let nn = int("n_samples", n)?;
             let total = n * a.m as usize;
+            if total == 0 {
+                return Ok(Vec::new());
+            }
             let xd = self.upload(x)?;
             let mut phi = self.upload(&vec![f32::NAN; total])?;
             let mut l = self.stream.launch_builder(&self.k.features);
