@@ -17,6 +17,9 @@
 //! [`TrainingInfo::device`](crate::model::TrainingInfo::device), and the command-line program
 //! prints it. The probe runs once per process (the result is cached).
 //!
+//! To keep [`Device::Auto`] on the CPU on a machine with a GPU, hide the devices from the
+//! driver (`CUDA_VISIBLE_DEVICES=` in the environment) or ask for [`Device::Cpu`].
+//!
 //! Nothing here panics: cudarc panics when the driver library is missing, so the probe checks
 //! for the library first and also runs behind `catch_unwind`.
 

@@ -393,7 +393,12 @@ impl Cuda {
         targets: i32,
         ws: &mut GramWorkspace,
     ) -> Result<()> {
-        debug_assert!(nb <= ws.b);
+        if nb > ws.b {
+            return Err(invalid(
+                "block_size",
+                format!("{nb} rows exceed the workspace's {}", ws.b),
+            ));
+        }
         let b = int("block_size", nb)?;
         let (ntiles, _) = gram_shape(nb, a.m as usize, self.sms);
         let s = ws.nsplit.min((a.m as usize).div_ceil(MC).max(1));
