@@ -29,6 +29,17 @@
 #define JOKER_ABI_VERSION 0
 
 /**
+ * `joker_params_set_device`: a GPU when one is usable and the model runs there (random
+ * features in f32), else the CPU. The default.
+ */
+#define JOKER_DEVICE_AUTO -1
+
+/**
+ * `joker_params_set_device`: always the CPU.
+ */
+#define JOKER_DEVICE_CPU -2
+
+/**
  * The result of every fallible call. `JOKER_STATUS_OK` (0) is success; any other value is an
  * error whose message `joker_last_error` returns.
  */
@@ -433,20 +444,23 @@ const char *joker_last_error(void);
 const char *joker_status_name(int32_t status);
 
 /**
- * Whether a GPU can be used: 1 or 0. Always 0 in this version: the CUDA kernels exist but the
- * CUDA backend is not wired into the library yet, so every fit and prediction runs on the
- * CPU.
+ * Whether a GPU can be used: 1 or 0. Answers from the device probe (run once per process):
+ * 0 when the library was built without CUDA support, no NVIDIA driver library can be loaded,
+ * the driver is too old for the embedded PTX, or no device of compute capability 8.0 or newer
+ * is present. The CUDA backend has not been run on a GPU yet (see README, Status).
  */
 int32_t joker_gpu_available(void);
 
 /**
- * The number of usable CUDA devices. Always 0 in this version (see `joker_gpu_available`).
+ * The number of usable CUDA devices (0 when `joker_gpu_available` is 0).
  */
 int32_t joker_device_count(void);
 
 /**
- * Writes in `*out` the name of CUDA device `index` (a static string). With no usable device
- * (always, in this version) every index gives `JOKER_STATUS_DEVICE`.
+ * Writes in `*out` the name of usable CUDA device `index` (its CUDA ordinal), a static string
+ * valid for the life of the process. An index that is not a usable device gives
+ * `JOKER_STATUS_DEVICE` with the reason (for example that no driver library was found) and
+ * `*out` is set to NULL.
  *
  * # Safety
  * `out` must be NULL or valid for writing one pointer.
@@ -656,6 +670,18 @@ JokerStatus joker_params_set_seed(struct JokerParams *params, uint64_t seed);
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_max_memory(struct JokerParams *params, size_t bytes);
+
+/**
+ * Chooses where fits with these parameters run: `JOKER_DEVICE_AUTO` (the default),
+ * `JOKER_DEVICE_CPU`, or a CUDA device ordinal `>= 0`. The choice is checked when fitting: a
+ * GPU that cannot be used (no driver, no such device, or a model the GPU does not cover:
+ * exact kernels, f64, full KRR) makes `joker_fit` fail with `JOKER_STATUS_DEVICE`, while
+ * `JOKER_DEVICE_AUTO` falls back to the CPU.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_device(struct JokerParams *params, int32_t device);
 
 /**
  * Copies a dense row-major `n_rows x n_cols` matrix of doubles (entry `(i, j)` at

@@ -16,8 +16,10 @@
 
 use std::time::Duration;
 
+use crate::backend::Backend;
 use crate::backend::cpu::Cpu;
 use crate::data::{Dataset, Features};
+use crate::device::{Device, Placement, Resolved, resolve};
 use crate::error::{JokerError, Result, invalid};
 use crate::features::{FeatureMap, FeatureSpec};
 use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
@@ -76,6 +78,10 @@ pub struct Joker {
     /// Solve full KRR with Skotch, ASkotch or Nystrom-PCG instead of DBCD-TR (squared loss
     /// and the exact kernel only).
     pub full_krr: Option<KrrConfig>,
+    /// Where to fit (default [`Device::Auto`]; see [`crate::device`]). The GPU covers
+    /// random-feature models in f32 trained with DBCD-TR; `max_memory` also caps the device
+    /// memory there.
+    pub device: Device,
 }
 
 /// Builder for [`Joker`]; [`JokerBuilder::build`] validates.
@@ -101,6 +107,7 @@ impl Default for JokerBuilder {
                 solver: SolverConfig::default(),
                 max_memory: None,
                 full_krr: None,
+                device: Device::Auto,
             },
         }
     }
@@ -229,6 +236,11 @@ impl JokerBuilder {
         self.p.max_memory = Some(bytes);
         self
     }
+    /// The device to fit on (default [`Device::Auto`]).
+    pub fn device(mut self, device: Device) -> Self {
+        self.p.device = device;
+        self
+    }
 
     /// Validates every parameter that does not depend on the data.
     pub fn build(self) -> Result<Joker> {
@@ -348,18 +360,104 @@ impl Joker {
         self.fit_with(data, FitOptions::default())
     }
 
+    /// Whether these parameters can be fitted on a GPU, or why not.
+    pub fn gpu_support(&self) -> std::result::Result<(), String> {
+        if self.n_components.is_none() {
+            return Err(
+                "exact kernels run on the CPU only (the GPU path covers random features)".into(),
+            );
+        }
+        if self.full_krr.is_some() {
+            return Err("full KRR (Skotch, ASkotch, Nystrom-PCG) runs on the CPU only".into());
+        }
+        if self.precision != Precision::F32 {
+            return Err("the CUDA kernels compute in f32; f64 fits run on the CPU".into());
+        }
+        Ok(())
+    }
+
+    /// Where a fit with these parameters runs, and why (see [`crate::device`]). Fails with
+    /// [`JokerError::Device`] only for an explicit [`Device::Cuda`] that cannot be honoured.
+    pub fn resolve_device(&self) -> Result<Resolved> {
+        resolve(self.device, self.gpu_support())
+    }
+
     /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
     pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
-        match self.precision {
-            Precision::F32 => self.fit_in::<U, f32>(data, opts),
-            Precision::F64 => self.fit_in::<U, f64>(data, opts),
+        let resolved = self.resolve_device()?;
+        match (self.precision, resolved.placement) {
+            (Precision::F32, Placement::Cuda(i)) => self.fit_gpu(data, opts, i, resolved),
+            (Precision::F32, _) => self.fit_in::<U, f32>(data, opts, &Cpu, resolved.to_string()),
+            (Precision::F64, _) => self.fit_in::<U, f64>(data, opts, &Cpu, resolved.to_string()),
         }
+    }
+
+    /// A fit on CUDA device `index`. Under [`Device::Auto`], a device that cannot be opened or
+    /// whose memory cannot hold the fit sends it back to the CPU (with the reason recorded);
+    /// under [`Device::Cuda`] that is an error.
+    #[cfg(feature = "cuda")]
+    fn fit_gpu<U: Scalar>(
+        &self,
+        data: &Dataset<U>,
+        opts: FitOptions<'_, U>,
+        index: usize,
+        resolved: Resolved,
+    ) -> Result<Model> {
+        use crate::backend::cuda::Cuda;
+        let (n, d) = (data.x.nrows(), data.x.ncols());
+        let m = self.n_components.unwrap_or(0);
+        let tt = match self.task() {
+            Task::Classification => match classes_of(&data.y)?.len() {
+                2 => 1,
+                k => k,
+            },
+            Task::Regression => 1,
+        };
+        let b = self.solver.block_size.min(n.max(1));
+        let gpu = Cuda::new(index).and_then(|g| {
+            let g = g.with_memory_limit(self.max_memory);
+            g.memory_plan(n, d, m, tt, b).map(|plan| (g, plan))
+        });
+        match gpu {
+            Ok((g, plan)) => {
+                let note = format!(
+                    "{resolved}; {} MiB of device memory, data {}",
+                    plan.total() >> 20,
+                    if plan.resident {
+                        "resident"
+                    } else {
+                        "streamed per block"
+                    }
+                );
+                self.fit_in::<U, f32>(data, opts, &g, note)
+            }
+            Err(e) if self.device == Device::Auto => {
+                let note = format!("cpu (auto: cuda:{index} not used: {e})");
+                self.fit_in::<U, f32>(data, opts, &Cpu, note)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn fit_gpu<U: Scalar>(
+        &self,
+        _data: &Dataset<U>,
+        _opts: FitOptions<'_, U>,
+        index: usize,
+        _resolved: Resolved,
+    ) -> Result<Model> {
+        Err(JokerError::Device(format!(
+            "cuda:{index}: this build of joker has no CUDA support"
+        )))
     }
 
     fn fit_in<U: Scalar, T: Scalar>(
         &self,
         data: &Dataset<U>,
         mut opts: FitOptions<'_, U>,
+        backend: &dyn Backend<T>,
+        device_note: String,
     ) -> Result<Model> {
         let start = std::time::Instant::now();
         let (n, d) = (data.x.nrows(), data.x.ncols());
@@ -547,7 +645,7 @@ impl Joker {
             eps: &eps,
         };
         let sol = match &self.full_krr {
-            None => solve(&Cpu, &prob, &self.solver, alpha0, &mut hooks)?,
+            None => solve(backend, &prob, &self.solver, alpha0, &mut hooks)?,
             Some(cfg) => {
                 if tt != 1 || opts.sample_weight.is_some() || self.class_weight != ClassWeight::None
                 {
@@ -609,6 +707,7 @@ impl Joker {
                 seconds: start.elapsed().as_secs_f64(),
                 n_samples: n,
                 timings: sol.timings,
+                device: device_note,
             },
             history: sol.history,
         })

@@ -20,6 +20,7 @@ pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
 pub use error::{JokerError, Result};
 pub use scalar::Scalar;
 pub mod backend;
+pub mod device;
 pub mod estimator;
 pub mod features;
 pub mod ffi;
@@ -31,6 +32,7 @@ pub mod nystrom;
 pub mod preprocess;
 pub mod solver;
 
+pub use device::Device;
 pub use estimator::{ClassWeight, FitOptions, Joker, JokerBuilder};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;

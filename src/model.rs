@@ -92,6 +92,10 @@ pub struct TrainingInfo {
     /// Where the time went.
     #[serde(default)]
     pub timings: Timings,
+    /// Where the fit ran and why, for example `cpu (auto: no usable GPU: ...)` or
+    /// `cuda:0 (requested: NVIDIA H100 ...; 120 MiB of device memory, data resident)`.
+    #[serde(default)]
+    pub device: String,
 }
 
 /// A trained Joker model.

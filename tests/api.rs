@@ -443,3 +443,55 @@ fn sparse_and_dense_inputs_give_the_same_model() {
         b.decision_function(&sparse.x).unwrap()
     );
 }
+
+/// Device choice without a GPU-specific expectation: models the GPU does not cover go to the
+/// CPU under Auto (with the reason) and are refused under Cuda; where no GPU is usable, Auto
+/// trains on the CPU and records why, and Cuda(0) is a device error (never a panic).
+#[test]
+fn device_resolution_and_fallback() {
+    use joker::Device;
+    use joker::device::{Placement, probe};
+    let base = || {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(128)
+            .block_size(50)
+            .max_iter(40)
+    };
+    let exact = base().exact().device(Device::Cuda(0)).build().unwrap();
+    match exact.resolve_device() {
+        Err(JokerError::Device(m)) => assert!(m.contains("exact kernels"), "{m}"),
+        other => panic!("expected a device error, got {other:?}"),
+    }
+    let f64_auto = base().precision(Precision::F64).build().unwrap();
+    let r = f64_auto.resolve_device().unwrap();
+    assert_eq!(r.placement, Placement::Cpu);
+    assert!(r.reason.contains("f64"), "{}", r.reason);
+    let cpu = base().device(Device::Cpu).build().unwrap();
+    assert_eq!(cpu.resolve_device().unwrap().to_string(), "cpu (requested)");
+
+    let data = common::binary(200, 3, 4);
+    let m = cpu.fit(&data).unwrap();
+    assert_eq!(m.training.device, "cpu (requested)");
+    if !probe().available() {
+        let auto = base().build().unwrap();
+        let m = auto.fit(&data).unwrap();
+        assert!(
+            m.training.device.starts_with("cpu (auto: no usable GPU: "),
+            "{}",
+            m.training.device
+        );
+        // The reason survives save/load.
+        let p = tmp("device.json");
+        m.save(&p).unwrap();
+        assert_eq!(Model::load(&p).unwrap().training.device, m.training.device);
+        let _ = std::fs::remove_file(&p);
+        let e = base().device(Device::Cuda(0)).build().unwrap().fit(&data);
+        match e {
+            Err(JokerError::Device(msg)) => {
+                assert!(msg.contains("cuda:0 was requested but no GPU"), "{msg}")
+            }
+            other => panic!("expected a device error, got {:?}", other.map(|_| ())),
+        }
+    }
+}

@@ -456,3 +456,41 @@ fn version_and_help() {
     let h = stdout(&ok(joker(&dir, &["predict", "--help"])));
     assert!(h.contains("--proba") && h.contains("--decision"));
 }
+
+/// `--device`: cpu and auto train (the device and the reason are printed), an unusable GPU is
+/// a clean error, a malformed value is rejected by the argument parser.
+#[test]
+fn device_option() {
+    let t = TempDir::new("device");
+    t.write("good.svm", &circle_libsvm(200, 6, false));
+    let o = ok(joker(
+        &t.0,
+        &["train", "--device", "cpu", "-m", "64", "good.svm"],
+    ));
+    assert!(
+        stderr(&o).contains("device: cpu (requested)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ok(joker(&t.0, &["train", "-m", "64", "good.svm"]));
+    let gpu = joker::device::probe().available();
+    if !gpu {
+        assert!(
+            stderr(&o).contains("device: cpu (auto: no usable GPU"),
+            "{}",
+            stderr(&o)
+        );
+        fails_with(
+            joker(&t.0, &["train", "--device", "cuda:0", "good.svm"]),
+            "cuda:0 was requested",
+        );
+    }
+    // An exact model cannot run on a GPU, whatever the machine has.
+    fails_with(
+        joker(&t.0, &["train", "--device", "cuda", "--exact", "good.svm"]),
+        "exact kernels run on the CPU only",
+    );
+    let o = joker(&t.0, &["train", "--device", "tpu", "good.svm"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a device"), "{}", stderr(&o));
+}

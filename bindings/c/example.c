@@ -268,8 +268,8 @@ int main(int argc, char **argv) {
     expect_error(joker_model_load("/nonexistent/model.json", &back), JOKER_STATUS_IO,
                  "/nonexistent/model.json", "missing model file");
     const char *device = NULL;
-    expect_error(joker_device_name(0, &device), JOKER_STATUS_DEVICE, "not wired",
-                 "device name without a GPU");
+    expect_error(joker_device_name(-1, &device), JOKER_STATUS_DEVICE, "no usable CUDA device -1",
+                 "device name of a bad index");
 
     /* [readme-c-free] */
     free(pred);

@@ -62,9 +62,9 @@ const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
 version() = unsafe_string(ccall((:joker_version, libjoker), Cstring, ()))
-"Whether a GPU can be used (always false: the CUDA backend is not wired in yet)."
+"Whether a GPU can be used (from the library's device probe; the CUDA path has not been run on a GPU yet)."
 gpu_available() = ccall((:joker_gpu_available, libjoker), Int32, ()) != 0
-"The number of usable CUDA devices (always 0 in this version)."
+"The number of usable CUDA devices (0 without a driver or a device)."
 device_count() = Int(ccall((:joker_device_count, libjoker), Int32, ()))
 
 # ---------------------------------------------------------------------------------------------

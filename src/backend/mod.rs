@@ -9,12 +9,23 @@
 //!
 //! The CPU implementation is [`cpu::Cpu`]; the CUDA kernels in `cuda/` are twins of these
 //! functions with the same names and meanings.
+//!
+//! A random-feature DBCD-TR fit goes through an [`RffEngine`]: it owns `theta` and the current
+//! block, so that a device backend can keep them (and the data) in device memory and use fused
+//! kernels. [`Backend::rff_engine`] gives a backend's own engine; backends without one (the
+//! CPU) get [`HostRff`], which composes `features`, `gram`, `project` and `accumulate` exactly
+//! as the solver always did.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
+use crate::data::Features;
+use crate::error::Result;
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
 use crate::scalar::Scalar;
+use crate::solver::decision::{CHUNK_ROWS, Predictor};
 
 /// The primitives a DBCD-TR iteration and prediction need.
 pub trait Backend<T: Scalar>: Send + Sync {
@@ -61,4 +72,155 @@ pub trait Backend<T: Scalar>: Send + Sync {
         d: usize,
         out: &mut [f64],
     );
+
+    /// The backend's own random-feature engine for a fit on the rows of `x`, visited in
+    /// blocks of at most `block` consecutive entries of `order` (see [`RffEngine`]), or `None`
+    /// for the host composition [`HostRff`] (the default).
+    fn rff_engine<'a>(
+        &'a self,
+        map: &'a FeatureMap<T>,
+        x: &'a Features<T>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<Box<dyn RffEngine<T> + 'a>>> {
+        let _ = (map, x, order, targets, block);
+        Ok(None)
+    }
+}
+
+/// The random-feature side of a DBCD-TR fit: `theta` (`M x T`, `f64`, column-major) and the
+/// current block, wherever the backend keeps them.
+///
+/// Rows are addressed by position in the `order` the engine was made with: a block is the
+/// rows `order[start..start + len]` (`len <= block`). The fused operations are the ones the
+/// CUDA kernels of `cuda/rff.cu` implement (`rff_block_gram`, `rff_update_theta`,
+/// `rff_predict`).
+pub trait RffEngine<T>: Send + Sync {
+    /// Makes `order[start..start + len]` the current block.
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()>;
+
+    /// `kbb (len x len, row-major) = Phi_B Phi_B^T` and `g (len x T) = Phi_B theta` for the
+    /// current block.
+    fn block_gram(&mut self, kbb: &mut [f64], g: &mut [f64]) -> Result<()>;
+
+    /// `theta += Phi_B^T delta` for the current block (`delta`: `len x T`).
+    fn update(&mut self, delta: &[f64]) -> Result<()>;
+
+    /// `theta = Phi^T alpha` over all rows (`alpha`: `n x T` in the rows' own order).
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()>;
+
+    /// Decision values `psi(X) theta` of every row of `x`, column-major `n x T` in the rows'
+    /// own order.
+    fn decision(&mut self) -> Result<Vec<f64>>;
+
+    /// Copies `theta` into `out` (`M x T`).
+    fn theta(&mut self, out: &mut [f64]) -> Result<()>;
+}
+
+/// [`RffEngine`] on the host, composing a backend's unfused primitives: `Phi_B` is formed
+/// once per block and reused by the update.
+pub struct HostRff<'a, T> {
+    backend: &'a dyn Backend<T>,
+    map: &'a FeatureMap<T>,
+    x: &'a Features<T>,
+    order: &'a [usize],
+    targets: usize,
+    theta: Vec<f64>,
+    xb: Vec<T>,
+    phi: Vec<T>,
+    nb: usize,
+}
+
+impl<'a, T: Scalar> HostRff<'a, T> {
+    /// An engine with `theta = 0` and room for blocks of `block` rows.
+    pub fn new(
+        backend: &'a dyn Backend<T>,
+        map: &'a FeatureMap<T>,
+        x: &'a Features<T>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Self {
+        let (m, d) = (map.m(), x.ncols());
+        HostRff {
+            backend,
+            map,
+            x,
+            order,
+            targets,
+            theta: vec![0.0; m * targets],
+            xb: vec![T::default(); block * d],
+            phi: vec![T::default(); block * m],
+            nb: 0,
+        }
+    }
+}
+
+impl<T: Scalar> RffEngine<T> for HostRff<'_, T> {
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
+        let (m, d) = (self.map.m(), self.x.ncols());
+        let rows = &self.order[start..start + len];
+        self.x.gather_dense(rows, &mut self.xb[..len * d]);
+        self.backend
+            .features(self.map, &self.xb[..len * d], len, &mut self.phi[..len * m]);
+        self.nb = len;
+        Ok(())
+    }
+
+    fn block_gram(&mut self, kbb: &mut [f64], g: &mut [f64]) -> Result<()> {
+        let (nb, m) = (self.nb, self.map.m());
+        let phi = &self.phi[..nb * m];
+        self.backend.gram(phi, nb, m, kbb);
+        self.backend
+            .project(phi, nb, m, &self.theta, self.targets, g);
+        Ok(())
+    }
+
+    fn update(&mut self, delta: &[f64]) -> Result<()> {
+        let (nb, m) = (self.nb, self.map.m());
+        self.backend.accumulate(
+            &self.phi[..nb * m],
+            nb,
+            m,
+            delta,
+            self.targets,
+            &mut self.theta,
+        );
+        Ok(())
+    }
+
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
+        let (n, d, m, tt) = (self.x.nrows(), self.x.ncols(), self.map.m(), self.targets);
+        self.theta.fill(0.0);
+        let mut xc = vec![T::default(); CHUNK_ROWS.min(n) * d];
+        let mut phi = vec![T::default(); CHUNK_ROWS.min(n) * m];
+        for start in (0..n).step_by(CHUNK_ROWS) {
+            let rows = CHUNK_ROWS.min(n - start);
+            self.x.gather_range(start, &mut xc[..rows * d]);
+            self.backend
+                .features(self.map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+            let mut delta = vec![0.0; rows * tt];
+            for t in 0..tt {
+                delta[t * rows..(t + 1) * rows]
+                    .copy_from_slice(&alpha[t * n + start..t * n + start + rows]);
+            }
+            self.backend
+                .accumulate(&phi[..rows * m], rows, m, &delta, tt, &mut self.theta);
+        }
+        Ok(())
+    }
+
+    fn decision(&mut self) -> Result<Vec<f64>> {
+        let pred = Predictor::Features {
+            map: self.map,
+            theta: &self.theta,
+        };
+        Ok(pred.decision(self.backend, self.x, self.targets))
+    }
+
+    fn theta(&mut self, out: &mut [f64]) -> Result<()> {
+        out.copy_from_slice(&self.theta);
+        Ok(())
+    }
 }

@@ -261,6 +261,15 @@ pub struct TrainArgs {
     /// Working precision.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32, help_heading = "Solver")]
     pub precision: PrecisionArg,
+    /// Where to fit: auto (a GPU when one is usable and the model runs there: random features
+    /// in f32), cpu, cuda or cuda:N.
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "DEVICE",
+        help_heading = "Solver"
+    )]
+    pub device: joker::Device,
 
     /// Do not z-score the features.
     #[arg(long, help_heading = "Preprocessing")]

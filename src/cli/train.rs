@@ -99,7 +99,8 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
         .max_iter(a.max_iter)
         .tol(a.tol)
         .check_every(a.check_every.unwrap_or(0))
-        .seed(a.seed);
+        .seed(a.seed)
+        .device(a.device);
     b = match (a.c, a.lambda) {
         (Some(c), _) => {
             if !(c > 0.0 && c.is_finite()) {
@@ -260,6 +261,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         },
     )?;
     reporter.finish();
+    if !a.quiet {
+        eprintln!("device: {}", model.training.device);
+    }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
 }

@@ -1,6 +1,7 @@
 //! Version, capability and error queries.
 
-use std::ffi::c_char;
+use std::ffi::{CString, c_char};
+use std::sync::OnceLock;
 
 use super::{
     Failure, JOKER_ABI_VERSION, JokerStatus, guard, guard_value, last_error_ptr, write_out,
@@ -41,22 +42,42 @@ pub extern "C" fn joker_status_name(status: i32) -> *const c_char {
     })
 }
 
-/// Whether a GPU can be used: 1 or 0. Always 0 in this version: the CUDA kernels exist but the
-/// CUDA backend is not wired into the library yet, so every fit and prediction runs on the
-/// CPU.
+/// Whether a GPU can be used: 1 or 0. Answers from the device probe (run once per process):
+/// 0 when the library was built without CUDA support, no NVIDIA driver library can be loaded,
+/// the driver is too old for the embedded PTX, or no device of compute capability 8.0 or newer
+/// is present. The CUDA backend has not been run on a GPU yet (see README, Status).
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_gpu_available() -> i32 {
-    guard_value(0, || 0)
+    guard_value(0, || i32::from(crate::device::probe().available()))
 }
 
-/// The number of usable CUDA devices. Always 0 in this version (see `joker_gpu_available`).
+/// The number of usable CUDA devices (0 when `joker_gpu_available` is 0).
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_device_count() -> i32 {
-    guard_value(0, || 0)
+    guard_value(0, || {
+        i32::try_from(crate::device::probe().devices.len()).unwrap_or(i32::MAX)
+    })
 }
 
-/// Writes in `*out` the name of CUDA device `index` (a static string). With no usable device
-/// (always, in this version) every index gives `JOKER_STATUS_DEVICE`.
+/// The device names as C strings, made once (they live for the whole process).
+fn device_names() -> &'static [(usize, CString)] {
+    static NAMES: OnceLock<Vec<(usize, CString)>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        crate::device::probe()
+            .devices
+            .iter()
+            .map(|g| {
+                let name = CString::new(g.name.replace('\0', "")).unwrap_or_default();
+                (g.index, name)
+            })
+            .collect()
+    })
+}
+
+/// Writes in `*out` the name of usable CUDA device `index` (its CUDA ordinal), a static string
+/// valid for the life of the process. An index that is not a usable device gives
+/// `JOKER_STATUS_DEVICE` with the reason (for example that no driver library was found) and
+/// `*out` is set to NULL.
 ///
 /// # Safety
 /// `out` must be NULL or valid for writing one pointer.
@@ -65,12 +86,28 @@ pub unsafe extern "C" fn joker_device_name(index: i32, out: *mut *const c_char) 
     guard(|| {
         // SAFETY: `out` is NULL (rejected) or writable (function contract).
         unsafe { write_out(out, std::ptr::null(), "out") }?;
-        Err(Failure::new(
-            JokerStatus::Device,
-            format!(
-                "no CUDA device {index}: this build sees {} devices (the CUDA backend is not wired into the library yet)",
-                joker_device_count()
-            ),
-        ))
+        let found = usize::try_from(index)
+            .ok()
+            .and_then(|i| device_names().iter().find(|(j, _)| *j == i));
+        match found {
+            Some((_, name)) => {
+                // SAFETY: as above; the string is owned by a process-wide static.
+                unsafe { write_out(out, name.as_ptr(), "out") }
+            }
+            None => {
+                let p = crate::device::probe();
+                Err(Failure::new(
+                    JokerStatus::Device,
+                    if p.available() {
+                        format!(
+                            "no usable CUDA device {index}: the usable devices are {:?}",
+                            p.devices.iter().map(|g| g.index).collect::<Vec<_>>()
+                        )
+                    } else {
+                        format!("no usable CUDA device {index}: {}", p.reason())
+                    },
+                ))
+            }
+        }
     })
 }

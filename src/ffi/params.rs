@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::handle::{Kind, get, get_mut, impl_handle, register, release};
 use super::{Failure, FfiResult, JokerStatus, guard, input_slice, write_out};
+use crate::device::Device;
 use crate::estimator::{ClassWeight, Joker, JokerBuilder};
 use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
@@ -603,6 +604,45 @@ pub unsafe extern "C" fn joker_params_set_max_memory(
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
     guard(|| unsafe { update(params, |j| j.max_memory = (bytes > 0).then_some(bytes)) })
+}
+
+/// `joker_params_set_device`: a GPU when one is usable and the model runs there (random
+/// features in f32), else the CPU. The default.
+pub const JOKER_DEVICE_AUTO: i32 = -1;
+
+/// `joker_params_set_device`: always the CPU.
+pub const JOKER_DEVICE_CPU: i32 = -2;
+
+/// Chooses where fits with these parameters run: `JOKER_DEVICE_AUTO` (the default),
+/// `JOKER_DEVICE_CPU`, or a CUDA device ordinal `>= 0`. The choice is checked when fitting: a
+/// GPU that cannot be used (no driver, no such device, or a model the GPU does not cover:
+/// exact kernels, f64, full KRR) makes `joker_fit` fail with `JOKER_STATUS_DEVICE`, while
+/// `JOKER_DEVICE_AUTO` falls back to the CPU.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_device(
+    params: *mut JokerParams,
+    device: i32,
+) -> JokerStatus {
+    guard(|| {
+        let dev = match device {
+            JOKER_DEVICE_AUTO => Device::Auto,
+            JOKER_DEVICE_CPU => Device::Cpu,
+            i if i >= 0 => Device::Cuda(i as usize),
+            _ => {
+                return Err(Failure::invalid(
+                    "device",
+                    format!(
+                        "{device} is neither JOKER_DEVICE_AUTO (-1), JOKER_DEVICE_CPU (-2) nor a CUDA device ordinal (>= 0)"
+                    ),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.device = dev) }
+    })
 }
 
 /// Borrows the validated parameters of a handle.

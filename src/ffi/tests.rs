@@ -73,13 +73,31 @@ fn version_and_capabilities() {
     let v = unsafe { CStr::from_ptr(joker_version()) };
     assert_eq!(v.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
     assert_eq!(joker_abi_version(), JOKER_ABI_VERSION);
-    assert_eq!(joker_gpu_available(), 0);
-    assert_eq!(joker_device_count(), 0);
+    // The device queries answer from the probe, whatever this machine has.
+    let probe = crate::device::probe();
+    assert_eq!(joker_gpu_available(), i32::from(probe.available()));
+    assert_eq!(joker_device_count(), probe.devices.len() as i32);
     let mut name = c"x".as_ptr();
     // SAFETY: valid out-pointer.
-    let st = unsafe { joker_device_name(0, &mut name) };
-    expect(st, JokerStatus::Device, "not wired");
+    let st = unsafe { joker_device_name(-1, &mut name) };
+    expect(st, JokerStatus::Device, "no usable CUDA device -1");
     assert!(name.is_null());
+    if !probe.available() {
+        // SAFETY: valid out-pointer.
+        let st = unsafe { joker_device_name(0, &mut name) };
+        expect(st, JokerStatus::Device, &probe.reason());
+        assert!(name.is_null());
+    }
+    for g in &probe.devices {
+        // SAFETY: valid out-pointer; the name is a static NUL-terminated string.
+        unsafe {
+            ok(joker_device_name(g.index as i32, &mut name));
+            assert_eq!(CStr::from_ptr(name).to_str().unwrap(), g.name);
+        }
+    }
+    // SAFETY: NULL out-pointer is rejected.
+    let st = unsafe { joker_device_name(0, null_mut()) };
+    expect(st, JokerStatus::NullPointer, "out");
     // SAFETY: static strings.
     let s = |v| {
         unsafe { CStr::from_ptr(joker_status_name(v)) }
@@ -624,4 +642,48 @@ fn panics_become_a_status_and_a_message() {
     // the next call clears the message
     ok(guard(|| Ok(())));
     assert_eq!(guard_value(5, || panic!("x")), 5);
+}
+
+/// The device setter validates its value; an explicit GPU that cannot be used fails the fit
+/// with JOKER_STATUS_DEVICE (no panic), and Auto falls back to the CPU.
+#[test]
+fn device_choice() {
+    let (n, d) = (300, 3);
+    let (x, y) = binary(n, d, 11);
+    let train = dense(&x, n, d, Some(&y));
+    let p = params(JokerLoss::L2Svc);
+    // SAFETY: live handles used on this thread.
+    unsafe {
+        expect(
+            joker_params_set_device(p, -3),
+            JokerStatus::InvalidArgument,
+            "JOKER_DEVICE_AUTO",
+        );
+        ok(joker_params_set_device(p, JOKER_DEVICE_CPU));
+        ok(joker_params_set_device(p, JOKER_DEVICE_AUTO));
+        let mut m = null_mut();
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            None,
+            null_mut(),
+            &mut m,
+        ));
+        ok(joker_model_free(m));
+        if !crate::device::probe().available() {
+            ok(joker_params_set_device(p, 0));
+            let mut m = null_mut();
+            expect(
+                joker_fit(p, train, null(), 0, null(), None, null_mut(), &mut m),
+                JokerStatus::Device,
+                "cuda:0 was requested",
+            );
+            assert!(m.is_null());
+        }
+        ok(joker_params_free(p));
+        ok(joker_data_free(train));
+    }
 }

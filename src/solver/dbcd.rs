@@ -9,6 +9,10 @@
 //! Every `check_every` iterations the primal and dual objectives and the relative duality gap
 //! are computed (one pass over the data), a validation metric is evaluated if asked for, the
 //! progress callback runs, and the stopping rules are applied.
+//!
+//! Random-feature fits go through the backend's [`RffEngine`] (the host composition of the
+//! primitives on the CPU, fused kernels with `theta` in device memory on a GPU); the solver
+//! keeps a host copy of `theta` that it refreshes at every check and at the end.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +20,7 @@ use rayon::prelude::*;
 
 use super::decision::{CHUNK_ROWS, Predictor};
 use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
-use crate::backend::Backend;
+use crate::backend::{Backend, HostRff, RffEngine};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -221,9 +225,12 @@ struct State<'a, T: Scalar> {
     backend: &'a dyn Backend<T>,
     n: usize,
     alpha: Vec<f64>,
-    /// `theta` (features) or `beta = K alpha` (exact), both `f64`.
+    /// `theta` (features; a host copy of the engine's, current at checks), `beta = K alpha`
+    /// (exact), both `f64`.
     theta: Vec<f64>,
     beta: Vec<f64>,
+    /// The random-feature engine (features only).
+    engine: Option<Box<dyn RffEngine<T> + 'a>>,
 }
 
 impl<T: Scalar> State<'_, T> {
@@ -251,45 +258,42 @@ impl<T: Scalar> State<'_, T> {
     }
 
     /// Builds `theta` or `beta` from scratch (needed when `alpha != 0` at the start).
-    fn sync_from_alpha(&mut self) {
-        let (n, tt) = (self.n, self.prob.targets);
+    fn sync_from_alpha(&mut self) -> Result<()> {
+        let tt = self.prob.targets;
         if self.alpha.iter().all(|&a| a == 0.0) {
-            return;
+            return Ok(());
         }
-        let x = self.prob.x;
-        let d = x.ncols();
         match self.prob.repr {
-            Repr::Features(map) => {
-                let m = map.m();
-                let mut xc = vec![T::default(); CHUNK_ROWS * d];
-                let mut phi = vec![T::default(); CHUNK_ROWS * m];
-                for start in (0..n).step_by(CHUNK_ROWS) {
-                    let rows = CHUNK_ROWS.min(n - start);
-                    x.gather_range(start, &mut xc[..rows * d]);
-                    self.backend
-                        .features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
-                    let mut delta = vec![0.0; rows * tt];
-                    for t in 0..tt {
-                        delta[t * rows..(t + 1) * rows]
-                            .copy_from_slice(&self.alpha[t * n + start..t * n + start + rows]);
-                    }
-                    self.backend
-                        .accumulate(&phi[..rows * m], rows, m, &delta, tt, &mut self.theta);
+            Repr::Features(_) => {
+                if let Some(e) = self.engine.as_mut() {
+                    e.set_alpha(&self.alpha)?;
                 }
             }
             Repr::Exact(_) => {
-                self.beta = self.predictor().decision(self.backend, x, tt);
+                self.beta = self.predictor().decision(self.backend, self.prob.x, tt);
             }
         }
+        Ok(())
     }
 
-    /// Primal, dual and relative gap, plus the squared norm term.
-    fn objectives(&self) -> (f64, f64, f64) {
+    /// Refreshes the host copy of `theta` from the engine.
+    fn pull_theta(&mut self) -> Result<()> {
+        if let Some(e) = self.engine.as_mut() {
+            e.theta(&mut self.theta)?;
+        }
+        Ok(())
+    }
+
+    /// Primal, dual and relative gap, plus the squared norm term (`theta` must be pulled).
+    fn objectives(&mut self) -> Result<(f64, f64, f64)> {
         let (n, tt) = (self.n, self.prob.targets);
         let loss = self.prob.loss;
         let (u, sq) = match self.prob.repr {
             Repr::Features(_) => {
-                let u = self.predictor().decision(self.backend, self.prob.x, tt);
+                let u = match self.engine.as_mut() {
+                    Some(e) => e.decision()?,
+                    None => self.predictor().decision(self.backend, self.prob.x, tt),
+                };
                 let sq: f64 = self.theta.iter().map(|v| v * v).sum();
                 (u, sq)
             }
@@ -310,7 +314,7 @@ impl<T: Scalar> State<'_, T> {
         let dual = -(0.5 * sq + fsum);
         let scale = primal.abs().max(dual.abs()).max(f64::MIN_POSITIVE);
         let gap = ((primal - dual) / scale).max(0.0);
-        (primal, dual, gap)
+        Ok((primal, dual, gap))
     }
 }
 
@@ -339,6 +343,10 @@ pub fn solve<T: Scalar>(
             prob.y.len()
         )));
     }
+    // Fixed blocks over one seeded shuffle.
+    let mut perm: Vec<usize> = (0..n).collect();
+    Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
+    let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = State {
         prob,
         backend,
@@ -346,6 +354,7 @@ pub fn solve<T: Scalar>(
         alpha: vec![0.0; n * tt],
         theta: Vec::new(),
         beta: Vec::new(),
+        engine: None,
     };
     // Starting point: the warm start or the loss's own, inside the box.
     for t in 0..tt {
@@ -359,7 +368,7 @@ pub fn solve<T: Scalar>(
             st.alpha[t * n + i] = a0.clamp(lo, hi);
         }
     }
-    let m = match prob.repr {
+    match prob.repr {
         Repr::Features(map) => {
             if map.d() != d {
                 return Err(JokerError::ShapeMismatch(format!(
@@ -368,19 +377,16 @@ pub fn solve<T: Scalar>(
                 )));
             }
             st.theta = vec![0.0; map.m() * tt];
-            map.m()
+            st.engine = Some(match backend.rff_engine(map, prob.x, &perm, tt, b)? {
+                Some(e) => e,
+                None => Box::new(HostRff::new(backend, map, prob.x, &perm, tt, b)),
+            });
         }
         Repr::Exact(_) => {
             st.beta = vec![0.0; n * tt];
-            0
         }
-    };
-    st.sync_from_alpha();
-
-    // Fixed blocks over one seeded shuffle.
-    let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
-    let blocks: Vec<&[usize]> = perm.chunks(b).collect();
+    }
+    st.sync_from_alpha()?;
     let mut chooser = Stream::new(cfg.seed, 0xC401);
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
@@ -389,7 +395,6 @@ pub fn solve<T: Scalar>(
     };
 
     let mut xb = vec![T::default(); b * d];
-    let mut phi = vec![T::default(); b * m];
     let mut kbb = vec![0.0; b * b];
     let mut gbar = vec![0.0; b * tt];
     let mut delta_max = cfg.delta_max;
@@ -400,41 +405,48 @@ pub fn solve<T: Scalar>(
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
 
-    let mut check =
-        |st: &State<T>, iter: usize, accepted: usize, monitored: f64, hooks: &mut Hooks<T>| {
-            let train_seconds = start.elapsed().as_secs_f64() - monitored;
-            let (primal, dual, gap) = st.objectives();
-            let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
-            let p = Progress {
-                iter,
-                epoch: (iter * b) as f64 / n as f64,
-                seconds: start.elapsed().as_secs_f64(),
-                train_seconds,
-                primal,
-                dual,
-                gap,
-                validation,
-                accepted,
-                rel_residual: None,
-            };
-            let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-            history.push(p);
-            (gap, go_on, primal.is_finite() && dual.is_finite())
+    let mut check = |st: &mut State<T>,
+                     iter: usize,
+                     accepted: usize,
+                     monitored: f64,
+                     hooks: &mut Hooks<T>|
+     -> Result<(f64, bool, bool)> {
+        let train_seconds = start.elapsed().as_secs_f64() - monitored;
+        st.pull_theta()?;
+        let (primal, dual, gap) = st.objectives()?;
+        let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+        let p = Progress {
+            iter,
+            epoch: (iter * b) as f64 / n as f64,
+            seconds: start.elapsed().as_secs_f64(),
+            train_seconds,
+            primal,
+            dual,
+            gap,
+            validation,
+            accepted,
+            rel_residual: None,
         };
+        let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+        history.push(p);
+        Ok((gap, go_on, primal.is_finite() && dual.is_finite()))
+    };
 
     while iter < cfg.max_iter {
         let t0 = Instant::now();
-        let block = blocks[chooser.below(blocks.len())];
+        let bi = chooser.below(blocks.len());
+        let block = blocks[bi];
         let nb = block.len();
-        prob.x.gather_dense(block, &mut xb[..nb * d]);
         let kb = &mut kbb[..nb * nb];
         match prob.repr {
-            Repr::Features(map) => {
-                backend.features(map, &xb[..nb * d], nb, &mut phi[..nb * m]);
-                backend.gram(&phi[..nb * m], nb, m, kb);
-                backend.project(&phi[..nb * m], nb, m, &st.theta, tt, &mut gbar[..nb * tt]);
+            Repr::Features(_) => {
+                if let Some(e) = st.engine.as_mut() {
+                    e.load_block(bi * b, nb)?;
+                    e.block_gram(kb, &mut gbar[..nb * tt])?;
+                }
             }
             Repr::Exact(kernel) => {
+                prob.x.gather_dense(block, &mut xb[..nb * d]);
                 backend.kernel_tile(kernel, &xb[..nb * d], nb, &xb[..nb * d], nb, d, kb);
                 for t in 0..tt {
                     for (r, &i) in block.iter().enumerate() {
@@ -487,7 +499,9 @@ pub fn solve<T: Scalar>(
         if changed {
             match prob.repr {
                 Repr::Features(_) => {
-                    backend.accumulate(&phi[..nb * m], nb, m, &delta, tt, &mut st.theta);
+                    if let Some(e) = st.engine.as_mut() {
+                        e.update(&delta)?;
+                    }
                 }
                 Repr::Exact(kernel) => {
                     update_beta(
@@ -511,7 +525,7 @@ pub fn solve<T: Scalar>(
         if iter % check_every == 0 {
             checked_at = iter;
             let tc = Instant::now();
-            let (gap, go_on, finite) = check(&st, iter, accepted, timings.check, hooks);
+            let (gap, go_on, finite) = check(&mut st, iter, accepted, timings.check, hooks)?;
             timings.check += tc.elapsed().as_secs_f64();
             if !finite {
                 return Err(JokerError::Numerical(
@@ -535,12 +549,13 @@ pub fn solve<T: Scalar>(
     }
     if checked_at != iter {
         let tc = Instant::now();
-        let (gap, _, _) = check(&st, iter, accepted, timings.check, hooks);
+        let (gap, _, _) = check(&mut st, iter, accepted, timings.check, hooks)?;
         timings.check += tc.elapsed().as_secs_f64();
         if gap <= cfg.tol && stop != StopReason::Cancelled {
             stop = StopReason::Converged;
         }
     }
+    st.pull_theta()?;
     let theta = match prob.repr {
         Repr::Features(_) => Some(std::mem::take(&mut st.theta)),
         Repr::Exact(_) => None,

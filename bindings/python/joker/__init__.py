@@ -182,12 +182,13 @@ def version():
 
 
 def gpu_available():
-    """Whether a GPU can be used (always False: the CUDA backend is not wired in yet)."""
+    """Whether a GPU can be used (from the library's device probe; the CUDA path has not been run
+    on a GPU yet)."""
     return bool(_lib.joker_gpu_available())
 
 
 def device_count():
-    """The number of usable CUDA devices (always 0 in this version)."""
+    """The number of usable CUDA devices (0 without a driver or a device)."""
     return int(_lib.joker_device_count())
 
 

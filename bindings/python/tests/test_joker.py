@@ -110,8 +110,8 @@ class TestApi(unittest.TestCase):
 
     def test_version_and_capabilities(self):
         self.assertRegex(joker.version(), r"^\d+\.\d+\.\d+")
-        self.assertFalse(joker.gpu_available())
-        self.assertEqual(joker.device_count(), 0)
+        # From the device probe: consistent whatever the machine has.
+        self.assertEqual(joker.gpu_available(), joker.device_count() > 0)
 
     def test_klr_probabilities_weights_and_progress(self):
         seen = []

@@ -1,0 +1,221 @@
+//! GPU benchmark of the fused random-feature kernels and of a DBCD-TR iteration, for the
+//! setting b = 512, M = 100,000, d = 28 (HIGGS-like), T = 1.
+//!
+//! ```sh
+//! cargo run --release --example bench_gpu [-- --n 200000 --iters 50 --reps 20 --cpu 0]
+//! ```
+//!
+//! Reports (nothing here has been run on a GPU yet):
+//! - device time per call of `rff_block_gram` + `_reduce` and of `rff_update_theta`, with CUDA
+//!   events over `reps` launches on device-resident inputs;
+//! - the same flops `2 b^2 M` as one cuBLAS SGEMM (`Phi_B Phi_B^T` from an explicit `Phi_B`),
+//!   timed with events: the fused Gram's rate as a fraction of that GEMM rate;
+//! - the time of an iteration of the GPU engine without the trust-region solve (block, fused
+//!   Gram, copies of `K_BB` and `g` back, delta up, fused update), between two CUDA events on
+//!   the stream (host gaps between the calls included), on resident data;
+//! - wall-clock seconds per DBCD-TR iteration of a real fit on the GPU (host trust-region
+//!   solve included) next to the same fit on the CPU (`--cpu 0` skips it), from the solver's
+//!   own timings;
+//! - device memory: joker's estimate and the measured growth of used memory when the engine is
+//!   created (`cuMemGetInfo`).
+//!
+//! Without a usable GPU it prints why and exits with status 2.
+
+use std::process::exit;
+
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas_sys};
+use cudarc::driver::sys::CUevent_flags;
+use joker::backend::Backend;
+use joker::backend::cuda::Cuda;
+use joker::device::probe;
+use joker::features::{FeatureMap, FeatureSpec};
+use joker::rng::Stream;
+use joker::{Dataset, DenseMatrix, Device, Features, Joker, Kernel, KernelKind, Loss};
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let p = probe();
+    if !p.available() {
+        eprintln!("bench_gpu: no usable GPU: {}", p.reason());
+        exit(2);
+    }
+    if let Err(e) = run() {
+        eprintln!("bench_gpu: {e}");
+        exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let (b, m, d, tt) = (512usize, 100_000usize, 28usize, 1usize);
+    let n = arg("--n", 200_000);
+    let iters = arg("--iters", 50);
+    let reps = arg("--reps", 20);
+    let gpu = Cuda::new(probe().devices[0].index)?;
+    let info = gpu.info().clone();
+    println!(
+        "device: cuda:{} {} ({} SMs, {:.1} GiB, cc {}.{})",
+        info.index,
+        info.name,
+        gpu.sm_count(),
+        info.total_memory as f64 / (1u64 << 30) as f64,
+        info.compute_capability.0,
+        info.compute_capability.1
+    );
+    println!("setting: b = {b}, M = {m}, d = {d}, T = {tt}, n = {n}");
+
+    // Data: uniform in [-2, 2)^d, labels from a smooth rule (HIGGS-like sizes, not values).
+    let mut s = Stream::new(1, 2);
+    let xs: Vec<f32> = (0..n * d)
+        .map(|_| (4.0 * s.uniform() - 2.0) as f32)
+        .collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| {
+            let r = &xs[i * d..i * d + 3];
+            if (r[0] * r[1] + r[2]).sin() > 0.0 {
+                1.0
+            } else {
+                -1.0
+            }
+        })
+        .collect();
+    let map = FeatureMap::<f32>::new(FeatureSpec {
+        kernel: Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 1.0 / d as f64,
+        },
+        n_components: m,
+        dim: d,
+        seed: 42,
+    })?;
+
+    // 1. Fused kernels with events.
+    let (gram_ms, upd_ms) = gpu.time_fused(&map, &xs[..b * d], b, tt, reps)?;
+    let gram_flops = 2.0 * (b * b) as f64 * m as f64;
+    println!(
+        "rff_block_gram+reduce  {gram_ms:9.3} ms  {:7.2} TFLOP/s (2 b^2 M)",
+        gram_flops / gram_ms * 1e-9
+    );
+    println!(
+        "rff_update_theta       {upd_ms:9.3} ms  {:7.2} TFLOP/s (2 b M d + 2 b M T)",
+        2.0 * (b * m * (d + tt)) as f64 / upd_ms * 1e-9
+    );
+
+    // 2. The GEMM ceiling: cuBLAS SGEMM with the same flops, C (b x b) = A^T A, A = Phi_B^T
+    // (M x b, column-major).
+    // SAFETY: `is_culib_present` only tries to dlopen libcublas by its usual names.
+    if !unsafe { blas_sys::is_culib_present() } {
+        println!("sgemm: skipped, libcublas could not be loaded");
+    } else {
+        let stream = gpu.stream().clone();
+        let blas = CudaBlas::new(stream.clone())?;
+        let a = stream.clone_htod(&vec![0.01f32; m * b])?;
+        let mut c = stream.alloc_zeros::<f32>(b * b)?;
+        let cfg = GemmConfig {
+            transa: blas_sys::cublasOperation_t::CUBLAS_OP_T,
+            transb: blas_sys::cublasOperation_t::CUBLAS_OP_N,
+            m: b as i32,
+            n: b as i32,
+            k: m as i32,
+            alpha: 1.0f32,
+            lda: m as i32,
+            ldb: m as i32,
+            beta: 0.0f32,
+            ldc: b as i32,
+        };
+        // SAFETY: A holds M * b f32 (lda = M, k = M rows used), C holds b * b (ldc = b).
+        unsafe { blas.gemm(cfg, &a, &a, &mut c) }?;
+        let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        for _ in 0..reps {
+            // SAFETY: as above.
+            unsafe { blas.gemm(cfg, &a, &a, &mut c) }?;
+        }
+        let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let gemm_ms = e0.elapsed_ms(&e1)? as f64 / reps as f64;
+        println!(
+            "cublas sgemm (same flops) {gemm_ms:6.3} ms  {:7.2} TFLOP/s",
+            gram_flops / gemm_ms * 1e-9
+        );
+        println!(
+            "fused Gram rate / SGEMM rate: {:.2}",
+            gemm_ms / gram_ms.max(1e-12)
+        );
+    }
+
+    // 3. Engine iteration on the device, and memory.
+    let x = Features::Dense(DenseMatrix::new(n, d, xs.clone())?);
+    let order: Vec<usize> = (0..n).collect();
+    let plan = gpu.memory_plan(n, d, m, tt, b)?;
+    let (free0, total) = gpu.memory_info()?;
+    {
+        let mut eng = gpu
+            .rff_engine(&map, &x, &order, tt, b)?
+            .ok_or("the CUDA backend gave no engine")?;
+        let (free1, _) = gpu.memory_info()?;
+        println!(
+            "device memory: estimate {:.1} MiB (data {}), measured growth {:.1} MiB, used {:.1} of {:.1} GiB",
+            plan.total() as f64 / (1 << 20) as f64,
+            if plan.resident {
+                "resident"
+            } else {
+                "streamed"
+            },
+            free0.saturating_sub(free1) as f64 / (1 << 20) as f64,
+            (total - free1) as f64 / (1u64 << 30) as f64,
+            total as f64 / (1u64 << 30) as f64
+        );
+        let mut k = vec![0.0; b * b];
+        let mut g = vec![0.0; b * tt];
+        let delta = vec![1e-6; b * tt];
+        let nblocks = n / b;
+        let stream = gpu.stream().clone();
+        let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        for i in 0..iters {
+            eng.load_block((i % nblocks) * b, b)?;
+            eng.block_gram(&mut k, &mut g)?;
+            eng.update(&delta)?;
+        }
+        let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        println!(
+            "engine iteration (events around block copy + fused Gram + K/g copy back + delta + fused update; host gaps included, no TR solve): {:.3} ms",
+            e0.elapsed_ms(&e1)? as f64 / iters as f64
+        );
+    }
+
+    // 4. Real fits: seconds per iteration from the solver's timings.
+    let data = Dataset::new(x, y)?;
+    let mut devices = vec![Device::Cuda(info.index)];
+    if arg("--cpu", 1) != 0 {
+        devices.push(Device::Cpu);
+    }
+    for dev in devices {
+        let model = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(m)
+            .block_size(b)
+            .max_iter(iters)
+            .check_every(iters)
+            .tol(0.0)
+            .device(dev)
+            .build()?
+            .fit(&data)?;
+        let t = &model.training.timings;
+        println!(
+            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3}, update {:.3} ms) [{}]",
+            dev.to_string(),
+            1e3 * t.per_iteration(model.training.iterations),
+            1e3 * t.block / model.training.iterations.max(1) as f64,
+            1e3 * t.solve / model.training.iterations.max(1) as f64,
+            1e3 * t.update / model.training.iterations.max(1) as f64,
+            model.training.device
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! GPU tests: every CUDA kernel against its CPU twin, the device engine against the host one,
+//! and an end-to-end fit on the GPU against the same fit on the CPU.
+//!
+//! Each test prints a skip message and returns when no GPU is usable (always on the build
+//! machines; these tests have not run on a GPU yet). Without a GPU the tests that do run
+//! check that asking for one fails cleanly.
+//!
+//! Tolerances (f32 features, `s = sqrt(2/M)`):
+//! - `W`: within 1 f32 ulp of the CPU's (libdevice vs glibc `log`/`cos`/`tan`); `b`: exact.
+//! - features: `|gpu - ref| <= s (d + 4) eps32 (1 + |b_j| + sum_k |W_jk x_k|)`, against the
+//!   f64 evaluation of the same f32 `W` (the f32 FMA chain's rounding bound).
+//! - `K_BB`: `|gpu - cpu| <= 1e-5 + 2e-6 sqrt(M)` (entries are O(1): f32 sums over M with
+//!   different orders on each side), and exactly symmetric on the GPU.
+//! - `g`, `theta` updates, predictions: `|gpu - cpu| <= 1e-5 sum |terms|` (f64 accumulation of
+//!   f32 features that differ by a few ulp).
+
+#![cfg(feature = "cuda")]
+
+use joker::backend::cpu::Cpu;
+use joker::backend::cuda::Cuda;
+use joker::backend::{Backend, HostRff, RffEngine};
+use joker::device::probe;
+use joker::features::{FeatureMap, FeatureSpec};
+use joker::rng::Stream;
+use joker::{
+    Dataset, DenseMatrix, Device, Features, Joker, JokerError, Kernel, KernelKind, Loss, MaternNu,
+};
+
+/// The GPU, or `None` after printing why the test is skipped.
+fn gpu(test: &str) -> Option<Cuda> {
+    let p = probe();
+    if !p.available() {
+        eprintln!("{test}: skipped, no usable GPU: {}", p.reason());
+        return None;
+    }
+    match Cuda::new(p.devices[0].index) {
+        Ok(g) => Some(g),
+        Err(e) => panic!("{test}: the probe found a GPU but it could not be opened: {e}"),
+    }
+}
+
+/// Fresh random values in [-2, 2) (a new seed per call site).
+fn random(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = Stream::new(seed, 77);
+    (0..n).map(|_| 4.0 * s.uniform() - 2.0).collect()
+}
+
+fn f32s(v: &[f64]) -> Vec<f32> {
+    v.iter().map(|&x| x as f32).collect()
+}
+
+fn kernels() -> [KernelKind; 3] {
+    [
+        KernelKind::Gaussian,
+        KernelKind::Laplacian,
+        KernelKind::Matern {
+            nu: MaternNu::ThreeHalves,
+        },
+    ]
+}
+
+fn map(kind: KernelKind, m: usize, d: usize, seed: u64) -> FeatureMap<f32> {
+    FeatureMap::new(FeatureSpec {
+        kernel: Kernel {
+            kind,
+            gamma: 0.5 / d as f64,
+        },
+        n_components: m,
+        dim: d,
+        seed,
+    })
+    .unwrap()
+}
+
+/// Seeds for fresh inputs on every run (the test prints them for reproduction).
+fn run_seed() -> u64 {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    eprintln!("input seed {s}");
+    s
+}
+
+fn ulp_diff(a: f32, b: f32) -> u32 {
+    if a == b {
+        return 0;
+    }
+    (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
+}
+
+/// Sizes not multiples of the tiles (128 rows, 32 features, 32 input dimensions).
+const SHAPES: [(usize, usize, usize); 5] = [
+    // (rows, M, d)
+    (1, 1, 1),
+    (37, 33, 5),
+    (130, 1001, 28),
+    (300, 257, 33),
+    (129, 4099, 3),
+];
+
+#[test]
+fn weights_match_the_cpu_map() {
+    let Some(g) = gpu("weights_match_the_cpu_map") else {
+        return;
+    };
+    let seed = run_seed();
+    for kind in kernels() {
+        for &(_, m, d) in &SHAPES {
+            let mp = map(kind, m, d, seed);
+            let (w, b) = g.weights(&mp).unwrap();
+            assert_eq!(b, mp.b(), "{kind:?} b");
+            for (i, (x, y)) in w.iter().zip(mp.w()).enumerate() {
+                assert!(ulp_diff(*x, *y) <= 1, "{kind:?} W[{i}]: gpu {x} cpu {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn features_match_the_f64_reference() {
+    let Some(g) = gpu("features_match_the_f64_reference") else {
+        return;
+    };
+    let seed = run_seed();
+    for kind in kernels() {
+        for &(n, m, d) in &SHAPES {
+            let mp = map(kind, m, d, seed);
+            let x = random(n * d, seed ^ 1);
+            let phi = g.features(&mp, &f32s(&x), n).unwrap();
+            let s = (2.0 / m as f64).sqrt();
+            let eps = f32::EPSILON as f64;
+            for i in 0..n {
+                let xi: Vec<f64> = f32s(&x[i * d..(i + 1) * d])
+                    .iter()
+                    .map(|&v| v as f64)
+                    .collect();
+                let want = mp.eval_f64(&xi);
+                for j in 0..m {
+                    let mag: f64 = 1.0
+                        + (mp.b()[j] as f64).abs()
+                        + (0..d)
+                            .map(|k| (mp.w()[j * d + k] as f64 * xi[k]).abs())
+                            .sum::<f64>();
+                    let tol = s * (d as f64 + 4.0) * eps * mag;
+                    let got = phi[i * m + j] as f64;
+                    assert!(
+                        (got - want[j]).abs() <= tol,
+                        "{kind:?} n={n} M={m} d={d} phi[{i},{j}]: gpu {got} ref {} tol {tol}",
+                        want[j]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn block_gram_matches_features_gram_project() {
+    let Some(g) = gpu("block_gram_matches_features_gram_project") else {
+        return;
+    };
+    let seed = run_seed();
+    for kind in kernels() {
+        for &(nb, m, d) in &SHAPES {
+            for tt in [1, 3] {
+                let mp = map(kind, m, d, seed);
+                let xb = f32s(&random(nb * d, seed ^ 2));
+                let theta = random(m * tt, seed ^ 3);
+                let (k, gv) = g.block_gram(&mp, &xb, nb, &theta, tt).unwrap();
+                let mut phi = vec![f32::NAN; nb * m];
+                Cpu.features(&mp, &xb, nb, &mut phi);
+                let mut kc = vec![f64::NAN; nb * nb];
+                Cpu.gram(&phi, nb, m, &mut kc);
+                let mut gc = vec![f64::NAN; nb * tt];
+                Cpu.project(&phi, nb, m, &theta, tt, &mut gc);
+                let ktol = 1e-5 + 2e-6 * (m as f64).sqrt();
+                for i in 0..nb {
+                    for j in 0..nb {
+                        let v = k[i * nb + j];
+                        assert_eq!(v.to_bits(), k[j * nb + i].to_bits(), "K not symmetric");
+                        assert!(
+                            (v as f64 - kc[i * nb + j]).abs() <= ktol,
+                            "{kind:?} b={nb} M={m} d={d} K[{i},{j}]: gpu {v} cpu {}",
+                            kc[i * nb + j]
+                        );
+                    }
+                }
+                for t in 0..tt {
+                    for i in 0..nb {
+                        let mag: f64 = (0..m)
+                            .map(|j| (phi[i * m + j] as f64 * theta[t * m + j]).abs())
+                            .sum();
+                        let (a, b) = (gv[t * nb + i], gc[t * nb + i]);
+                        assert!(
+                            (a - b).abs() <= 1e-5 * mag + 1e-12,
+                            "{kind:?} b={nb} M={m} d={d} g[{i},{t}]: gpu {a} cpu {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn update_theta_matches_features_accumulate() {
+    let Some(g) = gpu("update_theta_matches_features_accumulate") else {
+        return;
+    };
+    let seed = run_seed();
+    for kind in kernels() {
+        for &(nb, m, d) in &SHAPES {
+            for tt in [1, 2] {
+                let mp = map(kind, m, d, seed);
+                let xb = f32s(&random(nb * d, seed ^ 4));
+                let mut delta = random(nb * tt, seed ^ 5);
+                delta[0] = 0.0;
+                let theta0 = random(m * tt, seed ^ 6);
+                let mut tg = theta0.clone();
+                g.update_theta(&mp, &xb, nb, &delta, tt, &mut tg).unwrap();
+                let mut phi = vec![f32::NAN; nb * m];
+                Cpu.features(&mp, &xb, nb, &mut phi);
+                let mut tc = theta0.clone();
+                Cpu.accumulate(&phi, nb, m, &delta, tt, &mut tc);
+                for t in 0..tt {
+                    for j in 0..m {
+                        let mag: f64 = theta0[t * m + j].abs()
+                            + (0..nb)
+                                .map(|i| (phi[i * m + j] as f64 * delta[t * nb + i]).abs())
+                                .sum::<f64>();
+                        let (a, b) = (tg[t * m + j], tc[t * m + j]);
+                        assert!(
+                            (a - b).abs() <= 1e-5 * mag + 1e-12,
+                            "{kind:?} b={nb} M={m} d={d} theta[{j},{t}]: gpu {a} cpu {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn predict_matches_the_cpu_across_chunks() {
+    let Some(g) = gpu("predict_matches_the_cpu_across_chunks") else {
+        return;
+    };
+    let seed = run_seed();
+    // 70,001 rows: more than one 65,536-row launch, and not a multiple of 256.
+    for &(n, m, d, tt) in &[(70_001usize, 65usize, 7usize, 2usize), (300, 1001, 28, 1)] {
+        let mp = map(KernelKind::Gaussian, m, d, seed);
+        let x = f32s(&random(n * d, seed ^ 7));
+        let theta = random(m * tt, seed ^ 8);
+        let got = g.predict(&mp, &x, n, &theta, tt).unwrap();
+        let mut phi = vec![f32::NAN; n * m];
+        Cpu.features(&mp, &x, n, &mut phi);
+        let mut want = vec![f64::NAN; n * tt];
+        Cpu.project(&phi, n, m, &theta, tt, &mut want);
+        for t in 0..tt {
+            for i in 0..n {
+                let mag: f64 = (0..m)
+                    .map(|j| (phi[i * m + j] as f64 * theta[t * m + j]).abs())
+                    .sum();
+                let (a, b) = (got[t * n + i], want[t * n + i]);
+                assert!(
+                    (a - b).abs() <= 1e-5 * mag + 1e-12,
+                    "n={n} M={m} d={d} out[{i},{t}]: gpu {a} cpu {b}"
+                );
+            }
+        }
+    }
+}
+
+/// The device engine, resident and streamed, against the host engine through the same
+/// sequence of blocks, updates and decisions; and an over-limit request fails with the
+/// estimate.
+#[test]
+fn device_engine_matches_host_engine() {
+    let Some(g) = gpu("device_engine_matches_host_engine") else {
+        return;
+    };
+    let seed = run_seed();
+    let (n, d, m, tt, b) = (1000usize, 6usize, 517usize, 2usize, 130usize);
+    let xv = f32s(&random(n * d, seed ^ 9));
+    let x = Features::Dense(DenseMatrix::new(n, d, xv).unwrap());
+    let mp = map(KernelKind::Gaussian, m, d, seed);
+    let mut order: Vec<usize> = (0..n).collect();
+    Stream::new(seed, 3).shuffle(&mut order);
+    let plan = g.memory_plan(n, d, m, tt, b).unwrap();
+    assert!(plan.resident, "{plan:?}");
+    let streamed = Cuda::new(g.info().index)
+        .unwrap()
+        .with_memory_limit(Some(plan.fixed + plan.data / 2));
+    let splan = streamed.memory_plan(n, d, m, tt, b).unwrap();
+    assert!(!splan.resident, "{splan:?}");
+    let over = Cuda::new(g.info().index)
+        .unwrap()
+        .with_memory_limit(Some(plan.fixed / 2));
+    match over.memory_plan(n, d, m, tt, b) {
+        Err(JokerError::Memory(msg)) => assert!(msg.contains("MiB"), "{msg}"),
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+
+    let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b);
+    let mut engines: Vec<Box<dyn RffEngine<f32> + '_>> = vec![
+        g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
+        streamed
+            .rff_engine(&mp, &x, &order, tt, b)
+            .unwrap()
+            .unwrap(),
+    ];
+    let alpha = random(n * tt, seed ^ 10);
+    host.set_alpha(&alpha).unwrap();
+    for e in engines.iter_mut() {
+        e.set_alpha(&alpha).unwrap();
+    }
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-4 * scale,
+                "{what}[{i}]: gpu {x} cpu {y}"
+            );
+        }
+    };
+    for step in 0..6 {
+        let start = (step * 3 % 8) * b;
+        let len = b.min(n - start);
+        let mut kh = vec![f64::NAN; len * len];
+        let mut gh = vec![f64::NAN; len * tt];
+        host.load_block(start, len).unwrap();
+        host.block_gram(&mut kh, &mut gh).unwrap();
+        let delta = random(len * tt, seed ^ (20 + step as u64));
+        host.update(&delta).unwrap();
+        for (ei, e) in engines.iter_mut().enumerate() {
+            let mut k = vec![f64::NAN; len * len];
+            let mut gv = vec![f64::NAN; len * tt];
+            e.load_block(start, len).unwrap();
+            e.block_gram(&mut k, &mut gv).unwrap();
+            close(&k, &kh, &format!("engine {ei} step {step} K"));
+            close(&gv, &gh, &format!("engine {ei} step {step} g"));
+            e.update(&delta).unwrap();
+        }
+    }
+    let want = host.decision().unwrap();
+    let mut th = vec![f64::NAN; m * tt];
+    host.theta(&mut th).unwrap();
+    for (ei, e) in engines.iter_mut().enumerate() {
+        close(
+            &e.decision().unwrap(),
+            &want,
+            &format!("engine {ei} decision"),
+        );
+        let mut t = vec![f64::NAN; m * tt];
+        e.theta(&mut t).unwrap();
+        close(&t, &th, &format!("engine {ei} theta"));
+    }
+}
+
+fn two_moons(n: usize, seed: u64) -> Dataset<f32> {
+    let mut s = Stream::new(seed, 9);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let t = std::f64::consts::PI * s.uniform();
+        let (cx, cy, lab) = if i % 2 == 0 {
+            (t.cos(), t.sin(), 1.0)
+        } else {
+            (1.0 - t.cos(), 0.5 - t.sin(), -1.0)
+        };
+        x.push((cx + 0.1 * (s.uniform() - 0.5)) as f32);
+        x.push((cy + 0.1 * (s.uniform() - 0.5)) as f32);
+        x.push(s.uniform() as f32);
+        y.push(lab);
+    }
+    Dataset::new(Features::Dense(DenseMatrix::new(n, 3, x).unwrap()), y).unwrap()
+}
+
+/// A fit on the GPU reaches the same solution as the same fit on the CPU.
+#[test]
+fn end_to_end_fit_matches_the_cpu() {
+    let data = two_moons(3001, 5);
+    let est = |dev: Device| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(10.0)
+            .n_components(1031)
+            .block_size(257)
+            .max_iter(3000)
+            .tol(1e-6)
+            .device(dev)
+            .build()
+            .unwrap()
+    };
+    let Some(_g) = gpu("end_to_end_fit_matches_the_cpu") else {
+        // Without a GPU: Cuda(0) is a clean device error, Auto runs on the CPU and says why.
+        match est(Device::Cuda(0)).fit(&data) {
+            Err(JokerError::Device(msg)) => assert!(msg.contains("cuda:0"), "{msg}"),
+            other => panic!("expected a device error, got {:?}", other.map(|_| ())),
+        }
+        let m = est(Device::Auto).fit(&data).unwrap();
+        assert!(
+            m.training.device.starts_with("cpu (auto"),
+            "{}",
+            m.training.device
+        );
+        return;
+    };
+    let cpu = est(Device::Cpu).fit(&data).unwrap();
+    let gpu = est(Device::Cuda(0)).fit(&data).unwrap();
+    assert!(
+        gpu.training.device.starts_with("cuda:0"),
+        "{}",
+        gpu.training.device
+    );
+    assert!(cpu.training.gap <= 1e-6 && gpu.training.gap <= 1e-6);
+    let (fc, fg) = (
+        cpu.decision_function(&data.x).unwrap(),
+        gpu.decision_function(&data.x).unwrap(),
+    );
+    let scale = fc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    for (i, (a, b)) in fg.iter().zip(&fc).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-2 * scale,
+            "decision value {i}: gpu {a} cpu {b}"
+        );
+    }
+    let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
+    assert!(rel <= 1e-4, "primal objectives differ by {rel}");
+}
