@@ -22,7 +22,24 @@ export NVCC
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-# 1. The committed PTX must be exactly what the sources give.
+# nvcc 13.0.88 is not fully deterministic: for rff.cu, repeated builds of the same source on
+# one machine give one of two PTX variants (measured 2026-11-23: 2 of 3 builds one, 1 the
+# other; they differ in a vectorised shared load). A file that differs is rebuilt up to
+# REBUILDS more times and passes if any build equals the committed one; a stale file never does.
+REBUILDS=6
+rebuilt_matches() {
+    local cu="$1" name="$2" k
+    for ((k = 1; k <= REBUILDS; k++)); do
+        "$NVCC" --ptx -arch=compute_80 -O3 -o "$tmp/retry.ptx" "$cu"
+        if cmp -s "cuda/$name.ptx" "$tmp/retry.ptx"; then
+            echo "check-ptx: note cuda/$name.ptx matched rebuild $((k + 1)) (nvcc gave another variant first)"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# 1. The committed PTX must be what the sources give.
 scripts/gen-ptx.sh "$tmp/ptx" 2>/dev/null
 fail=0
 shopt -s nullglob
@@ -31,7 +48,7 @@ for cu in cuda/*.cu; do
     if [[ ! -f "cuda/$name.ptx" ]]; then
         echo "check-ptx: FAIL cuda/$name.ptx is missing (run scripts/gen-ptx.sh and commit)"
         fail=1
-    elif ! cmp -s "cuda/$name.ptx" "$tmp/ptx/$name.ptx"; then
+    elif ! cmp -s "cuda/$name.ptx" "$tmp/ptx/$name.ptx" && ! rebuilt_matches "$cu" "$name"; then
         changed="$(diff "cuda/$name.ptx" "$tmp/ptx/$name.ptx" | grep -c '^[<>]' || true)"
         echo "check-ptx: FAIL cuda/$name.ptx differs from a fresh build of $cu ($changed lines differ); first differences:"
         diff -u "cuda/$name.ptx" "$tmp/ptx/$name.ptx" | sed -n '3,40p' | sed 's/^/    /'

@@ -56,11 +56,7 @@ struct Args {
     #[arg(long, default_value_t = 600)]
     timeout: u64,
     /// Training sizes of the scaling suite.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "25000,100000,400000"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "25000,100000,400000")]
     scaling_n: Vec<usize>,
     /// Python with the peers (default: $JOKER_BENCH_PYTHON, then .venv-bench/bin/python;
     /// without one the peers are skipped).
@@ -81,6 +77,9 @@ struct Args {
     /// Also copy results.md, results.json and the figures into this folder (docs/bench).
     #[arg(long)]
     publish: Option<PathBuf>,
+    /// Run joker's jobs only; the peers' jobs are listed as not run.
+    #[arg(long)]
+    joker_only: bool,
     /// Internal: run one joker job (JSON) in this process and print its outcome.
     #[arg(long, hide = true)]
     job: Option<String>,
@@ -522,6 +521,11 @@ fn execute(
         rec.job.system,
         rec.job.setting()
     );
+    if args.joker_only && !rec.job.is_joker() {
+        rec.skip = Some("not run in this invocation (--joker-only)".into());
+        eprintln!("{what}: skipped (--joker-only)");
+        return rec;
+    }
     if repeats == 0 {
         rec.skip = Some(format!(
             "n = {} is beyond what this peer fits in the memory or time of this machine",
