@@ -22,16 +22,17 @@ export NVCC
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-# nvcc 13.0.88 is not fully deterministic: for rff.cu, repeated builds of the same source on
-# one machine give one of two PTX variants (measured 2026-11-23: 2 of 3 builds one, 1 the
-# other; they differ in a vectorised shared load). A file that differs is rebuilt up to
+# nvcc 13.0.88 is not fully deterministic. Its output depended on the checkout's path (fixed in
+# gen-ptx.sh by building at one fixed path), and on 2026-11-23 one build of rff.cu in a few
+# still gave a second variant (a vectorised shared load). A file that differs is rebuilt up to
 # REBUILDS more times and passes if any build equals the committed one; a stale file never does.
-REBUILDS=6
+REBUILDS=4
 rebuilt_matches() {
     local cu="$1" name="$2" k
     for ((k = 1; k <= REBUILDS; k++)); do
-        "$NVCC" --ptx -arch=compute_80 -O3 -o "$tmp/retry.ptx" "$cu"
-        if cmp -s "cuda/$name.ptx" "$tmp/retry.ptx"; then
+        mkdir -p "$tmp/retry"
+        scripts/gen-ptx.sh "$tmp/retry" 2>/dev/null
+        if cmp -s "cuda/$name.ptx" "$tmp/retry/$name.ptx"; then
             echo "check-ptx: note cuda/$name.ptx matched rebuild $((k + 1)) (nvcc gave another variant first)"
             return 0
         fi

@@ -23,8 +23,19 @@ if (( ${#sources[@]} == 0 )); then
     echo "gen-ptx: no cuda/*.cu files" >&2
     exit 1
 fi
+# nvcc's output depends on where the checkout lives (seen: cuda/trsolve.cu gave different
+# PTX in /work/main and in a clone elsewhere), so every build runs on a copy of cuda/ at one
+# fixed path, under a lock.
+BUILD=/tmp/joker-gen-ptx
+OUT_ABS="$(cd "$OUT" && pwd)"
+exec 9>/tmp/joker-gen-ptx.lock
+flock 9
+rm -rf "$BUILD"
+mkdir -p "$BUILD/cuda"
+cp cuda/*.cu cuda/*.cuh "$BUILD/cuda/" 2>/dev/null || cp cuda/*.cu "$BUILD/cuda/"
 for cu in "${sources[@]}"; do
     name="$(basename "$cu" .cu)"
-    "$NVCC" --ptx -arch=compute_80 -O3 -o "$OUT/$name.ptx" "$cu"
+    (cd "$BUILD" && "$NVCC" --ptx -arch=compute_80 -O3 -o "cuda/$name.ptx" "cuda/$name.cu")
+    cp "$BUILD/cuda/$name.ptx" "$OUT_ABS/$name.ptx"
     echo "gen-ptx: $cu -> $OUT/$name.ptx" >&2
 done
