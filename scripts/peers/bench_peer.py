@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from memory import peak_rss_mb  # scripts/peers/memory.py (the script's own folder)
+
 
 def load(prefix):
     return (np.load(prefix + ".xtr.npy"), np.load(prefix + ".ytr.npy"),
@@ -101,17 +103,6 @@ def run_liblinear(job, xtr, ytr, xte):
     labels = np.where(scores > 0, first, -first)
     t2 = time.perf_counter()
     return labels.astype(np.float64), t1 - t0, t2 - t1
-
-
-def peak_rss_mb():
-    """This process's peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that over
-    exec from the parent's address space, so a child of a large parent reports the parent's
-    peak."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def main():
