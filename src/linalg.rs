@@ -107,26 +107,50 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
     dot_mixed_body(a, b)
 }
 
-/// `out = A v` for a row-major `f32` matrix `A` (half the memory traffic of `f64`; the
-/// products are accumulated in `f64`).
-pub fn matvec_mixed(a: &[f32], v: &[f64], out: &mut [f64]) {
-    rows_dot(a, v, out, dot_mixed);
+/// Fewest rows per parallel task of [`matvec`] and [`matvec_mixed`].
+const MATVEC_ROWS: usize = 128;
+
+/// Rows per task: one share per thread (a multiple of four, at least [`MATVEC_ROWS`]). With
+/// equal shares the caller always runs the first and the same workers take the others, so
+/// repeated products with one matrix (the CG iterations) find their rows in their own cache.
+fn rows_per_task(rows: usize) -> usize {
+    rows.div_ceil(rayon::current_num_threads())
+        .next_multiple_of(4)
+        .max(MATVEC_ROWS)
 }
 
-/// Rows per parallel task of [`matvec`] and [`matvec_mixed`]; below two tasks' worth they run
-/// serially.
-const MATVEC_ROWS: usize = 128;
+/// Whether a product of `work` multiply-adds over `rows` rows should be split over the pool.
+/// From a pool worker (where the block solver runs) the other workers are awake and a split
+/// pays from about 64k multiply-adds (a 256 x 256 block); from outside the pool the caller
+/// sleeps on a latch until the pool finishes, which costs tens of microseconds per call, so
+/// only large products are split.
+fn split_rows(rows: usize, work: usize) -> bool {
+    let threshold = if rayon::current_thread_index().is_some() {
+        1 << 16
+    } else {
+        1 << 20
+    };
+    rows >= 2 * MATVEC_ROWS && work >= threshold && rayon::current_num_threads() > 1
+}
 
 /// `out = A v` for a row-major `A` of `out.len() x v.len()`.
 pub fn matvec(a: &[f64], v: &[f64], out: &mut [f64]) {
     rows_dot(a, v, out, dot);
 }
 
+/// `out_i = dot(A_i, v)` over the rows of a row-major `f64` matrix, on the calling thread.
+pub fn rows_serial(a: &[f64], v: &[f64], out: &mut [f64]) {
+    let n = v.len();
+    for (i, x) in out.iter_mut().enumerate() {
+        *x = dot(&a[i * n..(i + 1) * n], v);
+    }
+}
+
 /// `out_i = dot(A_i, v)` over the rows of a row-major `A`, in parallel for large matrices.
 fn rows_dot<A: Sync>(a: &[A], v: &[f64], out: &mut [f64], dot: fn(&[A], &[f64]) -> f64) {
     let n = v.len();
     debug_assert_eq!(a.len(), out.len() * n);
-    if out.len() >= 2 * MATVEC_ROWS && n >= 128 {
+    if split_rows(out.len(), out.len() * n) {
         out.par_chunks_mut(MATVEC_ROWS)
             .enumerate()
             .for_each(|(c, o)| {
@@ -140,6 +164,160 @@ fn rows_dot<A: Sync>(a: &[A], v: &[f64], out: &mut [f64], dot: fn(&[A], &[f64]) 
         for (i, x) in out.iter_mut().enumerate() {
             *x = dot(&a[i * n..(i + 1) * n], v);
         }
+    }
+}
+
+/// Four rows of an `f32` matrix against one `f64` vector: every loaded element of `v` serves
+/// four rows, and eight independent accumulators hide the latency of the fused multiply-add
+/// (one row at a time is bound by that latency, not by memory). Written with intrinsics: the
+/// compiler's own vectorisation of the loop picks 128-bit registers and spills.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn rows4_mixed_avx2(a: [&[f32]; 4], v: &[f64]) -> [f64; 4] {
+    use std::arch::x86_64::*;
+    let n = v.len();
+    let full = n - n % 8;
+    assert!(a.iter().all(|r| r.len() >= n));
+    let mut acc = [_mm256_setzero_pd(); 8];
+    let mut j = 0;
+    while j < full {
+        // SAFETY: j + 8 <= full <= n, and every row and v hold at least n elements (asserted
+        // above), so each unaligned load reads inside its slice.
+        unsafe {
+            let v0 = _mm256_loadu_pd(v.as_ptr().add(j));
+            let v1 = _mm256_loadu_pd(v.as_ptr().add(j + 4));
+            for r in 0..4 {
+                let x = _mm256_loadu_ps(a[r].as_ptr().add(j));
+                let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+                let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(x));
+                acc[2 * r] = _mm256_fmadd_pd(lo, v0, acc[2 * r]);
+                acc[2 * r + 1] = _mm256_fmadd_pd(hi, v1, acc[2 * r + 1]);
+            }
+        }
+        j += 8;
+    }
+    let mut out = [0.0; 4];
+    for (r, row) in a.iter().enumerate() {
+        let mut lanes = [0.0f64; 4];
+        // SAFETY: `lanes` holds four f64, the width of one register.
+        unsafe {
+            _mm256_storeu_pd(
+                lanes.as_mut_ptr(),
+                _mm256_add_pd(acc[2 * r], acc[2 * r + 1]),
+            )
+        };
+        let tail: f64 = (full..n).map(|k| row[k] as f64 * v[k]).sum();
+        out[r] = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]) + tail;
+    }
+    out
+}
+
+/// `out[r] = dot(A_r, v)` for a row-major `f32` block `A` of `out.len() x v.len()`, four rows
+/// at a time, on the calling thread.
+pub fn rows_mixed_serial(a: &[f32], v: &[f64], out: &mut [f64]) {
+    let n = v.len();
+    let done = out.len() - out.len() % 4;
+    let mut quads = out.chunks_exact_mut(4);
+    for (q, o) in (&mut quads).enumerate() {
+        let row = |k: usize| &a[(4 * q + k) * n..(4 * q + k + 1) * n];
+        let rows = [row(0), row(1), row(2), row(3)];
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            o.copy_from_slice(&unsafe { rows4_mixed_avx2(rows, v) });
+            continue;
+        }
+        // without hardware FMA, mul_add would be a slow library call: one row at a time
+        for (x, r) in o.iter_mut().zip(rows) {
+            *x = dot_mixed(r, v);
+        }
+    }
+    for (i, x) in out.iter_mut().enumerate().skip(done) {
+        *x = dot_mixed(&a[i * n..(i + 1) * n], v);
+    }
+}
+
+/// `out = A v` for a row-major `f32` matrix `A` (half the memory traffic of `f64`; the
+/// products are accumulated in `f64`).
+pub fn matvec_mixed(a: &[f32], v: &[f64], out: &mut [f64]) {
+    let n = v.len();
+    debug_assert_eq!(a.len(), out.len() * n);
+    if split_rows(out.len(), out.len() * n) {
+        let per = rows_per_task(out.len());
+        out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+            crate::backend::cpu::clear_upper_state();
+            let rows = &a[c * per * n..(c * per + o.len()) * n];
+            rows_mixed_serial(rows, v, o);
+        });
+    } else {
+        rows_mixed_serial(a, v, out);
+    }
+}
+
+/// `out += sum_r coef_r rows_r` for `f32` rows (each at least `out.len()` long), accumulated
+/// in `f64`: the update `theta += Phi_B^T delta` one column chunk at a time. Four rows share
+/// each load and store of `out`.
+pub fn add_rows_mixed(rows: &[&[f32]], coef: &[f64], out: &mut [f64]) {
+    assert_eq!(rows.len(), coef.len());
+    assert!(rows.iter().all(|r| r.len() >= out.len()));
+    let mut quads = rows.chunks_exact(4).zip(coef.chunks_exact(4));
+    for (r, c) in &mut quads {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU supports the features the function is compiled for, and every
+            // row holds at least out.len() elements (asserted above).
+            unsafe {
+                add_rows4_mixed_avx2([r[0], r[1], r[2], r[3]], [c[0], c[1], c[2], c[3]], out)
+            };
+            continue;
+        }
+        for (row, &a) in r.iter().zip(c) {
+            add_row_mixed(row, a, out);
+        }
+    }
+    let done = rows.len() - rows.len() % 4;
+    for (row, &a) in rows[done..].iter().zip(&coef[done..]) {
+        add_row_mixed(row, a, out);
+    }
+}
+
+/// `out += a row` with `row` in `f32`.
+fn add_row_mixed(row: &[f32], a: f64, out: &mut [f64]) {
+    for (o, &p) in out.iter_mut().zip(row) {
+        *o += a * p as f64;
+    }
+}
+
+/// Four rows of [`add_rows_mixed`] with AVX2 intrinsics.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA, and every row must hold at least `out.len()` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_rows4_mixed_avx2(rows: [&[f32]; 4], coef: [f64; 4], out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let n = out.len();
+    let full = n - n % 8;
+    let c = coef.map(|v| _mm256_set1_pd(v));
+    let mut j = 0;
+    while j < full {
+        // SAFETY: j + 8 <= n and every row holds at least n elements (the caller's contract).
+        unsafe {
+            let o = out.as_mut_ptr().add(j);
+            let mut lo = _mm256_loadu_pd(o);
+            let mut hi = _mm256_loadu_pd(o.add(4));
+            for r in 0..4 {
+                let x = _mm256_loadu_ps(rows[r].as_ptr().add(j));
+                lo = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), c[r], lo);
+                hi = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps::<1>(x)), c[r], hi);
+            }
+            _mm256_storeu_pd(o, lo);
+            _mm256_storeu_pd(o.add(4), hi);
+        }
+        j += 8;
+    }
+    for k in full..n {
+        out[k] += (0..4).map(|r| coef[r] * rows[r][k] as f64).sum::<f64>();
     }
 }
 
@@ -200,6 +378,31 @@ mod tests {
                 assert!(
                     (out32[i] - want).abs() < 1e-9 * (1.0 + want.abs()),
                     "mixed n={n} i={i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn add_rows_mixed_matches_naive_sums() {
+        for (rows, n) in [(0, 5), (1, 9), (4, 8), (7, 17), (13, 300)] {
+            let a: Vec<f32> = (0..rows * (n + 3))
+                .map(|i| ((i * 29 % 97) as f32 - 48.0) / 11.0)
+                .collect();
+            // rows longer than out (a column chunk of a wider matrix)
+            let r: Vec<&[f32]> = (0..rows)
+                .map(|i| &a[i * (n + 3)..(i + 1) * (n + 3)])
+                .collect();
+            let coef: Vec<f64> = (0..rows).map(|i| (i as f64 - 3.5) / 3.0).collect();
+            let start: Vec<f64> = (0..n).map(|j| (j % 5) as f64 - 2.0).collect();
+            let mut out = start.clone();
+            add_rows_mixed(&r, &coef, &mut out);
+            for j in 0..n {
+                let want = start[j] + (0..rows).map(|i| coef[i] * r[i][j] as f64).sum::<f64>();
+                assert!(
+                    (out[j] - want).abs() < 1e-12 * (1.0 + want.abs()),
+                    "rows={rows} n={n} j={j}: {} vs {want}",
+                    out[j]
                 );
             }
         }

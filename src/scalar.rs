@@ -35,6 +35,25 @@ pub trait Scalar:
     fn scaled_cos(z: &mut [Self], shift: &[Self], scale: Self);
     /// Distance from `x` to the next smaller representable value (`x - prevfloat(x)`).
     fn gap_below(x: f64) -> f64;
+    /// `out_i = sum_j a_ij v_j` for a row-major `a` of `out.len() x v.len()`, accumulated in
+    /// `f64`, on the calling thread.
+    fn rows_dot(a: &[Self], v: &[f64], out: &mut [f64]);
+    /// `out += sum_r coef_r rows_r` (each row at least `out.len()` long), in `f64`.
+    fn add_rows(rows: &[&[Self]], coef: &[f64], out: &mut [f64]);
+    /// The fused random-feature block `out = scale cos(X W^T + b)` on the calling thread
+    /// (`x` is `n x d`, `wt = W^T` is `d x M`, `shift = b`), where a kernel exists for this
+    /// type and CPU; `false` sends the caller to the GEMM path.
+    fn fused_features(
+        x: &[Self],
+        d: usize,
+        wt: &[Self],
+        shift: &[Self],
+        scale: Self,
+        out: &mut [Self],
+    ) -> bool {
+        let _ = (x, d, wt, shift, scale, out);
+        false
+    }
 }
 
 impl Scalar for f64 {
@@ -54,6 +73,16 @@ impl Scalar for f64 {
     }
     fn gap_below(x: f64) -> f64 {
         x - f64::from_bits(x.to_bits() - 1)
+    }
+    fn rows_dot(a: &[f64], v: &[f64], out: &mut [f64]) {
+        crate::linalg::rows_serial(a, v, out);
+    }
+    fn add_rows(rows: &[&[f64]], coef: &[f64], out: &mut [f64]) {
+        for (row, &c) in rows.iter().zip(coef) {
+            for (o, p) in out.iter_mut().zip(*row) {
+                *o = c.mul_add(*p, *o);
+            }
+        }
     }
 }
 
@@ -83,6 +112,22 @@ impl Scalar for f32 {
     fn gap_below(x: f64) -> f64 {
         let xf = x as f32;
         (xf - f32::from_bits(xf.to_bits() - 1)) as f64
+    }
+    fn rows_dot(a: &[f32], v: &[f64], out: &mut [f64]) {
+        crate::linalg::rows_mixed_serial(a, v, out);
+    }
+    fn add_rows(rows: &[&[f32]], coef: &[f64], out: &mut [f64]) {
+        crate::linalg::add_rows_mixed(rows, coef, out);
+    }
+    fn fused_features(
+        x: &[f32],
+        d: usize,
+        wt: &[f32],
+        shift: &[f32],
+        scale: f32,
+        out: &mut [f32],
+    ) -> bool {
+        crate::backend::cpu::fused_features_f32(x, d, wt, shift, scale, out)
     }
 }
 

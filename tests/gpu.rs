@@ -109,7 +109,7 @@ fn weights_match_the_cpu_map() {
             let mp = map(kind, m, d, seed);
             let (w, b) = g.weights(&mp).unwrap();
             assert_eq!(b, mp.b(), "{kind:?} b");
-            for (i, (x, y)) in w.iter().zip(mp.w()).enumerate() {
+            for (i, (x, y)) in w.iter().zip(&mp.w()).enumerate() {
                 assert!(ulp_diff(*x, *y) <= 1, "{kind:?} W[{i}]: gpu {x} cpu {y}");
             }
         }
@@ -139,7 +139,7 @@ fn features_match_the_f64_reference() {
                     let mag: f64 = 1.0
                         + (mp.b()[j] as f64).abs()
                         + (0..d)
-                            .map(|k| (mp.w()[j * d + k] as f64 * xi[k]).abs())
+                            .map(|k| (mp.w_at(j, k) as f64 * xi[k]).abs())
                             .sum::<f64>();
                     let tol = s * (d as f64 + 4.0) * eps * mag;
                     let got = phi[i * m + j] as f64;

@@ -490,7 +490,7 @@ fn write_feature_map(prefix: &str, s: &Split, m: usize, seed: u64) -> Res<()> {
     npy::write(
         Path::new(&format!("{prefix}.w{m}s{seed}.npy")),
         &[m, s.d],
-        map.w(),
+        &map.w(),
     )?;
     npy::write(
         Path::new(&format!("{prefix}.b{m}s{seed}.npy")),

@@ -13,6 +13,27 @@ use crate::scalar::Scalar;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cpu;
 
+/// `out = L + L^T - diag(L)` in `f64` from the lower triangle `L` of a symmetric `n x n`
+/// matrix, in square tiles so the transposed writes stay in cache.
+fn mirror_lower<T: Scalar>(lower: &[T], n: usize, out: &mut [f64]) {
+    const TILE: usize = 32;
+    for i0 in (0..n).step_by(TILE) {
+        let i1 = (i0 + TILE).min(n);
+        for j0 in (0..=i0).step_by(TILE) {
+            for i in i0..i1 {
+                for j in j0..(j0 + TILE).min(i + 1) {
+                    out[i * n + j] = lower[i * n + j].to_f64();
+                }
+            }
+            for j in j0..(j0 + TILE).min(i1) {
+                for i in i0.max(j)..i1 {
+                    out[j * n + i] = lower[i * n + j].to_f64();
+                }
+            }
+        }
+    }
+}
+
 /// Parallelism for a product of `m x k` by `k x n`: serial below a few hundred kflops, where
 /// thread start-up costs more than it saves.
 fn par_for(m: usize, n: usize, k: usize) -> Par {
@@ -21,23 +42,6 @@ fn par_for(m: usize, n: usize, k: usize) -> Par {
     } else {
         Par::rayon(0)
     }
-}
-
-/// `sum_i a_i b_i` with `a` in the working precision and `b` in `f64`, accumulated in `f64`
-/// over eight lanes so it vectorises.
-#[inline]
-pub fn dot_mixed<T: Scalar>(a: &[T], b: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l].to_f64() * y[l];
-        }
-    }
-    let tail: f64 = ra.iter().zip(rb).map(|(x, y)| x.to_f64() * y).sum();
-    acc.iter().sum::<f64>() + tail
 }
 
 /// Clears the upper halves of the vector registers after a faer kernel.
@@ -58,6 +62,135 @@ pub(crate) fn clear_upper_state() {
     }
 }
 
+/// Rows per parallel task of the fused feature kernel: each task streams all of `W^T` once.
+const FUSED_ROWS_PER_TASK: usize = 64;
+
+/// Columns per tile of [`fused_features_f32`]: the tile's slice of `W^T` (`d x 256`) stays
+/// in L1/L2 while every row group of the task passes over it.
+const FUSED_COLS: usize = 256;
+
+/// `out = scale cos(X W^T + b)` for `f32` rows `x` (`n x d`), `wt = W^T` (`d x M`) and
+/// `shift = b`: the fused random-feature block (the CPU twin of `rff_block_gram`'s feature
+/// stage). `false` where the CPU lacks AVX2 and FMA: the caller then takes the GEMM path.
+/// Each `z = sum_k x_k W[j, k]` is a chain of `f32` fused multiply-adds in `k` order.
+pub fn fused_features_f32(
+    x: &[f32],
+    d: usize,
+    wt: &[f32],
+    shift: &[f32],
+    scale: f32,
+    out: &mut [f32],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if d > 0
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            let m = shift.len();
+            let n = x.len() / d;
+            assert!(x.len() == n * d && wt.len() == d * m && out.len() == n * m);
+            // SAFETY: the CPU supports the features the function is compiled for, and the
+            // lengths are those it reads and writes (asserted above).
+            unsafe { fused_features_avx2(x, n, d, wt, m, shift, scale, out) };
+            return true;
+        }
+    }
+    let _ = (x, d, wt, shift, scale, out);
+    false
+}
+
+/// The kernel of [`fused_features_f32`]: tiles of 4 rows x 16 features in eight registers,
+/// `W^T` loaded once per tile row and shared by the four rows.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `x` is `n x d`, `wt` is `d x m`, `shift` has `m`
+/// entries and `out` is `n x m`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fused_features_avx2(
+    x: &[f32],
+    n: usize,
+    d: usize,
+    wt: &[f32],
+    m: usize,
+    shift: &[f32],
+    scale: f32,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let mut tile = [0.0f32; 4 * FUSED_COLS];
+    let mut pad = vec![0.0f32; 4 * d];
+    // the tile's columns of W^T as 16-wide panels, [panel][k][16]: the inner loop then reads
+    // consecutive cache lines instead of d rows M apart
+    let mut panels = vec![0.0f32; FUSED_COLS * d];
+    for c0 in (0..m).step_by(FUSED_COLS) {
+        let w = FUSED_COLS.min(m - c0);
+        let full = w - w % 16;
+        for (p, panel) in panels[..full * d].chunks_exact_mut(16 * d).enumerate() {
+            for (k, dst) in panel.chunks_exact_mut(16).enumerate() {
+                let src = k * m + c0 + 16 * p;
+                dst.copy_from_slice(&wt[src..src + 16]);
+            }
+        }
+        for g in 0..n.div_ceil(4) {
+            let rows = 4.min(n - 4 * g);
+            let xg: &[f32] = if rows == 4 {
+                &x[4 * g * d..(4 * g + 4) * d]
+            } else {
+                pad[..rows * d].copy_from_slice(&x[4 * g * d..]);
+                pad[rows * d..].fill(0.0);
+                &pad
+            };
+            let (x0, x1, x2, x3) = (&xg[..d], &xg[d..2 * d], &xg[2 * d..3 * d], &xg[3 * d..]);
+            let mut j = 0;
+            while j < full {
+                let mut acc = [_mm256_setzero_ps(); 8];
+                let panel = &panels[j * d..(j + 16) * d];
+                for k in 0..d {
+                    // SAFETY: 16 k + 16 <= 16 d = panel.len(), so both loads read inside it.
+                    let (w0, w1) = unsafe {
+                        let p = panel.as_ptr().add(16 * k);
+                        (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+                    };
+                    for (r, xr) in [x0[k], x1[k], x2[k], x3[k]].into_iter().enumerate() {
+                        let xb = _mm256_set1_ps(xr);
+                        acc[2 * r] = _mm256_fmadd_ps(xb, w0, acc[2 * r]);
+                        acc[2 * r + 1] = _mm256_fmadd_ps(xb, w1, acc[2 * r + 1]);
+                    }
+                }
+                for r in 0..4 {
+                    // SAFETY: j + 16 <= w <= FUSED_COLS, inside tile row r.
+                    unsafe {
+                        let p = tile.as_mut_ptr().add(r * FUSED_COLS + j);
+                        _mm256_storeu_ps(p, acc[2 * r]);
+                        _mm256_storeu_ps(p.add(8), acc[2 * r + 1]);
+                    }
+                }
+                j += 16;
+            }
+            for j in full..w {
+                for r in 0..4 {
+                    let mut z = 0.0f32;
+                    for k in 0..d {
+                        z = xg[r * d + k].mul_add(wt[k * m + c0 + j], z);
+                    }
+                    tile[r * FUSED_COLS + j] = z;
+                }
+            }
+            let sh = &shift[c0..c0 + w];
+            for r in 0..rows {
+                let o = &mut out[(4 * g + r) * m + c0..(4 * g + r) * m + c0 + w];
+                let z = &tile[r * FUSED_COLS..r * FUSED_COLS + w];
+                for ((o, z), s) in o.iter_mut().zip(z).zip(sh) {
+                    *o = scale * crate::scalar::cos_f32(z + s);
+                }
+            }
+        }
+    }
+}
+
 /// Rows per parallel task in the elementwise passes.
 const ROWS_PER_TASK: usize = 16;
 
@@ -70,9 +203,27 @@ impl<T: Scalar> Backend<T> for Cpu {
         let (m, d) = (map.m(), map.d());
         debug_assert_eq!(x.len(), n * d);
         debug_assert_eq!(out.len(), n * m);
+        let scale = T::from_f64((2.0 / m as f64).sqrt());
+        let b = map.b();
+        if d > 0 {
+            // The fused kernel where there is one: projection and cosine per tile, W^T read
+            // from cache, each feature written once.
+            // (whether a kernel exists depends on the type and CPU only, so either every
+            // task runs it or none writes anything)
+            let fused = out
+                .par_chunks_mut(m * FUSED_ROWS_PER_TASK)
+                .zip(x.par_chunks(d * FUSED_ROWS_PER_TASK))
+                .all(|(o, xs)| {
+                    clear_upper_state();
+                    T::fused_features(xs, d, map.wt(), b, scale, o)
+                });
+            if fused {
+                return;
+            }
+        }
         // Z = X W^T, then psi = sqrt(2/M) cos(Z + b) row by row.
         let xr = MatRef::from_row_major_slice(x, n, d);
-        let wt = MatRef::from_row_major_slice(map.w(), m, d).transpose();
+        let wt = MatRef::from_row_major_slice(map.wt(), d, m);
         let z = MatMut::from_row_major_slice_mut(out, n, m);
         faer::linalg::matmul::matmul(
             z,
@@ -83,8 +234,6 @@ impl<T: Scalar> Backend<T> for Cpu {
             par_for(n, m, d),
         );
         clear_upper_state();
-        let scale = T::from_f64((2.0 / m as f64).sqrt());
-        let b = map.b();
         out.par_chunks_mut(m * ROWS_PER_TASK).for_each(|rows| {
             clear_upper_state();
             for row in rows.chunks_exact_mut(m) {
@@ -111,13 +260,7 @@ impl<T: Scalar> Backend<T> for Cpu {
             par_for(n, n, m),
         );
         clear_upper_state();
-        for i in 0..n {
-            for j in 0..=i {
-                let v = lower[i * n + j].to_f64();
-                out[i * n + j] = v;
-                out[j * n + i] = v;
-            }
-        }
+        mirror_lower(&lower, n, out);
     }
 
     fn project(
@@ -131,20 +274,36 @@ impl<T: Scalar> Backend<T> for Cpu {
     ) {
         debug_assert_eq!(theta.len(), m * targets);
         debug_assert_eq!(out.len(), n * targets);
-        let rows: Vec<Vec<f64>> = (0..n)
-            .into_par_iter()
-            .with_min_len(ROWS_PER_TASK)
-            .map(|i| {
-                clear_upper_state();
-                let row = &phi[i * m..(i + 1) * m];
-                (0..targets)
-                    .map(|t| dot_mixed(row, &theta[t * m..(t + 1) * m]))
-                    .collect()
-            })
-            .collect();
-        for (i, r) in rows.iter().enumerate() {
+        // One task per chunk of rows; the chunk's products land in a row-major n x targets
+        // scratch, transposed into `out` afterwards.
+        let mut rows = vec![0.0; n * targets];
+        let mut col = [0.0; ROWS_PER_TASK];
+        if n <= ROWS_PER_TASK {
             for t in 0..targets {
-                out[t * n + i] = r[t];
+                T::rows_dot(phi, &theta[t * m..(t + 1) * m], &mut col[..n]);
+                for (i, v) in col[..n].iter().enumerate() {
+                    rows[i * targets + t] = *v;
+                }
+            }
+        } else {
+            rows.par_chunks_mut(ROWS_PER_TASK * targets)
+                .enumerate()
+                .for_each(|(c, r)| {
+                    clear_upper_state();
+                    let nr = r.len() / targets;
+                    let block = &phi[c * ROWS_PER_TASK * m..(c * ROWS_PER_TASK + nr) * m];
+                    let mut col = vec![0.0; nr];
+                    for t in 0..targets {
+                        T::rows_dot(block, &theta[t * m..(t + 1) * m], &mut col);
+                        for (i, v) in col.iter().enumerate() {
+                            r[i * targets + t] = *v;
+                        }
+                    }
+                });
+        }
+        for i in 0..n {
+            for t in 0..targets {
+                out[t * n + i] = rows[i * targets + t];
             }
         }
     }
@@ -172,13 +331,12 @@ impl<T: Scalar> Backend<T> for Cpu {
                 .for_each(|(c, th)| {
                     clear_upper_state();
                     let j0 = c * COLS;
-                    for &i in &active {
-                        let row = &phi[i * m + j0..i * m + j0 + th.len()];
-                        let a = dt[i];
-                        for (v, p) in th.iter_mut().zip(row) {
-                            *v += a * p.to_f64();
-                        }
-                    }
+                    let rows: Vec<&[T]> = active
+                        .iter()
+                        .map(|&i| &phi[i * m + j0..i * m + j0 + th.len()])
+                        .collect();
+                    let coef: Vec<f64> = active.iter().map(|&i| dt[i]).collect();
+                    T::add_rows(&rows, &coef, th);
                 });
         }
     }
@@ -312,6 +470,93 @@ mod tests {
                         .sum::<f64>();
                 assert!((th[c * m + j] - want).abs() < 1e-12);
             }
+        }
+    }
+
+    /// The `f32` paths (the fused feature kernel where the CPU has one, the four-row products
+    /// and updates) against `f64` evaluations, on sizes that cross every blocking: rows not a
+    /// multiple of 4 and more than one task, features past one 256-wide tile and not a
+    /// multiple of 16.
+    #[test]
+    fn f32_primitives_match_f64_reference() {
+        for (n, d, m) in [(37, 5, 301), (70, 28, 600), (3, 1, 16)] {
+            let x: Vec<f32> = random(n * d, 11).iter().map(|&v| v as f32).collect();
+            let spec = FeatureSpec {
+                kernel: Kernel {
+                    kind: KernelKind::Gaussian,
+                    gamma: 0.3,
+                },
+                n_components: m,
+                dim: d,
+                seed: 4,
+            };
+            let map = FeatureMap::<f32>::new(spec).unwrap();
+            let mut phi = vec![f32::NAN; n * m];
+            Cpu.features(&map, &x, n, &mut phi);
+            let s = (2.0 / m as f64).sqrt();
+            let eps = f32::EPSILON as f64;
+            for i in 0..n {
+                let xi: Vec<f64> = x[i * d..(i + 1) * d].iter().map(|&v| v as f64).collect();
+                let want = map.eval_f64(&xi);
+                for j in 0..m {
+                    let mag = 1.0
+                        + (map.b()[j] as f64).abs()
+                        + (0..d)
+                            .map(|k| (map.w_at(j, k) as f64 * xi[k]).abs())
+                            .sum::<f64>();
+                    let tol = s * (d as f64 + 4.0) * eps * mag;
+                    let got = phi[i * m + j] as f64;
+                    assert!(
+                        (got - want[j]).abs() <= tol,
+                        "n={n} d={d} m={m} phi[{i},{j}] = {got}, want {} (tol {tol})",
+                        want[j]
+                    );
+                }
+            }
+            // the products and updates accumulate the f32 features in f64
+            let t = 2;
+            let theta = random(m * t, 12);
+            let mut g = vec![f64::NAN; n * t];
+            Cpu.project(&phi, n, m, &theta, t, &mut g);
+            for c in 0..t {
+                for i in 0..n {
+                    let want: f64 = (0..m)
+                        .map(|j| phi[i * m + j] as f64 * theta[c * m + j])
+                        .sum();
+                    assert!((g[c * n + i] - want).abs() < 1e-12, "project {c} {i}");
+                }
+            }
+            let mut delta = random(n * t, 13);
+            delta[1] = 0.0;
+            let mut th = theta.clone();
+            Cpu.accumulate(&phi, n, m, &delta, t, &mut th);
+            for c in 0..t {
+                for j in 0..m {
+                    let want = theta[c * m + j]
+                        + (0..n)
+                            .map(|i| phi[i * m + j] as f64 * delta[c * n + i])
+                            .sum::<f64>();
+                    assert!((th[c * m + j] - want).abs() < 1e-12, "accumulate {c} {j}");
+                }
+            }
+        }
+    }
+
+    /// Where the CPU has AVX2 and FMA the fused kernel runs (and is what the test above
+    /// checked); elsewhere it declines and the GEMM path runs.
+    #[test]
+    fn fused_kernel_runs_where_the_cpu_has_it() {
+        let (x, wt, b) = ([0.5f32, -1.0], [1.0f32, 2.0], [0.0f32]);
+        let mut out = [f32::NAN; 2];
+        let ran = fused_features_f32(&x, 1, &wt[..1], &b, 1.0, &mut out);
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            ran,
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        );
+        if ran {
+            assert!((out[0] - 0.5f32.cos()).abs() < 1e-6 && (out[1] - 1.0f32.cos()).abs() < 1e-6);
         }
     }
 

@@ -349,8 +349,7 @@ fn cg_steihaug(
         let clipped: Vec<f64> = (0..n)
             .map(|i| (s[i] + tau * d[i]).clamp(slo[i], shi[i]))
             .collect();
-        let mut qs_clipped = vec![0.0; n];
-        matvec_mixed(q, &clipped, &mut qs_clipped);
+        let qs_clipped = clipped_product(q, &qs, &qd, tau, s, d.as_slice(), &clipped);
         let model = |x: &[f64], qx: &[f64]| dot(g, x) + 0.5 * dot(x, qx);
         if model(&clipped, &qs_clipped) < model(&stopped, &qs_stopped) {
             s.copy_from_slice(&clipped);
@@ -385,6 +384,37 @@ fn cg_steihaug(
     it
 }
 
+/// `Q x` for `x = clamp(s + tau d)`, from the known `Q s` and `Q d`: only the few clamped
+/// coordinates need rows of `Q` (symmetric), `Q x = Q s + tau Q d + sum_k e_k Q_k` with
+/// `e = x - s - tau d`. When many are clamped the product is formed afresh.
+fn clipped_product(
+    q: &[f32],
+    qs: &[f64],
+    qd: &[f64],
+    tau: f64,
+    s: &[f64],
+    d: &[f64],
+    x: &[f64],
+) -> Vec<f64> {
+    let n = x.len();
+    let moved: Vec<(usize, f64)> = (0..n)
+        .map(|i| (i, x[i] - (s[i] + tau * d[i])))
+        .filter(|&(_, e)| e != 0.0)
+        .collect();
+    let mut out = vec![0.0; n];
+    if moved.len() * 4 > n {
+        matvec_mixed(q, x, &mut out);
+        return out;
+    }
+    for i in 0..n {
+        out[i] = qs[i] + tau * qd[i];
+    }
+    let rows: Vec<&[f32]> = moved.iter().map(|&(k, _)| &q[k * n..(k + 1) * n]).collect();
+    let coef: Vec<f64> = moved.iter().map(|&(_, e)| e).collect();
+    crate::linalg::add_rows_mixed(&rows, &coef, &mut out);
+    out
+}
+
 /// Solves the block subproblem for one column: updates `alpha` (the block's coordinates) and
 /// `gbar` (`K_{B,:} alpha`) in place.
 pub fn solve_column(
@@ -406,6 +436,8 @@ pub fn solve_column(
     let mut s = vec![0.0; b];
     let mut ks = vec![0.0; b];
     let mut free: Vec<usize> = Vec::with_capacity(b);
+    // the model matrix of the last trust-region iteration and its free set
+    let (mut q, mut q_free) = (Vec::<f32>::new(), Vec::<usize>::new());
     // Nystrom factors of K_BB, shared by the trust-region iterations of this block.
     let sketch = (p.nystrom_rank > 0 && p.nystrom_rank < b)
         .then(|| {
@@ -464,17 +496,22 @@ pub fn solve_column(
 
         // The model restricted to the free coordinates.
         let nf = free.len();
-        // CG's model matrix is stored in f32 (the products are memory-bound); the ratio test
-        // below uses K_BB in f64.
-        let mut q = vec![0.0f32; nf * nf];
-        for (r, &i) in free.iter().enumerate() {
-            let k = &prob.coords[i];
-            h[i] = loss.hess(alpha[i], k);
-            let row = &prob.kbb[i * b..(i + 1) * b];
-            for (c, &j) in free.iter().enumerate() {
-                q[r * nf + c] = row[j] as f32;
+        // CG's model matrix is stored in f32 (half the memory traffic); the ratio test
+        // below uses K_BB in f64. While the free set stays the same only the diagonal (the
+        // loss curvature) changes, so the gather is skipped.
+        if free != q_free {
+            q.resize(nf * nf, 0.0);
+            for (qr, &i) in q.chunks_exact_mut(nf).zip(&free) {
+                let row = &prob.kbb[i * b..(i + 1) * b];
+                for (v, &j) in qr.iter_mut().zip(&free) {
+                    *v = row[j] as f32;
+                }
             }
-            q[r * nf + r] = (row[i] + h[i]) as f32;
+            q_free.clone_from(&free);
+        }
+        for (r, &i) in free.iter().enumerate() {
+            h[i] = loss.hess(alpha[i], &prob.coords[i]);
+            q[r * nf + r] = (prob.kbb[i * b + i] + h[i]) as f32;
         }
         let gf: Vec<f64> = free.iter().map(|&i| g[i]).collect();
         let lf: Vec<f64> = free.iter().map(|&i| slo[i]).collect();
