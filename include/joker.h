@@ -781,7 +781,7 @@ JokerStatus joker_fit(const struct JokerParams *params, const struct JokerData *
 /**
  * Frees a model. NULL does nothing; a handle that is not a live `JokerModel` is rejected with
  * `JOKER_STATUS_INVALID_HANDLE` and nothing is freed. Strings the model returned
- * (`joker_model_stop_reason`) become invalid.
+ * (`joker_model_stop_reason`, `joker_model_device`) become invalid.
  *
  * # Safety
  * `model` must not be used by another thread during or after the call.
@@ -926,6 +926,16 @@ JokerStatus joker_model_classes(const struct JokerModel *model, double *out, siz
  * valid for writing one pointer.
  */
 JokerStatus joker_model_stop_reason(const struct JokerModel *model, const char **out);
+
+/**
+ * Writes in `*out` where the model was trained and why there, e.g. `"cpu (auto: no CUDA
+ * driver found)"` or `"cuda:0 (NVIDIA H100 ...)"`. The string belongs to the model and is
+ * valid until the model is freed.
+ *
+ * # Safety
+ * As for `joker_model_stop_reason`.
+ */
+JokerStatus joker_model_device(const struct JokerModel *model, const char **out);
 
 /**
  * Writes in `*out` the number of values a prediction function writes for `data`: `kind` is

@@ -44,13 +44,30 @@ local({
 #' Version and capabilities: list(version, gpu_available, device_count).
 joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 
-#' Validated training parameters (each value is checked by the library at once).
+# The C ABI's code for a device choice: -1 "auto", -2 "cpu", N for "cuda:N" (or "cuda" = 0).
+.joker_device_code <- function(device) {
+  if (is.numeric(device) && length(device) == 1 && !is.na(device) && device >= 0 &&
+      device == round(device)) return(device)
+  if (is.character(device) && length(device) == 1) {
+    d <- tolower(trimws(device))
+    if (d == "auto") return(-1)
+    if (d == "cpu") return(-2)
+    if (d == "cuda") return(0)
+    if (grepl("^cuda:[0-9]+$", d)) return(as.numeric(sub("^cuda:", "", d)))
+  }
+  stop(sprintf("JOKER_STATUS_INVALID_ARGUMENT: device %s: use \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or N >= 0",
+               deparse(device)), call. = FALSE)
+}
+
+#' Validated training parameters (each value is checked by the library at once). device:
+#' "auto" (a usable GPU for f32 random-feature models, else the CPU; joker_info(model)$device
+#' says which and why), "cpu", or "cuda" / "cuda:N" / N (fitting fails when it cannot be used).
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
                          normalize_target = TRUE, class_weight = NULL, block_size = 512,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
-                         seed = 42, max_memory = 0) {
+                         seed = 42, max_memory = 0, device = "auto") {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .Call("R_joker_params_set", p, name, as.double(value), as.double(param), PACKAGE = "joker_r")
@@ -78,6 +95,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("check_every", check_every)
   set("seed", seed)
   set("max_memory", max_memory)
+  set("device", .joker_device_code(device))
   structure(list(ptr = p), class = "joker_params")
 }
 

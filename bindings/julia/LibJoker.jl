@@ -162,7 +162,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_class_weight, Int32), (:joker_params_set_block_size, Csize_t),
     (:joker_params_set_max_iter, Csize_t), (:joker_params_set_tol, Float64),
     (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
-    (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t)]
+    (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
+    (:joker_params_set_device, Int32)]
     @eval $name(h::Ptr{Cvoid}, v) = check(ccall(($(QuoteNode(name)), libjoker), Int32,
         (Ptr{Cvoid}, $T), h, v))
 end
@@ -172,6 +173,23 @@ function count_arg(name, v)
     v = Int(v)
     v >= 0 || throw(JokerError(INVALID_ARGUMENT, "`$name` must be >= 0, got $v"))
     v
+end
+
+# The C ABI's code for a device choice (as the Python `_device_code`): -1 auto, -2 cpu, N cuda:N.
+function device_code(device)
+    if device isa Integer && !(device isa Bool) && device >= 0
+        return Int32(device)
+    elseif device isa AbstractString
+        d = lowercase(strip(device))
+        d == "auto" && return Int32(-1)
+        d == "cpu" && return Int32(-2)
+        d == "cuda" && return Int32(0)
+        if startswith(d, "cuda:") && !isempty(d[6:]) && all(isdigit, d[6:])
+            return Int32(parse(Int, d[6:]))
+        end
+    end
+    throw(JokerError(INVALID_ARGUMENT,
+        "device $(repr(device)): use \"auto\", \"cpu\", \"cuda\", \"cuda:N\" or N >= 0"))
 end
 
 function pick(table, key, what)
@@ -185,7 +203,7 @@ end
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-          max_memory=nothing)
+          max_memory=nothing, device="auto")
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 """
@@ -193,7 +211,7 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-    max_memory=nothing)
+    max_memory=nothing, device="auto")
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     p = finalizer(close, Params(out[]))
@@ -235,6 +253,7 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     joker_params_set_check_every(h, count_arg("check_every", check_every))
     joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
     joker_params_set_max_memory(h, count_arg("max_memory", something(max_memory, 0)))
+    joker_params_set_device(h, device_code(device))
     p
 end
 
@@ -390,6 +409,14 @@ kernel(m::Model) = only(k for (k, v) in KERNELS if v == kernel_code(m))
 function stop_reason(m::Model)
     s = Ref{Cstring}(C_NULL)
     check(ccall((:joker_model_stop_reason, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cstring}),
+        m.handle, s))
+    unsafe_string(s[])
+end
+
+"Where the model was trained and why there, e.g. \"cpu (auto: no CUDA driver found)\"."
+function device(m::Model)
+    s = Ref{Cstring}(C_NULL)
+    check(ccall((:joker_model_device, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cstring}),
         m.handle, s))
     unsafe_string(s[])
 end

@@ -18,6 +18,8 @@ pub struct JokerModel {
     pub(crate) model: Model,
     /// The stop reason as a C string, owned by the handle.
     stop: CString,
+    /// Where the model was trained, and why there, as a C string owned by the handle.
+    device: CString,
 }
 
 impl_handle!(JokerModel, Kind::Model, 0x4a4b_524d_4f44_454c); // "JKRMODEL"
@@ -35,11 +37,14 @@ pub enum JokerOutput {
 }
 
 pub(crate) fn new_model(model: Model) -> *mut JokerModel {
-    let stop = CString::new(model.training.stop.replace('\0', "?")).unwrap_or_default();
+    let c_string = |s: &str| CString::new(s.replace('\0', "?")).unwrap_or_default();
+    let stop = c_string(&model.training.stop);
+    let device = c_string(&model.training.device);
     register(JokerModel {
         tag: 0,
         model,
         stop,
+        device,
     })
 }
 
@@ -52,7 +57,7 @@ unsafe fn model_ref<'a>(model: *const JokerModel) -> FfiResult<&'a JokerModel> {
 
 /// Frees a model. NULL does nothing; a handle that is not a live `JokerModel` is rejected with
 /// `JOKER_STATUS_INVALID_HANDLE` and nothing is freed. Strings the model returned
-/// (`joker_model_stop_reason`) become invalid.
+/// (`joker_model_stop_reason`, `joker_model_device`) become invalid.
 ///
 /// # Safety
 /// `model` must not be used by another thread during or after the call.
@@ -309,6 +314,25 @@ pub unsafe extern "C" fn joker_model_stop_reason(
         let h = unsafe { model_ref(model) }?;
         // SAFETY: as above.
         unsafe { write_out(out, h.stop.as_ptr(), "out") }
+    })
+}
+
+/// Writes in `*out` where the model was trained and why there, e.g. `"cpu (auto: no CUDA
+/// driver found)"` or `"cuda:0 (NVIDIA H100 ...)"`. The string belongs to the model and is
+/// valid until the model is freed.
+///
+/// # Safety
+/// As for `joker_model_stop_reason`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_model_device(
+    model: *const JokerModel,
+    out: *mut *const c_char,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: see the function's contract.
+        let h = unsafe { model_ref(model) }?;
+        // SAFETY: as above.
+        unsafe { write_out(out, h.device.as_ptr(), "out") }
     })
 }
 

@@ -659,20 +659,38 @@ fn device_choice() {
             JokerStatus::InvalidArgument,
             "JOKER_DEVICE_AUTO",
         );
+        // where each choice trained, as the model reports it
+        let trained_on = |p| {
+            let mut m = null_mut();
+            ok(joker_fit(
+                p,
+                train,
+                null(),
+                0,
+                null(),
+                None,
+                null_mut(),
+                &mut m,
+            ));
+            let mut dev = null();
+            ok(joker_model_device(m, &mut dev));
+            let s = CStr::from_ptr(dev).to_str().unwrap().to_string();
+            ok(joker_model_free(m));
+            s
+        };
         ok(joker_params_set_device(p, JOKER_DEVICE_CPU));
+        assert!(trained_on(p).starts_with("cpu"));
         ok(joker_params_set_device(p, JOKER_DEVICE_AUTO));
-        let mut m = null_mut();
-        ok(joker_fit(
-            p,
-            train,
-            null(),
-            0,
-            null(),
-            None,
-            null_mut(),
-            &mut m,
-        ));
-        ok(joker_model_free(m));
+        let auto = trained_on(p);
+        if !crate::device::probe().available() {
+            assert!(auto.starts_with("cpu (auto"), "{auto}");
+        }
+        let mut dev = null();
+        expect(
+            joker_model_device(null(), &mut dev),
+            JokerStatus::NullPointer,
+            "model",
+        );
         if !crate::device::probe().available() {
             ok(joker_params_set_device(p, 0));
             let mut m = null_mut();

@@ -78,6 +78,19 @@ expect_error(joker_params(n_components = 0),
              "JOKER_STATUS_INVALID_ARGUMENT: invalid parameter `n_components`", "M = 0")
 expect_error(predict(model, x_test, type = "prob"), "JOKER_STATUS_UNSUPPORTED",
              "probabilities from an SVM")
+expect_error(joker_params(device = "gpu"), "JOKER_STATUS_INVALID_ARGUMENT: device", "unknown device")
+expect_error(joker_params(device = -3), "JOKER_STATUS_INVALID_ARGUMENT: device", "negative device")
+on_cpu <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
+ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")
+joker_free(on_cpu)
+if (!v$gpu_available) {
+  auto <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20)
+  ok(startsWith(joker_info(auto)$device, "cpu (auto"),
+     sprintf("auto without a GPU: %s", joker_info(auto)$device))
+  joker_free(auto)
+  expect_error(joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 5,
+                         device = "cuda:0"), "JOKER_STATUS_DEVICE", "cuda:0 without a GPU")
+}
 expect_error(joker_load(file.path(tmp, "missing.json")), "JOKER_STATUS_IO", "missing model file")
 writeLines("{\"format\": \"something else\"}", file.path(tmp, "bad.json"))
 expect_error(joker_load(file.path(tmp, "bad.json")), "JOKER_STATUS_MODEL_FORMAT: model file",

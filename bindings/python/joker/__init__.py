@@ -128,6 +128,7 @@ _sig("joker_params_set_time_limit", _P, c_double)
 _sig("joker_params_set_check_every", _P, c_size_t)
 _sig("joker_params_set_seed", _P, c_uint64)
 _sig("joker_params_set_max_memory", _P, c_size_t)
+_sig("joker_params_set_device", _P, c_int32)
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_dense_f32", _fp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_csr_f64", c_size_t, c_size_t, _sp, POINTER(c_uint32), _dp, _dp, POINTER(_P))
@@ -145,6 +146,7 @@ for _name in ("gamma", "lambda", "gap"):
     _sig(f"joker_model_{_name}", _P, _dp)
 _sig("joker_model_classes", _P, _dp, c_size_t)
 _sig("joker_model_stop_reason", _P, POINTER(c_char_p))
+_sig("joker_model_device", _P, POINTER(c_char_p))
 _sig("joker_model_output_size", _P, _P, c_int32, _sp)
 for _name in ("predict", "decision_function", "predict_proba"):
     _sig(f"joker_model_{_name}", _P, _P, _dp, c_size_t)
@@ -170,6 +172,19 @@ def _count(name, v):
     if v < 0:
         raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be >= 0, got {v}")
     return v
+
+
+def _device_code(device):
+    """The C ABI's code for a device choice: -1 auto, -2 cpu, N >= 0 for cuda:N."""
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device >= 0:
+        return int(device)
+    if isinstance(device, str):
+        d = device.strip().lower()
+        if d in ("auto", "cpu", "cuda"):
+            return {"auto": -1, "cpu": -2, "cuda": 0}[d]
+        if d.startswith("cuda:") and d[5:].isdigit():
+            return int(d[5:])
+    raise JokerError(_INVALID_ARGUMENT, f"device {device!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or N >= 0")
 
 
 def _ptr(a, ctype):
@@ -291,7 +306,10 @@ class Joker:
     epsilon (svr) or p (lp). ``c`` or ``lambda_`` (c = 1/lambda). ``n_components``: random
     features M, or None for the exact kernel. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median" or "msd"). ``class_weight``: None, "balanced" or {label: weight}.
-    ``time_limit`` in seconds, ``max_memory`` in bytes. Invalid values raise JokerError here.
+    ``time_limit`` in seconds, ``max_memory`` in bytes. ``device``: "auto" (a usable GPU for
+    f32 random-feature models, else the CPU, the reason kept in ``Model.device``), "cpu", or
+    "cuda" / "cuda:N" / N for a given GPU (fitting fails with JokerError when it cannot be
+    used). Invalid values raise JokerError here.
     """
 
     def __init__(
@@ -317,6 +335,7 @@ class Joker:
         check_every=0,
         seed=42,
         max_memory=None,
+        device="auto",
     ):
         self._h = _P()
         _check(_lib.joker_params_new(byref(self._h)))
@@ -366,6 +385,7 @@ class Joker:
         _check(_lib.joker_params_set_check_every(h, _count("check_every", check_every)))
         _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
         _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory or 0)))
+        _check(_lib.joker_params_set_device(h, _device_code(device)))
 
     def fit(self, X, y, sample_weight=None, validation=None, progress=None):
         """Trains on ``X`` (2-d numpy array, float32 or float64, or a scipy.sparse matrix) and
@@ -512,6 +532,11 @@ class Model:
     def stop_reason(self):
         """Why training stopped: converged, max_iter, time_limit or cancelled."""
         return self._get("stop_reason", c_char_p).decode()
+
+    @property
+    def device(self):
+        """Where the model was trained and why there, e.g. 'cpu (auto: no CUDA driver found)'."""
+        return self._get("device", c_char_p).decode()
 
     def close(self):
         """Frees the model now (later calls raise JokerError: a NULL handle)."""

@@ -113,6 +113,19 @@ class TestApi(unittest.TestCase):
         # From the device probe: consistent whatever the machine has.
         self.assertEqual(joker.gpu_available(), joker.device_count() > 0)
 
+    def test_device_choice(self):
+        cpu = joker.Joker("l2-svc", c=1.0, n_components=64, max_iter=20, device="cpu").fit(self.X, self.y)
+        self.assertTrue(cpu.device.startswith("cpu"), cpu.device)
+        auto = joker.Joker("l2-svc", c=1.0, n_components=64, max_iter=20).fit(self.X, self.y)
+        if not joker.gpu_available():
+            self.assertTrue(auto.device.startswith("cpu (auto"), auto.device)
+            # an explicit GPU that cannot be used is an error, not a silent CPU fit
+            with self.assertRaises(joker.JokerError):
+                joker.Joker("l2-svc", n_components=64, max_iter=5, device="cuda:0").fit(self.X, self.y)
+        for bad in ["gpu", "cuda:x", -3, 1.5, True]:
+            with self.assertRaises(joker.JokerError):
+                joker.Joker("l2-svc", device=bad)
+
     def test_klr_probabilities_weights_and_progress(self):
         seen = []
         model = joker.Joker("klr", c=10.0, n_components=256, block_size=64, max_iter=150, check_every=10).fit(
@@ -260,7 +273,7 @@ class TestBindingsAgainstTheHeader(unittest.TestCase):
         self.assertEqual(julia_kw, python_kw)
         for name in ["fit", "predict", "decision_function", "predict_proba", "score", "save", "load",
                      "version", "gpu_available", "device_count", "n_features", "n_classes", "classes",
-                     "n_components", "stop_reason", "sample_weight=nothing, validation=nothing, progress=nothing"]:
+                     "n_components", "stop_reason", "device", "sample_weight=nothing, validation=nothing, progress=nothing"]:
             self.assertIn(name, jl)
 
 
