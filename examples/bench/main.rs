@@ -80,6 +80,10 @@ struct Args {
     /// Run joker's jobs only; the peers' jobs are listed as not run.
     #[arg(long)]
     joker_only: bool,
+    /// Plan only these systems (comma-separated names as in the tables, e.g.
+    /// `joker-klr,rff-logreg`); default: all.
+    #[arg(long, value_delimiter = ',')]
+    systems: Option<Vec<String>>,
     /// Internal: run one joker job (JSON) in this process and print its outcome.
     #[arg(long, hide = true)]
     job: Option<String>,
@@ -90,7 +94,7 @@ struct Args {
 struct Job {
     suite: String,
     dataset: String,
-    /// `joker-l2svc`, `joker-krr`, or a peer of `bench_peer.py`.
+    /// `joker-l2svc`, `joker-klr`, `joker-krr`, or a peer of `bench_peer.py`.
     system: String,
     task: Task,
     /// Prefix of the prepared `.npy` files.
@@ -263,7 +267,10 @@ fn run(args: &Args) -> Res<()> {
         .clone()
         .or_else(|| std::env::var_os("JOKER_DATA_DIR").map(PathBuf::from))
         .unwrap_or_else(|| "../shared/datasets".into());
-    let jobs = plan(args, &data_dir)?;
+    let mut jobs = plan(args, &data_dir)?;
+    if let Some(keep) = &args.systems {
+        jobs.retain(|(j, _)| keep.iter().any(|s| *s == j.system));
+    }
     let total = jobs.len();
     for (k, (job, repeats)) in jobs.into_iter().enumerate() {
         let rec = execute(args, python.as_deref(), job, repeats, k + 1, total);
@@ -298,7 +305,13 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
         write_feature_map(&prefix("smoke"), &s, 300, 1)?;
         let base = base_job("smoke", "smoke", &s, &prefix("smoke"), 1.0);
         jobs.push((joker_job(&base, "joker-l2svc", 300, 20, 256, true), 1));
-        for p in ["rff-linearsvc", "liblinear-joker-features", "sklearn-svc"] {
+        jobs.push((joker_job(&base, "joker-klr", 300, 20, 256, true), 1));
+        for p in [
+            "rff-linearsvc",
+            "rff-logreg",
+            "liblinear-joker-features",
+            "sklearn-svc",
+        ] {
             jobs.push((peer_job(&base, p, 300), 1));
         }
         let r = data::synthetic(SHAPES[2], 2000, 500, 1)?;
@@ -346,12 +359,17 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                     for &m in ms {
                         jobs.push((joker_job(&base, "joker-l2svc", m, iters, 512, true), r));
                     }
+                    // kernel logistic regression: joker's KLR against logistic regression
+                    // on random or Nystroem features (the same C)
+                    jobs.push((joker_job(&base, "joker-klr", mpeer, iters, 512, true), r));
                     for peer in [
                         "sklearn-svc",
                         "sklearnex-svc",
                         "thundersvm-svc",
                         "liblinear-joker-features",
                         "rff-linearsvc",
+                        "rff-logreg",
+                        "nystroem-logreg",
                     ] {
                         jobs.push((peer_job(&base, peer, mpeer), r));
                     }

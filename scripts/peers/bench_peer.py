@@ -16,6 +16,8 @@ Problems, matched to joker's where they can be:
   hinge, C, no intercept) or Ridge(alpha=lambda, no intercept): joker's L2-SVC / KRR problem
   on a different draw of random features.
 - nystroem-*: the same with Nystroem(M) features.
+- rff-logreg / nystroem-logreg: those features, then LogisticRegression(C, no intercept, lbfgs):
+  joker's KLR problem (C times the summed logistic loss plus half the squared norm).
 - liblinear-joker-features: LIBLINEAR's dual coordinate descent (-s 1: L2-regularised
   squared hinge) on joker's own random features psi(x) = sqrt(2/M) cos(W x + b), with W and b
   written by the benchmark: the identical problem to joker's L2-SVC.
@@ -72,12 +74,17 @@ def make_model(job):
         from sklearn.kernel_approximation import Nystroem, RBFSampler
         from sklearn.linear_model import Ridge
         from sklearn.pipeline import make_pipeline
+        from sklearn.linear_model import LogisticRegression
         from sklearn.svm import LinearSVC
         feat = (RBFSampler(gamma=gamma, n_components=m, random_state=seed) if s.startswith("rff-")
                 else Nystroem(gamma=gamma, n_components=m, random_state=seed))
-        head = (LinearSVC(C=c, loss="squared_hinge", dual=True, fit_intercept=False,
-                          max_iter=job.get("max_iter", 1000), random_state=seed) if clf
-                else Ridge(alpha=lam, fit_intercept=False))
+        if s.endswith("-logreg"):
+            head = LogisticRegression(C=c, fit_intercept=False, max_iter=job.get("max_iter", 1000))
+        elif clf:
+            head = LinearSVC(C=c, loss="squared_hinge", dual=True, fit_intercept=False,
+                             max_iter=job.get("max_iter", 1000), random_state=seed)
+        else:
+            head = Ridge(alpha=lam, fit_intercept=False)
         return make_pipeline(feat, head)
     raise ValueError(f"unknown system {s}")
 
