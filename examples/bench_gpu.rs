@@ -179,7 +179,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let e0 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
         for i in 0..iters {
             eng.load_block((i % nblocks) * b, b)?;
-            eng.block_gram(&mut k, &mut g)?;
+            eng.block_gram(Some(&mut k), &mut g)?;
             eng.update(&delta)?;
         }
         let e1 = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
@@ -208,7 +208,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .fit(&data)?;
         let t = &model.training.timings;
         println!(
-            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3}, update {:.3} ms) [{}]",
+            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3} (on the device for cuda), update {:.3} ms) [{}]",
             dev.to_string(),
             1e3 * t.per_iteration(model.training.iterations),
             1e3 * t.block / model.training.iterations.max(1) as f64,

@@ -79,6 +79,20 @@ fn xlogx_diff(x: f64, s: f64) -> f64 {
 }
 
 impl Loss {
+    /// The loss's id and parameter in the CUDA kernels (`cuda/loss.cuh`).
+    pub fn device_id(&self) -> (i32, f64) {
+        match *self {
+            Loss::SquaredError => (0, 0.0),
+            Loss::Huber { delta } => (1, delta),
+            Loss::EpsilonInsensitive { epsilon } => (2, epsilon),
+            Loss::Absolute => (3, 0.0),
+            Loss::Lp { p } => (4, p),
+            Loss::Hinge => (5, 0.0),
+            Loss::SquaredHinge => (6, 0.0),
+            Loss::Logistic => (7, 0.0),
+        }
+    }
+
     /// Short name used by the CLI and in messages.
     pub fn name(&self) -> &'static str {
         match self {

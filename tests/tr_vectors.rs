@@ -59,16 +59,8 @@ impl IntMat {
 
 /// Loss id as in `cuda/loss.cuh` and its parameter.
 fn loss_id(loss: Loss) -> (u32, f64) {
-    match loss {
-        Loss::SquaredError => (0, 0.0),
-        Loss::Huber { delta } => (1, delta),
-        Loss::EpsilonInsensitive { epsilon } => (2, epsilon),
-        Loss::Absolute => (3, 0.0),
-        Loss::Lp { p } => (4, p),
-        Loss::Hinge => (5, 0.0),
-        Loss::SquaredHinge => (6, 0.0),
-        Loss::Logistic => (7, 0.0),
-    }
+    let (id, param) = loss.device_id();
+    (id as u32, param)
 }
 
 const LOSSES: [Loss; 8] = [

@@ -269,7 +269,7 @@ fn run(args: &Args) -> Res<()> {
         .unwrap_or_else(|| "../shared/datasets".into());
     let mut jobs = plan(args, &data_dir)?;
     if let Some(keep) = &args.systems {
-        jobs.retain(|(j, _)| keep.iter().any(|s| *s == j.system));
+        jobs.retain(|(j, _)| keep.contains(&j.system));
     }
     let total = jobs.len();
     for (k, (job, repeats)) in jobs.into_iter().enumerate() {

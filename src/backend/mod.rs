@@ -24,8 +24,10 @@ use crate::data::Features;
 use crate::error::Result;
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
+use crate::loss::{Coord, Loss};
 use crate::scalar::Scalar;
 use crate::solver::decision::{CHUNK_ROWS, Predictor};
+use crate::solver::trust_region::{BlockStats, TrustRegion};
 
 /// The primitives a DBCD-TR iteration and prediction need.
 pub trait Backend<T: Scalar>: Send + Sync {
@@ -101,8 +103,9 @@ pub trait RffEngine<T>: Send + Sync {
     fn load_block(&mut self, start: usize, len: usize) -> Result<()>;
 
     /// `kbb (len x len, row-major) = Phi_B Phi_B^T` and `g (len x T) = Phi_B theta` for the
-    /// current block.
-    fn block_gram(&mut self, kbb: &mut [f64], g: &mut [f64]) -> Result<()>;
+    /// current block. `kbb` is `None` when the caller does not read `K_BB` (the engine's own
+    /// block solver uses it where it is).
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()>;
 
     /// `theta += Phi_B^T delta` for the current block (`delta`: `len x T`).
     fn update(&mut self, delta: &[f64]) -> Result<()>;
@@ -116,6 +119,42 @@ pub trait RffEngine<T>: Send + Sync {
 
     /// Copies `theta` into `out` (`M x T`).
     fn theta(&mut self, out: &mut [f64]) -> Result<()>;
+
+    /// Whether [`solve_block`](RffEngine::solve_block) solves blocks with these solver
+    /// parameters (then [`block_gram`](RffEngine::block_gram) need not return `K_BB`).
+    fn solves_blocks(&self, p: &TrustRegion) -> bool {
+        let _ = p;
+        false
+    }
+
+    /// Solves the current block's subproblem for every column where `K_BB` already is (the
+    /// last [`block_gram`](RffEngine::block_gram)), without a host round trip per CG step:
+    /// `alpha` and `gbar` (`len x T`, column-major) and `block.coords` (the same layout) as
+    /// for [`solve_column`](crate::solver::trust_region::solve_column), updated in place.
+    /// Only called where [`solves_blocks`](RffEngine::solves_blocks) is true.
+    fn solve_block(
+        &mut self,
+        block: &BlockSolve<'_>,
+        alpha: &mut [f64],
+        gbar: &mut [f64],
+    ) -> Result<Vec<BlockStats>> {
+        let _ = (block, alpha, gbar);
+        Err(crate::error::JokerError::Device(
+            "this engine has no block solver".into(),
+        ))
+    }
+}
+
+/// What [`RffEngine::solve_block`] needs besides the iterates.
+pub struct BlockSolve<'a> {
+    /// The loss.
+    pub loss: Loss,
+    /// The block's coordinates, `len x T` column-major.
+    pub coords: &'a [Coord],
+    /// Largest trust-region radius.
+    pub delta_max: f64,
+    /// Solver parameters.
+    pub p: &'a TrustRegion,
 }
 
 /// [`RffEngine`] on the host, composing a backend's unfused primitives: `Phi_B` is formed
@@ -168,10 +207,12 @@ impl<T: Scalar> RffEngine<T> for HostRff<'_, T> {
         Ok(())
     }
 
-    fn block_gram(&mut self, kbb: &mut [f64], g: &mut [f64]) -> Result<()> {
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
         let (nb, m) = (self.nb, self.map.m());
         let phi = &self.phi[..nb * m];
-        self.backend.gram(phi, nb, m, kbb);
+        if let Some(kbb) = kbb {
+            self.backend.gram(phi, nb, m, kbb);
+        }
         self.backend
             .project(phi, nb, m, &self.theta, self.targets, g);
         Ok(())

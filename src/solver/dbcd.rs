@@ -20,7 +20,7 @@ use rayon::prelude::*;
 
 use super::decision::{CHUNK_ROWS, Predictor};
 use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
-use crate::backend::{Backend, HostRff, RffEngine};
+use crate::backend::{Backend, BlockSolve, HostRff, RffEngine};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -442,7 +442,8 @@ pub fn solve<T: Scalar>(
             Repr::Features(_) => {
                 if let Some(e) = st.engine.as_mut() {
                     e.load_block(bi * b, nb)?;
-                    e.block_gram(kb, &mut gbar[..nb * tt])?;
+                    let k_on_host = !e.solves_blocks(&cfg.trust_region);
+                    e.block_gram(k_on_host.then_some(&mut *kb), &mut gbar[..nb * tt])?;
                 }
             }
             Repr::Exact(kernel) => {
@@ -457,23 +458,54 @@ pub fn solve<T: Scalar>(
         }
         let t1 = Instant::now();
         timings.block += (t1 - t0).as_secs_f64();
-        // Block solve, one column per task.
+        // Block solve: on the engine's device where it has a block solver (K_BB stayed
+        // there), else on the host, one column per task.
         let kb: &[f64] = kb;
-        let cols: Vec<(Vec<f64>, BlockStats)> = (0..tt)
-            .into_par_iter()
-            .map(|t| {
-                let coords: Vec<Coord> = block.iter().map(|&i| st.coord(i, t)).collect();
-                let mut a: Vec<f64> = block.iter().map(|&i| st.alpha[t * n + i]).collect();
-                let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
-                let bp = BlockProblem {
-                    kbb: kb,
-                    loss: prob.loss,
-                    coords: &coords,
-                };
-                let s = solve_column(&bp, &mut a, &mut g, delta_max, &cfg.trust_region);
-                (a, s)
-            })
-            .collect();
+        let on_device = st
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.solves_blocks(&cfg.trust_region));
+        let cols: Vec<(Vec<f64>, BlockStats)> = if on_device {
+            let coords: Vec<Coord> = (0..tt)
+                .flat_map(|t| block.iter().map(move |&i| (i, t)))
+                .map(|(i, t)| st.coord(i, t))
+                .collect();
+            let mut a: Vec<f64> = (0..tt)
+                .flat_map(|t| block.iter().map(move |&i| t * n + i))
+                .map(|k| st.alpha[k])
+                .collect();
+            let mut g = gbar[..nb * tt].to_vec();
+            let solve = BlockSolve {
+                loss: prob.loss,
+                coords: &coords,
+                delta_max,
+                p: &cfg.trust_region,
+            };
+            let engine = st.engine.as_mut().ok_or_else(|| {
+                JokerError::Device("a device block solve without a device engine".into())
+            })?;
+            let stats = engine.solve_block(&solve, &mut a, &mut g)?;
+            a.chunks_exact(nb)
+                .zip(stats)
+                .map(|(col, s)| (col.to_vec(), s))
+                .collect()
+        } else {
+            (0..tt)
+                .into_par_iter()
+                .map(|t| {
+                    let coords: Vec<Coord> = block.iter().map(|&i| st.coord(i, t)).collect();
+                    let mut a: Vec<f64> = block.iter().map(|&i| st.alpha[t * n + i]).collect();
+                    let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
+                    let bp = BlockProblem {
+                        kbb: kb,
+                        loss: prob.loss,
+                        coords: &coords,
+                    };
+                    let s = solve_column(&bp, &mut a, &mut g, delta_max, &cfg.trust_region);
+                    (a, s)
+                })
+                .collect()
+        };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
         let mut delta = vec![0.0; nb * tt];

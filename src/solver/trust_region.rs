@@ -386,7 +386,8 @@ fn cg_steihaug(
 
 /// `Q x` for `x = clamp(s + tau d)`, from the known `Q s` and `Q d`: only the few clamped
 /// coordinates need rows of `Q` (symmetric), `Q x = Q s + tau Q d + sum_k e_k Q_k` with
-/// `e = x - s - tau d`. When many are clamped the product is formed afresh.
+/// `e = x - s - tau d`. When many are clamped the product is formed afresh. (The device twin
+/// in `cuda/trsolve.cu` always forms it afresh: the same value up to rounding.)
 fn clipped_product(
     q: &[f32],
     qs: &[f64],
