@@ -45,8 +45,9 @@ fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
 }
 
+/// Whether the CPU has AVX2 and FMA (the vector kernels' requirement).
 #[inline]
-fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -135,7 +136,7 @@ fn split_rows(rows: usize, work: usize) -> bool {
 
 /// `out = A v` for a row-major `A` of `out.len() x v.len()`.
 pub fn matvec(a: &[f64], v: &[f64], out: &mut [f64]) {
-    rows_dot(a, v, out, dot);
+    split_products(a, v, out, rows_serial);
 }
 
 /// `out_i = dot(A_i, v)` over the rows of a row-major `f64` matrix, on the calling thread.
@@ -146,24 +147,24 @@ pub fn rows_serial(a: &[f64], v: &[f64], out: &mut [f64]) {
     }
 }
 
-/// `out_i = dot(A_i, v)` over the rows of a row-major `A`, in parallel for large matrices.
-fn rows_dot<A: Sync>(a: &[A], v: &[f64], out: &mut [f64], dot: fn(&[A], &[f64]) -> f64) {
+/// `out = A v` with `rows` (a serial product of a block of rows) run on one share of the rows
+/// per thread when [`split_rows`] says so, else on the calling thread.
+fn split_products<A: Sync>(
+    a: &[A],
+    v: &[f64],
+    out: &mut [f64],
+    rows: fn(&[A], &[f64], &mut [f64]),
+) {
     let n = v.len();
     debug_assert_eq!(a.len(), out.len() * n);
     if split_rows(out.len(), out.len() * n) {
-        out.par_chunks_mut(MATVEC_ROWS)
-            .enumerate()
-            .for_each(|(c, o)| {
-                crate::backend::cpu::clear_upper_state();
-                for (k, x) in o.iter_mut().enumerate() {
-                    let i = c * MATVEC_ROWS + k;
-                    *x = dot(&a[i * n..(i + 1) * n], v);
-                }
-            });
+        let per = rows_per_task(out.len());
+        out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
+            crate::backend::cpu::clear_upper_state();
+            rows(&a[c * per * n..(c * per + o.len()) * n], v, o);
+        });
     } else {
-        for (i, x) in out.iter_mut().enumerate() {
-            *x = dot(&a[i * n..(i + 1) * n], v);
-        }
+        rows(a, v, out);
     }
 }
 
@@ -240,18 +241,7 @@ pub fn rows_mixed_serial(a: &[f32], v: &[f64], out: &mut [f64]) {
 /// `out = A v` for a row-major `f32` matrix `A` (half the memory traffic of `f64`; the
 /// products are accumulated in `f64`).
 pub fn matvec_mixed(a: &[f32], v: &[f64], out: &mut [f64]) {
-    let n = v.len();
-    debug_assert_eq!(a.len(), out.len() * n);
-    if split_rows(out.len(), out.len() * n) {
-        let per = rows_per_task(out.len());
-        out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
-            crate::backend::cpu::clear_upper_state();
-            let rows = &a[c * per * n..(c * per + o.len()) * n];
-            rows_mixed_serial(rows, v, o);
-        });
-    } else {
-        rows_mixed_serial(a, v, out);
-    }
+    split_products(a, v, out, rows_mixed_serial);
 }
 
 /// `out += sum_r coef_r rows_r` for `f32` rows (each at least `out.len()` long), accumulated

@@ -83,10 +83,7 @@ pub fn fused_features_f32(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if d > 0
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
+        if d > 0 && crate::linalg::has_avx2() {
             let m = shift.len();
             let n = x.len() / d;
             assert!(x.len() == n * d && wt.len() == d * m && out.len() == n * m);
@@ -274,31 +271,30 @@ impl<T: Scalar> Backend<T> for Cpu {
     ) {
         debug_assert_eq!(theta.len(), m * targets);
         debug_assert_eq!(out.len(), n * targets);
+        if targets == 0 {
+            return;
+        }
         // One task per chunk of rows; the chunk's products land in a row-major n x targets
         // scratch, transposed into `out` afterwards.
-        let mut rows = vec![0.0; n * targets];
-        let mut col = [0.0; ROWS_PER_TASK];
-        if n <= ROWS_PER_TASK {
+        let fill = |block: &[T], r: &mut [f64]| {
+            let mut col = vec![0.0; r.len() / targets];
             for t in 0..targets {
-                T::rows_dot(phi, &theta[t * m..(t + 1) * m], &mut col[..n]);
-                for (i, v) in col[..n].iter().enumerate() {
-                    rows[i * targets + t] = *v;
+                T::rows_dot(block, &theta[t * m..(t + 1) * m], &mut col);
+                for (i, v) in col.iter().enumerate() {
+                    r[i * targets + t] = *v;
                 }
             }
+        };
+        let mut rows = vec![0.0; n * targets];
+        if n <= ROWS_PER_TASK {
+            fill(phi, &mut rows);
         } else {
             rows.par_chunks_mut(ROWS_PER_TASK * targets)
                 .enumerate()
                 .for_each(|(c, r)| {
                     clear_upper_state();
                     let nr = r.len() / targets;
-                    let block = &phi[c * ROWS_PER_TASK * m..(c * ROWS_PER_TASK + nr) * m];
-                    let mut col = vec![0.0; nr];
-                    for t in 0..targets {
-                        T::rows_dot(block, &theta[t * m..(t + 1) * m], &mut col);
-                        for (i, v) in col.iter().enumerate() {
-                            r[i * targets + t] = *v;
-                        }
-                    }
+                    fill(&phi[c * ROWS_PER_TASK * m..(c * ROWS_PER_TASK + nr) * m], r);
                 });
         }
         for i in 0..n {

@@ -404,6 +404,11 @@ pub fn solve<T: Scalar>(
     let mut iter = 0;
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
+    // Whether the engine solves the blocks where K_BB is (then K_BB never comes to the host).
+    let on_device = st
+        .engine
+        .as_ref()
+        .is_some_and(|e| e.solves_blocks(&cfg.trust_region));
 
     let mut check = |st: &mut State<T>,
                      iter: usize,
@@ -442,8 +447,7 @@ pub fn solve<T: Scalar>(
             Repr::Features(_) => {
                 if let Some(e) = st.engine.as_mut() {
                     e.load_block(bi * b, nb)?;
-                    let k_on_host = !e.solves_blocks(&cfg.trust_region);
-                    e.block_gram(k_on_host.then_some(&mut *kb), &mut gbar[..nb * tt])?;
+                    e.block_gram((!on_device).then_some(&mut *kb), &mut gbar[..nb * tt])?;
                 }
             }
             Repr::Exact(kernel) => {
@@ -461,10 +465,6 @@ pub fn solve<T: Scalar>(
         // Block solve: on the engine's device where it has a block solver (K_BB stayed
         // there), else on the host, one column per task.
         let kb: &[f64] = kb;
-        let on_device = st
-            .engine
-            .as_ref()
-            .is_some_and(|e| e.solves_blocks(&cfg.trust_region));
         let cols: Vec<(Vec<f64>, BlockStats)> = if on_device {
             let coords: Vec<Coord> = (0..tt)
                 .flat_map(|t| block.iter().map(move |&i| (i, t)))
