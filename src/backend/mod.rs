@@ -143,6 +143,31 @@ pub trait RffEngine<T>: Send + Sync {
             "this engine has no block solver".into(),
         ))
     }
+
+    /// Whether [`stage`](RffEngine::stage) can form the next block while the caller solves
+    /// the current one. The features and `K_BB` of a block depend on its rows only, not on
+    /// `theta`, so the solver overlaps them with the previous block's solve.
+    fn stages(&self) -> bool {
+        false
+    }
+
+    /// Forms the features of `order[start..start + len]` and `kbb = Phi_B Phi_B^T` into a
+    /// second buffer, leaving the current block (and `theta`) untouched;
+    /// [`promote`](RffEngine::promote) makes it current. Only called where
+    /// [`stages`](RffEngine::stages) is true.
+    fn stage(&mut self, start: usize, len: usize, kbb: &mut [f64]) -> Result<()> {
+        let _ = (start, len, kbb);
+        Err(crate::error::JokerError::Device(
+            "this engine does not stage blocks".into(),
+        ))
+    }
+
+    /// Makes the last staged block the current one (then `block_gram(None, g)` projects it).
+    fn promote(&mut self) -> Result<()> {
+        Err(crate::error::JokerError::Device(
+            "this engine does not stage blocks".into(),
+        ))
+    }
 }
 
 /// What [`RffEngine::solve_block`] needs besides the iterates.
@@ -169,6 +194,10 @@ pub struct HostRff<'a, T> {
     xb: Vec<T>,
     phi: Vec<T>,
     nb: usize,
+    /// The staged block's features and length (allocated at the first
+    /// [`stage`](RffEngine::stage)).
+    next_phi: Vec<T>,
+    next_nb: usize,
 }
 
 impl<'a, T: Scalar> HostRff<'a, T> {
@@ -192,6 +221,8 @@ impl<'a, T: Scalar> HostRff<'a, T> {
             xb: vec![T::default(); block * d],
             phi: vec![T::default(); block * m],
             nb: 0,
+            next_phi: Vec::new(),
+            next_nb: 0,
         }
     }
 }
@@ -262,6 +293,29 @@ impl<T: Scalar> RffEngine<T> for HostRff<'_, T> {
 
     fn theta(&mut self, out: &mut [f64]) -> Result<()> {
         out.copy_from_slice(&self.theta);
+        Ok(())
+    }
+
+    fn stages(&self) -> bool {
+        true
+    }
+
+    fn stage(&mut self, start: usize, len: usize, kbb: &mut [f64]) -> Result<()> {
+        let (m, d) = (self.map.m(), self.x.ncols());
+        self.next_phi.resize(self.phi.len(), T::default());
+        let rows = &self.order[start..start + len];
+        self.x.gather_dense(rows, &mut self.xb[..len * d]);
+        let phi = &mut self.next_phi[..len * m];
+        self.backend
+            .features(self.map, &self.xb[..len * d], len, phi);
+        self.backend.gram(phi, len, m, kbb);
+        self.next_nb = len;
+        Ok(())
+    }
+
+    fn promote(&mut self) -> Result<()> {
+        std::mem::swap(&mut self.phi, &mut self.next_phi);
+        self.nb = self.next_nb;
         Ok(())
     }
 }

@@ -54,6 +54,15 @@ pub struct SolverConfig {
     pub trust_region: TrustRegion,
     /// Seed of the block partition and block choice.
     pub seed: u64,
+    /// Form the next block's random features and `K_BB` while the current block is solved
+    /// (random features on the host). The result is the same either way; off, the stages run
+    /// one after the other.
+    #[serde(default = "overlap_default")]
+    pub overlap: bool,
+}
+
+fn overlap_default() -> bool {
+    true
 }
 
 impl Default for SolverConfig {
@@ -69,6 +78,7 @@ impl Default for SolverConfig {
             shrink_rate: 0.9,
             trust_region: TrustRegion::default(),
             seed: 42,
+            overlap: overlap_default(),
         }
     }
 }
@@ -118,8 +128,11 @@ pub enum StopReason {
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
     /// Forming `K_BB` and `gbar` (feature block, Gram, projection; or exact kernel tiles).
+    /// With [`SolverConfig::overlap`], only the first block's features and Gram and the
+    /// projections count here; the later blocks are formed during `solve`.
     pub block: f64,
-    /// Trust-region block solves.
+    /// Trust-region block solves (wall time, including the next block formed beside them
+    /// where the solver overlaps the two).
     pub solve: f64,
     /// Folding the change back (`theta` or `beta` update).
     pub update: f64,
@@ -209,8 +222,10 @@ pub fn memory_estimate(
 ) -> usize {
     let f64s = n * targets * 2 + n * 2; // alpha, beta or y, lam/eps
     let block_bytes = block * block * 8 * 2 + block * d * 8;
+    // Random features: the map, theta, the current and the staged block's features and
+    // K_BB (see `SolverConfig::overlap`), and a chunk of features for the checks.
     let feat = m.map_or(0, |m| {
-        m * d * 8 + m * targets * 8 + block * m * 8 + CHUNK_ROWS * m * 8
+        m * d * 8 + m * targets * 8 + 2 * block * m * 8 + block * block * 8 + CHUNK_ROWS * m * 8
     });
     let exact_tile = if m.is_none() {
         CHUNK_ROWS * block * 8 * 2
@@ -233,13 +248,48 @@ struct State<'a, T: Scalar> {
     engine: Option<Box<dyn RffEngine<T> + 'a>>,
 }
 
+/// Sample `i`'s coordinate data for target column `t`.
+fn coord<T>(prob: &Problem<T>, i: usize, t: usize) -> Coord {
+    let n = prob.lam.len();
+    Coord {
+        y: prob.y[t * n + i],
+        lam: prob.lam[i],
+        eps: prob.eps[i],
+    }
+}
+
+/// Solves the block's subproblem on the host, one target column per task; returns each
+/// column's new `alpha_B` and its counters.
+fn solve_on_host<T: Sync>(
+    prob: &Problem<T>,
+    alpha: &[f64],
+    block: &[usize],
+    kbb: &[f64],
+    gbar: &[f64],
+    delta_max: f64,
+    p: &TrustRegion,
+) -> Vec<(Vec<f64>, BlockStats)> {
+    let (n, nb) = (prob.lam.len(), block.len());
+    (0..prob.targets)
+        .into_par_iter()
+        .map(|t| {
+            let coords: Vec<Coord> = block.iter().map(|&i| coord(prob, i, t)).collect();
+            let mut a: Vec<f64> = block.iter().map(|&i| alpha[t * n + i]).collect();
+            let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
+            let bp = BlockProblem {
+                kbb,
+                loss: prob.loss,
+                coords: &coords,
+            };
+            let s = solve_column(&bp, &mut a, &mut g, delta_max, p);
+            (a, s)
+        })
+        .collect()
+}
+
 impl<T: Scalar> State<'_, T> {
     fn coord(&self, i: usize, t: usize) -> Coord {
-        Coord {
-            y: self.prob.y[t * self.n + i],
-            lam: self.prob.lam[i],
-            eps: self.prob.eps[i],
-        }
+        coord(self.prob, i, t)
     }
 
     fn predictor(&self) -> Predictor<'_, T> {
@@ -437,15 +487,36 @@ pub fn solve<T: Scalar>(
         Ok((gap, go_on, primal.is_finite() && dual.is_finite()))
     };
 
+    // Whether the engine forms the next block's features and K_BB while the host solves the
+    // current block (the two are independent: only the projection needs the new theta).
+    let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
+    let mut kbb_next = if staged { vec![0.0; b * b] } else { Vec::new() };
+    // The block staged during the last solve, if any.
+    let mut next: Option<usize> = None;
+
     while iter < cfg.max_iter {
         let t0 = Instant::now();
-        let bi = chooser.below(blocks.len());
+        let (bi, ready) = match next.take() {
+            Some(bi) => (bi, true),
+            None => (chooser.below(blocks.len()), false),
+        };
         let block = blocks[bi];
         let nb = block.len();
+        if staged {
+            let e = engine_of(&mut st.engine)?;
+            if !ready {
+                e.stage(bi * b, nb, &mut kbb_next[..nb * nb])?;
+            }
+            std::mem::swap(&mut kbb, &mut kbb_next);
+            e.promote()?;
+        }
         let kb = &mut kbb[..nb * nb];
         match prob.repr {
             Repr::Features(_) => {
-                if let Some(e) = st.engine.as_mut() {
+                let e = engine_of(&mut st.engine)?;
+                if staged {
+                    e.block_gram(None, &mut gbar[..nb * tt])?;
+                } else {
                     e.load_block(bi * b, nb)?;
                     e.block_gram((!on_device).then_some(&mut *kb), &mut gbar[..nb * tt])?;
                 }
@@ -463,7 +534,8 @@ pub fn solve<T: Scalar>(
         let t1 = Instant::now();
         timings.block += (t1 - t0).as_secs_f64();
         // Block solve: on the engine's device where it has a block solver (K_BB stayed
-        // there), else on the host, one column per task.
+        // there), else on the host, one column per task, with the next block staged beside
+        // it where the engine stages.
         let kb: &[f64] = kb;
         let cols: Vec<(Vec<f64>, BlockStats)> = if on_device {
             let coords: Vec<Coord> = (0..tt)
@@ -490,21 +562,21 @@ pub fn solve<T: Scalar>(
                 .map(|(col, s)| (col.to_vec(), s))
                 .collect()
         } else {
-            (0..tt)
-                .into_par_iter()
-                .map(|t| {
-                    let coords: Vec<Coord> = block.iter().map(|&i| st.coord(i, t)).collect();
-                    let mut a: Vec<f64> = block.iter().map(|&i| st.alpha[t * n + i]).collect();
-                    let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
-                    let bp = BlockProblem {
-                        kbb: kb,
-                        loss: prob.loss,
-                        coords: &coords,
-                    };
-                    let s = solve_column(&bp, &mut a, &mut g, delta_max, &cfg.trust_region);
-                    (a, s)
-                })
-                .collect()
+            let gb = &gbar[..nb * tt];
+            let alpha = &st.alpha;
+            let host = || solve_on_host(prob, alpha, block, kb, gb, delta_max, &cfg.trust_region);
+            if staged && iter + 1 < cfg.max_iter {
+                let nbi = chooser.below(blocks.len());
+                let nl = blocks[nbi].len();
+                let e = engine_of(&mut st.engine)?;
+                let kn = &mut kbb_next[..nl * nl];
+                let (cols, formed) = rayon::join(host, || e.stage(nbi * b, nl, kn));
+                formed?;
+                next = Some(nbi);
+                cols
+            } else {
+                host()
+            }
         };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
@@ -600,6 +672,15 @@ pub fn solve<T: Scalar>(
         history,
         timings,
     })
+}
+
+/// The random-feature engine, which every random-feature fit has.
+fn engine_of<'e, 'a, T>(
+    engine: &'e mut Option<Box<dyn RffEngine<T> + 'a>>,
+) -> Result<&'e mut (dyn RffEngine<T> + 'a)> {
+    engine
+        .as_deref_mut()
+        .ok_or_else(|| JokerError::Device("a random-feature fit without an engine".into()))
 }
 
 /// `beta (n x T) += K(X, X_B) delta` in row chunks.
