@@ -7,6 +7,7 @@
 //! cargo run --release --example bench             # everything (about an hour on 2 cores)
 //! cargo run --release --example bench -- --suites real --datasets ijcnn1,a9a
 //! cargo run --release --example bench -- --smoke  # seconds: a tiny synthetic set (CI)
+//! cargo run --release --example bench -- --suites converge   # time to accuracy at 100k rows
 //! ```
 //!
 //! Every fit runs in its own process (joker: this program with `--job`; peers:
@@ -36,7 +37,9 @@ use serde::{Deserialize, Serialize};
 #[command(about = "joker's end-to-end benchmark against its peers")]
 struct Args {
     /// Suites to run: real (the real data sets), memory (memory and time versus M on ijcnn1),
-    /// scaling (synthetic HIGGS/SUSY/MSD shapes, time and memory versus n).
+    /// scaling (synthetic HIGGS/SUSY/MSD shapes, time and memory versus n); converge (not in
+    /// the default: joker with a budget of many passes on the synthetic shapes at
+    /// `--converge-n` rows, its test metric along the fit, against the peers).
     #[arg(long, value_delimiter = ',', default_value = "real,memory,scaling")]
     suites: Vec<String>,
     /// Restrict the real suite to these data sets (ijcnn1, a9a, w8a, covtype, higgs, cadata,
@@ -58,6 +61,12 @@ struct Args {
     /// Training sizes of the scaling suite.
     #[arg(long, value_delimiter = ',', default_value = "25000,100000,400000")]
     scaling_n: Vec<usize>,
+    /// Training rows of the converge suite.
+    #[arg(long, default_value_t = 100_000)]
+    converge_n: usize,
+    /// joker's budget in the converge suite, in passes over the training rows.
+    #[arg(long, default_value_t = 24)]
+    converge_passes: usize,
     /// Python with the peers (default: $JOKER_BENCH_PYTHON, then .venv-bench/bin/python;
     /// without one the peers are skipped).
     #[arg(long)]
@@ -115,8 +124,11 @@ struct Job {
     seed: u64,
     /// SVR tube half-width (z units).
     epsilon: f64,
-    /// joker: record the test metric every `iters / 10` iterations.
+    /// joker: record the test metric every `iters / checks` iterations.
     curve: bool,
+    /// joker: points on the curve.
+    #[serde(default = "ten")]
+    checks: usize,
     /// Standard deviation of the raw target (RMSE in original units = z RMSE times this).
     y_scale: f64,
 }
@@ -142,6 +154,10 @@ impl Job {
         }
         s.join(", ")
     }
+}
+
+fn ten() -> usize {
+    10
 }
 
 /// What one run measured.
@@ -443,6 +459,39 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
             }
         }
     }
+    if want("converge") {
+        // joker's test metric along a budget of many passes, against the peers' end points
+        let n = args.converge_n;
+        for shape in SHAPES {
+            let name = format!("{}-{}", shape.name, n);
+            let split = data::synthetic(shape, n, 10_000, 7)?;
+            let p = prefix(&name);
+            split.write(&p)?;
+            // joker at the peers' M and at twice it
+            let (reg, joker, ms, peers): (f64, &str, &[usize], &[&str]) = match shape.task {
+                Task::Classification => (
+                    32.0,
+                    "joker-l2svc",
+                    &[2000, 4000],
+                    &["rff-linearsvc", "sklearnex-svc"],
+                ),
+                Task::Regression => (1.0, "joker-krr", &[2000], &["rff-ridge", "nystroem-ridge"]),
+            };
+            let mut base = base_job("converge", shape.name, &split, &p, reg);
+            base.n = n;
+            let r = args.sweep_repeats;
+            let block = 512;
+            let iters = args.converge_passes * n.div_ceil(block);
+            for &m in ms {
+                let mut j = joker_job(&base, joker, m, iters, block, true);
+                j.checks = 2 * args.converge_passes;
+                jobs.push((j, r));
+            }
+            for peer in peers {
+                jobs.push((peer_job(&base, peer, 2000), r));
+            }
+        }
+    }
     Ok(jobs)
 }
 
@@ -469,6 +518,7 @@ fn base_job(suite: &str, dataset: &str, s: &Split, prefix: &str, reg: f64) -> Jo
         seed: 1,
         epsilon: 0.1,
         curve: false,
+        checks: ten(),
         y_scale: s.y_scale,
     }
 }
@@ -699,7 +749,7 @@ fn run_joker(job: &Job) -> joker::Result<Outcome> {
         .max_iter(job.iters)
         .tol(0.0)
         .check_every(if job.curve {
-            (job.iters / 10).max(1)
+            (job.iters / job.checks.max(1)).max(1)
         } else {
             job.iters
         })
@@ -861,6 +911,11 @@ fn tables(res: &Results) -> String {
             "scaling",
             "Synthetic data with the shapes of HIGGS, SUSY and MSD: time and memory versus n",
         ),
+        (
+            "converge",
+            "Synthetic data with the shapes of HIGGS, SUSY and MSD: joker with a budget of many \
+             passes (its curve is in the figures and in the time-to-accuracy table)",
+        ),
         ("smoke", "Smoke run (tiny synthetic sets)"),
     ];
     for (suite, title) in suites {
@@ -907,6 +962,117 @@ fn tables(res: &Results) -> String {
         }
         s.push('\n');
     }
+    s.push_str(&time_to_accuracy(res));
+    s
+}
+
+/// The peer's metric less the tolerance joker is held to: 0.5 points of accuracy, or an RMSE
+/// 1% above the peer's; and whether a metric value reaches it.
+fn target(task: Task, peer: f64) -> (f64, impl Fn(f64) -> bool) {
+    let t = match task {
+        Task::Classification => peer - 0.005,
+        Task::Regression => peer * 1.01,
+    };
+    (t, move |v: f64| match task {
+        Task::Classification => v >= t,
+        Task::Regression => v <= t,
+    })
+}
+
+/// The run of a record whose fit time is the median one.
+fn median_run(r: &Record) -> Option<&Outcome> {
+    let mid = r.median(|o| o.fit_s);
+    r.runs
+        .iter()
+        .min_by(|a, b| (a.fit_s - mid).abs().total_cmp(&(b.fit_s - mid).abs()))
+}
+
+/// joker's `(training seconds, metric)` along its median-time run, ending at the final model.
+fn joker_curve(r: &Record) -> Vec<(f64, f64)> {
+    median_run(r).map_or_else(Vec::new, |run| {
+        let mut p = run.curve.clone();
+        p.push((run.fit_s, run.metric));
+        p
+    })
+}
+
+/// For each data set with joker curves and peer results: how long joker took to come within
+/// the tolerance of each peer's test metric (first check at or past it), beside the peer's
+/// own fit time.
+fn time_to_accuracy(res: &Results) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let mut rows = Vec::new();
+    for suite in ["real", "converge", "smoke"] {
+        let recs: Vec<&Record> = res
+            .records
+            .iter()
+            .filter(|r| r.job.suite == suite && !r.runs.is_empty())
+            .collect();
+        for jr in recs.iter().filter(|r| r.job.is_joker() && r.job.curve) {
+            let curve = joker_curve(jr);
+            for pr in recs
+                .iter()
+                .filter(|r| !r.job.is_joker() && r.job.dataset == jr.job.dataset)
+            {
+                let j = &jr.job;
+                let peer = pr.median(|o| o.metric);
+                let (goal, reached) = target(j.task, peer);
+                let when = curve.iter().find(|&&(_, v)| reached(v)).map(|&(t, _)| t);
+                let best = match j.task {
+                    Task::Classification => curve.iter().map(|p| p.1).fold(f64::MIN, f64::max),
+                    Task::Regression => curve.iter().map(|p| p.1).fold(f64::MAX, f64::min),
+                };
+                let peer_s = pr.median(|o| o.fit_s);
+                let verdict = match when {
+                    Some(t) if t < peer_s => format!("{} (faster)", fmt_s(t)),
+                    Some(t) => format!("{} (slower)", fmt_s(t)),
+                    None => format!(
+                        "not within {} s (best {:.digits$})",
+                        fmt_s(curve.last().map_or(f64::NAN, |p| p.0)),
+                        shown_metric(j, best),
+                        digits = if j.task == Task::Classification { 2 } else { 4 }
+                    ),
+                };
+                let digits = if j.task == Task::Classification { 2 } else { 4 };
+                rows.push(format!(
+                    "| {} | {} ({}) | {} ({}) | {:.digits$} | {} | {:.digits$} | {} |",
+                    j.dataset,
+                    j.system,
+                    j.setting(),
+                    pr.job.system,
+                    if pr.job.m > 0 {
+                        format!("M {}", pr.job.m)
+                    } else {
+                        "exact".into()
+                    },
+                    shown_metric(j, peer),
+                    fmt_s(peer_s),
+                    shown_metric(j, goal),
+                    verdict
+                ));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "### Time to the peers' accuracy\n\nThe first check of joker's median-time run at which \
+         its test metric is within 0.5 points of the peer's accuracy (or within 1% of its RMSE), \
+         in training seconds (monitoring left out), beside the peer's fit time. joker's checks \
+         are spaced, so its time is an upper bound.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| data | joker | peer | peer metric | peer fit s | target | joker's time to the target, s |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for r in rows {
+        let _ = writeln!(s, "{r}");
+    }
+    s.push('\n');
     s
 }
 
@@ -919,7 +1085,7 @@ fn figures(res: &Results) -> Vec<(String, String)> {
     for r in res
         .records
         .iter()
-        .filter(|r| r.job.suite == "real" && !r.runs.is_empty())
+        .filter(|r| (r.job.suite == "real" || r.job.suite == "converge") && !r.runs.is_empty())
     {
         by_data.entry(&r.job.dataset).or_default().push(r);
     }
@@ -929,19 +1095,10 @@ fn figures(res: &Results) -> Vec<(String, String)> {
             let j = &r.job;
             // joker: the test metric along the fit of the median-time run; peers: one point
             let points = if j.is_joker() {
-                let mid = r.median(|o| o.fit_s);
-                let run = r
-                    .runs
-                    .iter()
-                    .min_by(|a, b| (a.fit_s - mid).abs().total_cmp(&(b.fit_s - mid).abs()))
-                    .expect("runs");
-                let mut p: Vec<(f64, f64)> = run
-                    .curve
-                    .iter()
-                    .map(|&(t, v)| (t, shown_metric(j, v)))
-                    .collect();
-                p.push((run.fit_s, shown_metric(j, run.metric)));
-                p
+                joker_curve(r)
+                    .into_iter()
+                    .map(|(t, v)| (t, shown_metric(j, v)))
+                    .collect()
             } else {
                 vec![(
                     r.median(|o| o.fit_s),
