@@ -458,9 +458,27 @@ fn device_resolution_and_fallback() {
             .block_size(50)
             .max_iter(40)
     };
+    // exact kernels: the GPU only when asked for by name
+    let exact_auto = base().exact().build().unwrap();
+    let r = exact_auto.resolve_device().unwrap();
+    assert_eq!(r.placement, Placement::Cpu);
+    assert!(r.reason.contains("exact kernels"), "{}", r.reason);
     let exact = base().exact().device(Device::Cuda(0)).build().unwrap();
     match exact.resolve_device() {
-        Err(JokerError::Device(m)) => assert!(m.contains("exact kernels"), "{m}"),
+        Ok(r) => assert_eq!(r.placement, Placement::Cuda(0)),
+        Err(JokerError::Device(m)) => assert!(
+            !probe().available() && m.contains("cuda:0 was requested"),
+            "{m}"
+        ),
+        other => panic!("expected a placement or a device error, got {other:?}"),
+    }
+    let f64_cuda = base()
+        .precision(Precision::F64)
+        .device(Device::Cuda(0))
+        .build()
+        .unwrap();
+    match f64_cuda.resolve_device() {
+        Err(JokerError::Device(m)) => assert!(m.contains("f64"), "{m}"),
         other => panic!("expected a device error, got {other:?}"),
     }
     let f64_auto = base().precision(Precision::F64).build().unwrap();

@@ -485,11 +485,20 @@ fn device_option() {
             "cuda:0 was requested",
         );
     }
-    // An exact model cannot run on a GPU, whatever the machine has.
-    fails_with(
-        joker(&t.0, &["train", "--device", "cuda", "--exact", "good.svm"]),
-        "exact kernels run on the CPU only",
+    // An exact model uses a GPU only when one is asked for by name.
+    let o = ok(joker(&t.0, &["train", "--exact", "good.svm"]));
+    assert!(
+        stderr(&o)
+            .contains("device: cpu (auto: exact kernels use the GPU only when it is asked for"),
+        "{}",
+        stderr(&o)
     );
+    if !gpu {
+        fails_with(
+            joker(&t.0, &["train", "--device", "cuda", "--exact", "good.svm"]),
+            "cuda:0 was requested but no GPU can be used",
+        );
+    }
     let o = joker(&t.0, &["train", "--device", "tpu", "good.svm"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not a device"), "{}", stderr(&o));

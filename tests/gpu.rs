@@ -518,3 +518,182 @@ fn tr_solve_matches_the_host_solver() {
         }
     }
 }
+
+/// `k(x, y)` in f64 by direct differences (the reference of the exact kernels).
+fn kernel_f64(kernel: &Kernel, x: &[f32], y: &[f32]) -> f64 {
+    let dist = match kernel.kind {
+        KernelKind::Laplacian => x
+            .iter()
+            .zip(y)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .sum::<f64>(),
+        KernelKind::Gaussian => x
+            .iter()
+            .zip(y)
+            .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+            .sum::<f64>(),
+        KernelKind::Matern { .. } => x
+            .iter()
+            .zip(y)
+            .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+            .sum::<f64>()
+            .sqrt(),
+    };
+    kernel.of_distance(dist)
+}
+
+/// `exact_tile` and `exact_matvec` (cuda/exact.cu) against f64 direct sums, for the three
+/// kernels, sizes across the 64-row tiles and 32-dimension chunks, points far from the origin
+/// (where the CPU's expansion loses digits and the device's direct differences do not), an
+/// output stride wider than the rows and an output that already holds values. Tolerance:
+/// `1e-5` on kernel values (32 f32 ulps of a distance, times `|dk/ddist| <= 1`), `1e-5` of
+/// `sum |k v|` on the products. The `Backend` methods (the ones the solver calls) must agree
+/// with the wrappers.
+#[test]
+fn exact_kernels_match_f64_direct_sums() {
+    let Some(g) = gpu("exact_kernels_match_f64_direct_sums") else {
+        return;
+    };
+    let seed = run_seed();
+    for (ni, nj, d) in [(1, 1, 1), (70, 130, 37), (64, 64, 32), (129, 5, 90)] {
+        for kind in kernels() {
+            let kernel = Kernel {
+                kind,
+                gamma: 0.7 / d as f64,
+            };
+            let off = 30.0;
+            let xi: Vec<f32> = random(ni * d, seed ^ 1)
+                .iter()
+                .map(|v| (v + off) as f32)
+                .collect();
+            let xj: Vec<f32> = random(nj * d, seed ^ 2)
+                .iter()
+                .map(|v| (v + off) as f32)
+                .collect();
+            let tile = g.exact_tile(&kernel, &xi, ni, &xj, nj, d).unwrap();
+            assert_eq!(tile.len(), ni * nj);
+            for i in 0..ni {
+                for j in 0..nj {
+                    let want =
+                        kernel_f64(&kernel, &xi[i * d..(i + 1) * d], &xj[j * d..(j + 1) * d]);
+                    let got = tile[i * nj + j];
+                    assert!(
+                        (got - want).abs() <= 1e-5,
+                        "{kind:?} {ni}x{nj}x{d} ({i}, {j}): gpu {got} f64 {want}"
+                    );
+                }
+            }
+            let mut via_trait = vec![f64::NAN; ni * nj];
+            g.kernel_tile(&kernel, &xi, ni, &xj, nj, d, &mut via_trait);
+            assert_eq!(
+                via_trait, tile,
+                "Backend::kernel_tile differs from exact_tile"
+            );
+
+            let (targets, ldo) = (2, ni + 3);
+            let v = random(nj * targets, seed ^ 3);
+            let start = random(targets * ldo, seed ^ 4);
+            let mut out = start.clone();
+            g.exact_matvec(&kernel, &xi, ni, &xj, nj, d, &v, targets, &mut out, ldo)
+                .unwrap();
+            let mut via_trait = start.clone();
+            g.kernel_matvec(
+                &kernel,
+                &xi,
+                ni,
+                &xj,
+                nj,
+                d,
+                &v,
+                targets,
+                &mut via_trait,
+                ldo,
+            );
+            assert_eq!(
+                via_trait, out,
+                "Backend::kernel_matvec differs from exact_matvec"
+            );
+            for t in 0..targets {
+                for i in 0..ldo {
+                    let k = t * ldo + i;
+                    if i >= ni {
+                        assert_eq!(out[k], start[k], "padding row {i} was written");
+                        continue;
+                    }
+                    let (mut want, mut size) = (start[k], start[k].abs());
+                    for j in 0..nj {
+                        let kv =
+                            kernel_f64(&kernel, &xi[i * d..(i + 1) * d], &xj[j * d..(j + 1) * d])
+                                * v[t * nj + j];
+                        want += kv;
+                        size += kv.abs();
+                    }
+                    assert!(
+                        (out[k] - want).abs() <= 1e-5 * size.max(1.0),
+                        "{kind:?} {ni}x{nj}x{d} product ({t}, {i}): gpu {} f64 {want}",
+                        out[k]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An exact-kernel fit on the GPU (tiles and `beta` updates by exact.cu, the block solve on
+/// the host) against the same fit on the CPU: the same accuracy of the dual and close decision
+/// values. Without a GPU, asking for one fails cleanly and Auto explains why it stayed on the
+/// CPU.
+#[test]
+fn exact_fit_on_the_gpu_matches_the_cpu() {
+    let data = two_moons(1500, 9);
+    let est = |dev: Device| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(10.0)
+            .exact()
+            .block_size(200)
+            .max_iter(2000)
+            .tol(1e-6)
+            .device(dev)
+            .build()
+            .unwrap()
+    };
+    let Some(_g) = gpu("exact_fit_on_the_gpu_matches_the_cpu") else {
+        match est(Device::Cuda(0)).fit(&data) {
+            Err(JokerError::Device(msg)) => assert!(msg.contains("cuda:0"), "{msg}"),
+            other => panic!("expected a device error, got {:?}", other.map(|_| ())),
+        }
+        let m = est(Device::Auto).fit(&data).unwrap();
+        assert!(
+            m.training.device.contains("only when it is asked for"),
+            "{}",
+            m.training.device
+        );
+        return;
+    };
+    let auto = est(Device::Auto).fit(&data).unwrap();
+    assert!(
+        auto.training.device.starts_with("cpu"),
+        "{}",
+        auto.training.device
+    );
+    let cpu = est(Device::Cpu).fit(&data).unwrap();
+    let gpu = est(Device::Cuda(0)).fit(&data).unwrap();
+    assert!(
+        gpu.training.device.starts_with("cuda:0"),
+        "{}",
+        gpu.training.device
+    );
+    assert!(cpu.training.gap <= 1e-6 && gpu.training.gap <= 1e-6);
+    let (fc, fg) = (
+        cpu.decision_function(&data.x).unwrap(),
+        gpu.decision_function(&data.x).unwrap(),
+    );
+    let scale = fc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    for (i, (a, b)) in fg.iter().zip(&fc).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-2 * scale,
+            "decision value {i}: gpu {a} cpu {b}"
+        );
+    }
+}

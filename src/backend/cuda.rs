@@ -60,6 +60,12 @@ pub const RFF_PTX: &str = include_str!("../../cuda/rff.ptx");
 /// The PTX of `cuda/trsolve.cu` (the trust-region block solve), embedded likewise.
 pub const TRSOLVE_PTX: &str = include_str!("../../cuda/trsolve.ptx");
 
+/// The PTX of `cuda/exact.cu` (exact kernel tiles and products), embedded likewise.
+pub const EXACT_PTX: &str = include_str!("../../cuda/exact.ptx");
+
+/// Output tile edge of `exact_tile` and row tile of `exact_matvec` (`EX_T` in `exact.cu`).
+const EX_T: usize = 64;
+
 /// Threads per block of `tr_solve_f32` (`TR_THREADS`; its `__launch_bounds__`).
 const TR_THREADS: u32 = 256;
 /// f64 work vectors of length `b` per column (`TR_NVEC`).
@@ -195,6 +201,10 @@ struct Kernels {
     weights: CudaFunction,
     /// `tr_solve_f32` of `trsolve.cu`.
     tr_solve: CudaFunction,
+    /// `exact_tile` of `exact.cu`.
+    exact_tile: CudaFunction,
+    /// `exact_matvec` of `exact.cu`.
+    exact_matvec: CudaFunction,
 }
 
 /// A CUDA device with the `rff.cu` module loaded.
@@ -205,6 +215,9 @@ pub struct Cuda {
     info: GpuInfo,
     sms: usize,
     max_memory: Option<usize>,
+    /// Set when an exact-kernel launch failed: the [`Backend`] methods then stay on the CPU
+    /// (after one warning) for the rest of this handle's life.
+    exact_failed: std::sync::atomic::AtomicBool,
 }
 
 /// The `K_BB` / `g` workspace of `rff_block_gram` for blocks of up to `b` rows.
@@ -291,6 +304,9 @@ impl Cuda {
             let module = ctx
                 .load_module(Ptx::from_src(RFF_PTX))
                 .map_err(drv("loading the embedded PTX (cuModuleLoadData)"))?;
+            let exact = ctx
+                .load_module(Ptx::from_src(EXACT_PTX))
+                .map_err(drv("loading the embedded exact PTX (cuModuleLoadData)"))?;
             let f = |name: &'static str| {
                 module
                     .load_function(name)
@@ -308,6 +324,12 @@ impl Cuda {
                     .map_err(drv("loading the embedded trsolve PTX (cuModuleLoadData)"))?
                     .load_function("tr_solve_f32")
                     .map_err(|e| JokerError::Device(format!("kernel tr_solve_f32: {e}")))?,
+                exact_tile: exact
+                    .load_function("exact_tile")
+                    .map_err(|e| JokerError::Device(format!("kernel exact_tile: {e}")))?,
+                exact_matvec: exact
+                    .load_function("exact_matvec")
+                    .map_err(|e| JokerError::Device(format!("kernel exact_matvec: {e}")))?,
             };
             let sms = ctx
                 .attribute(
@@ -322,6 +344,7 @@ impl Cuda {
                 info,
                 sms,
                 max_memory: None,
+                exact_failed: Default::default(),
             })
         })
     }
@@ -723,6 +746,161 @@ impl Cuda {
             self.launch_tr_solve(&kd, b, targets, loss, delta_max, p, &mut ws)?;
             self.download_block(&ws, targets, alpha, gbar)
         })
+    }
+
+    /// `K(X_I, X_J)` (`ni x nj`, row-major f64) with `exact_tile`, for dense f32 host inputs
+    /// (`ni x d` and `nj x d`, row-major). The GPU twin of the CPU's
+    /// [`kernel_tile`](Backend::kernel_tile); the device output is poisoned with NaN first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exact_tile(
+        &self,
+        kernel: &Kernel,
+        xi: &[f32],
+        ni: usize,
+        xj: &[f32],
+        nj: usize,
+        d: usize,
+    ) -> Result<Vec<f64>> {
+        shield("exact_tile", || {
+            check_len("xi", xi.len(), ni * d)?;
+            check_len("xj", xj.len(), nj * d)?;
+            if ni == 0 || nj == 0 {
+                return Ok(Vec::new());
+            }
+            let (rows, cols) = (ni.div_ceil(EX_T), nj.div_ceil(EX_T));
+            if rows > 65_535 {
+                return Err(invalid(
+                    "rows",
+                    format!("{ni} rows exceed one exact_tile launch (65,535 x 64)"),
+                ));
+            }
+            let (kid, nu) = kernel_id(kernel);
+            let (ni32, nj32, d32) = (int("rows", ni)?, int("rows", nj)?, int("n_features", d)?);
+            let a = self.upload(xi)?;
+            let b = self.upload(xj)?;
+            let mut out = self.upload(&vec![f64::NAN; ni * nj])?;
+            let cfg = LaunchConfig {
+                grid_dim: (int("rows", cols)? as u32, rows as u32, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = self.stream.launch_builder(&self.k.exact_tile);
+            l.arg(&a)
+                .arg(&ni32)
+                .arg(&b)
+                .arg(&nj32)
+                .arg(&d32)
+                .arg(&kid)
+                .arg(&kernel.gamma)
+                .arg(&nu)
+                .arg(&mut out)
+                .arg(&nj32);
+            // SAFETY: the arguments match `exact_tile`'s signature in order and type. a holds
+            // ni * d and b nj * d f32 (the kernel reads rows < ni and < nj only); out holds
+            // ni * nj f64 and is written at i * nj + j for i < ni, j < nj (ldo = nj). The grid
+            // covers ceil(nj / 64) x ceil(ni / 64) tiles of 64 x 64 with 256 threads per block,
+            // as the kernel's __launch_bounds__ and tiling assume; static shared memory only.
+            unsafe { l.launch(cfg) }.map_err(drv("exact_tile"))?;
+            let mut h = vec![0.0; ni * nj];
+            self.download(&out, &mut h)?;
+            Ok(h)
+        })
+    }
+
+    /// `out[t * ldo + i] += sum_j K(x_i, xb_j) v[t * nb + j]` with `exact_matvec`, for dense
+    /// f32 host inputs. The GPU twin of the CPU's
+    /// [`kernel_matvec`](Backend::kernel_matvec).
+    #[allow(clippy::too_many_arguments)]
+    pub fn exact_matvec(
+        &self,
+        kernel: &Kernel,
+        x: &[f32],
+        n: usize,
+        xb: &[f32],
+        nb: usize,
+        d: usize,
+        v: &[f64],
+        targets: usize,
+        out: &mut [f64],
+        ldo: usize,
+    ) -> Result<()> {
+        shield("exact_matvec", || {
+            check_len("x", x.len(), n * d)?;
+            check_len("xb", xb.len(), nb * d)?;
+            if v.len() < nb * targets {
+                return Err(invalid(
+                    "v",
+                    format!("{} values for {nb} x {targets}", v.len()),
+                ));
+            }
+            if n == 0 || nb == 0 || targets == 0 {
+                return Ok(());
+            }
+            if ldo < n || out.len() < (targets - 1) * ldo + n {
+                return Err(invalid(
+                    "out",
+                    format!(
+                        "{} values cannot hold {targets} columns of {n} at stride {ldo}",
+                        out.len()
+                    ),
+                ));
+            }
+            let (kid, nu) = kernel_id(kernel);
+            let (n32, nb32, d32) = (int("rows", n)?, int("rows", nb)?, int("n_features", d)?);
+            let tt = int("targets", targets)?;
+            // the output columns, packed (stride n) on the device
+            let mut packed = vec![0.0; n * targets];
+            for t in 0..targets {
+                packed[t * n..(t + 1) * n].copy_from_slice(&out[t * ldo..t * ldo + n]);
+            }
+            let xd = self.upload(x)?;
+            let bd = self.upload(xb)?;
+            let vd = self.upload(&v[..nb * targets])?;
+            let mut od = self.upload(&packed)?;
+            let mut l = self.stream.launch_builder(&self.k.exact_matvec);
+            l.arg(&xd)
+                .arg(&n32)
+                .arg(&bd)
+                .arg(&nb32)
+                .arg(&d32)
+                .arg(&kid)
+                .arg(&kernel.gamma)
+                .arg(&nu)
+                .arg(&vd)
+                .arg(&nb32)
+                .arg(&tt)
+                .arg(&mut od)
+                .arg(&n32);
+            // SAFETY: the arguments match `exact_matvec`'s signature in order and type. xd
+            // holds n * d and bd nb * d f32; vd holds nb * T f64 read at t * nb + j (ldv = nb,
+            // j < nb); od holds n * T f64 read and written at t * n + i (ldo = n, i < n), each
+            // element by one thread of the block owning its 64-row tile. One block of 256
+            // threads per 64 rows, as the kernel's __launch_bounds__ and layout assume.
+            unsafe { l.launch(cfg1(n.div_ceil(EX_T))) }.map_err(drv("exact_matvec"))?;
+            self.download(&od, &mut packed)?;
+            for t in 0..targets {
+                out[t * ldo..t * ldo + n].copy_from_slice(&packed[t * n..(t + 1) * n]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether the exact kernels may still run on the device (none has failed yet).
+    fn exact_on_device(&self) -> bool {
+        !self.exact_failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records a failed exact-kernel call so that later calls use the CPU twins; the first
+    /// failure is reported on stderr (the [`Backend`] methods cannot return it).
+    fn exact_fell_back(&self, what: &str, e: &JokerError) {
+        if !self
+            .exact_failed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!(
+                "joker: {what} failed on the GPU ({e}); exact kernels run on the CPU from now on"
+            );
+        }
     }
 
     fn sync(&self) -> Result<()> {
@@ -1275,7 +1453,46 @@ impl Backend<f32> for Cuda {
         d: usize,
         out: &mut [f64],
     ) {
+        if self.exact_on_device() {
+            match self.exact_tile(kernel, xi, ni, xj, nj, d) {
+                Ok(t) if t.len() == out.len() => {
+                    out.copy_from_slice(&t);
+                    return;
+                }
+                Ok(t) => self.exact_fell_back(
+                    "exact_tile",
+                    &invalid(
+                        "out",
+                        format!("{} values for a tile of {}", out.len(), t.len()),
+                    ),
+                ),
+                Err(e) => self.exact_fell_back("exact_tile", &e),
+            }
+        }
         Cpu.kernel_tile(kernel, xi, ni, xj, nj, d, out)
+    }
+
+    fn kernel_matvec(
+        &self,
+        kernel: &Kernel,
+        x: &[f32],
+        n: usize,
+        xb: &[f32],
+        nb: usize,
+        d: usize,
+        v: &[f64],
+        targets: usize,
+        out: &mut [f64],
+        ldo: usize,
+    ) {
+        // on failure `out` is untouched (it is written only after a complete download)
+        if self.exact_on_device() {
+            match self.exact_matvec(kernel, x, n, xb, nb, d, v, targets, out, ldo) {
+                Ok(()) => return,
+                Err(e) => self.exact_fell_back("exact_matvec", &e),
+            }
+        }
+        Cpu.kernel_matvec(kernel, x, n, xb, nb, d, v, targets, out, ldo)
     }
 
     fn rff_engine<'a>(
@@ -1321,6 +1538,9 @@ mod tests {
             assert!(RFF_PTX.contains(&format!(".entry {k}")), "{k}");
         }
         assert!(TRSOLVE_PTX.contains(".entry tr_solve_f32("));
+        for k in ["exact_tile(", "exact_matvec("] {
+            assert!(EXACT_PTX.contains(&format!(".entry {k}")), "{k}");
+        }
     }
 
     /// Without a usable GPU, opening one fails with a device error and no panic.

@@ -75,6 +75,44 @@ pub trait Backend<T: Scalar>: Send + Sync {
         out: &mut [f64],
     );
 
+    /// `out[t * ldo + i] += sum_j K(x_i, xb_j) v[t * nb + j]` for the `n` rows of `x`, the
+    /// `nb` rows of `xb` (both `d` wide) and `targets` columns of `v` (`nb x T`, column-major).
+    /// The exact model's `beta = K alpha` updates and predictions. The default forms the
+    /// `n x nb` tile with [`kernel_tile`](Backend::kernel_tile) and sums each row in `f64`.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel_matvec(
+        &self,
+        kernel: &Kernel,
+        x: &[T],
+        n: usize,
+        xb: &[T],
+        nb: usize,
+        d: usize,
+        v: &[f64],
+        targets: usize,
+        out: &mut [f64],
+        ldo: usize,
+    ) {
+        use rayon::prelude::*;
+        debug_assert!(v.len() >= nb * targets);
+        debug_assert!(targets == 0 || out.len() >= (targets - 1) * ldo + n);
+        if n == 0 || nb == 0 || targets == 0 {
+            return;
+        }
+        let mut tile = vec![0.0; n * nb];
+        self.kernel_tile(kernel, x, n, xb, nb, d, &mut tile);
+        for t in 0..targets {
+            let vt = &v[t * nb..(t + 1) * nb];
+            out[t * ldo..t * ldo + n]
+                .par_iter_mut()
+                .zip(tile.par_chunks(nb))
+                .for_each(|(o, row)| {
+                    cpu::clear_upper_state();
+                    *o += row.iter().zip(vt).map(|(k, a)| k * a).sum::<f64>();
+                });
+        }
+    }
+
     /// The backend's own random-feature engine for a fit on the rows of `x`, visited in
     /// blocks of at most `block` consecutive entries of `order` (see [`RffEngine`]), or `None`
     /// for the host composition [`HostRff`] (the default).

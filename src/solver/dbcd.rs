@@ -697,28 +697,20 @@ fn update_beta<T: Scalar>(
 ) {
     let (n, d) = (x.nrows(), x.ncols());
     let mut xc = vec![T::default(); CHUNK_ROWS * d];
-    let mut tile = vec![0.0; CHUNK_ROWS * nb];
-    let active: Vec<usize> = (0..tt)
-        .filter(|&t| delta[t * nb..(t + 1) * nb].iter().any(|&v| v != 0.0))
-        .collect();
     for start in (0..n).step_by(CHUNK_ROWS) {
         let rows = CHUNK_ROWS.min(n - start);
         x.gather_range(start, &mut xc[..rows * d]);
-        let tl = &mut tile[..rows * nb];
-        backend.kernel_tile(kernel, &xc[..rows * d], rows, xb, nb, d, tl);
-        for &t in &active {
-            let dt = &delta[t * nb..(t + 1) * nb];
-            beta[t * n + start..t * n + start + rows]
-                .par_iter_mut()
-                .enumerate()
-                .for_each(|(r, o)| {
-                    crate::backend::cpu::clear_upper_state();
-                    *o += tl[r * nb..(r + 1) * nb]
-                        .iter()
-                        .zip(dt)
-                        .map(|(k, v)| k * v)
-                        .sum::<f64>();
-                });
-        }
+        backend.kernel_matvec(
+            kernel,
+            &xc[..rows * d],
+            rows,
+            xb,
+            nb,
+            d,
+            delta,
+            tt,
+            &mut beta[start..],
+            n,
+        );
     }
 }

@@ -1,8 +1,6 @@
 //! Decision values `f(x)` of a (partial or final) solution, streamed in row chunks so that no
 //! `n x M` or `n x n` matrix is ever formed.
 
-use rayon::prelude::*;
-
 use crate::backend::Backend;
 use crate::data::Features;
 use crate::features::FeatureMap;
@@ -80,34 +78,31 @@ impl<T: Scalar> Predictor<'_, T> {
                 };
                 const SUP: usize = 2048;
                 let mut sc = vec![T::default(); SUP * d];
-                let mut tile = vec![0.0; CHUNK_ROWS * SUP];
+                let mut a = vec![0.0; SUP * targets];
                 for jstart in (0..sel.len()).step_by(SUP) {
                     let js = &sel[jstart..(jstart + SUP).min(sel.len())];
-                    support.gather_dense(js, &mut sc[..js.len() * d]);
+                    let nb = js.len();
+                    support.gather_dense(js, &mut sc[..nb * d]);
+                    for t in 0..targets {
+                        for (o, &j) in a[t * nb..(t + 1) * nb].iter_mut().zip(js) {
+                            *o = alpha[t * ns + j];
+                        }
+                    }
                     for start in (0..n).step_by(CHUNK_ROWS) {
                         let rows = CHUNK_ROWS.min(n - start);
                         x.gather_range(start, &mut xc[..rows * d]);
-                        let tl = &mut tile[..rows * js.len()];
-                        backend.kernel_tile(
+                        backend.kernel_matvec(
                             kernel,
                             &xc[..rows * d],
                             rows,
-                            &sc[..js.len() * d],
-                            js.len(),
+                            &sc[..nb * d],
+                            nb,
                             d,
-                            tl,
+                            &a[..nb * targets],
+                            targets,
+                            &mut out[start..],
+                            n,
                         );
-                        for t in 0..targets {
-                            let a: Vec<f64> = js.iter().map(|&j| alpha[t * ns + j]).collect();
-                            out[t * n + start..t * n + start + rows]
-                                .par_iter_mut()
-                                .enumerate()
-                                .for_each(|(r, o)| {
-                                    crate::backend::cpu::clear_upper_state();
-                                    let row = &tl[r * js.len()..(r + 1) * js.len()];
-                                    *o += row.iter().zip(&a).map(|(k, v)| k * v).sum::<f64>();
-                                });
-                        }
                     }
                 }
             }
