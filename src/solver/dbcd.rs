@@ -56,7 +56,8 @@ pub struct SolverConfig {
     pub seed: u64,
     /// Form the next block's random features and `K_BB` while the current block is solved
     /// (random features on the host). The result is the same either way; off, the stages run
-    /// one after the other.
+    /// one after the other. On costs one more `block x M` feature block in memory (and some
+    /// allocator slack): turn it off where memory is tighter than time.
     #[serde(default = "overlap_default")]
     pub overlap: bool,
 }
