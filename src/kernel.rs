@@ -220,7 +220,7 @@ pub fn mean_squared_distance<T: Scalar>(x: &Features<T>) -> f64 {
 }
 
 /// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
-/// at most [`HEURISTIC_ROWS`] rows.
+/// at most `HEURISTIC_ROWS` rows.
 pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let (n, d) = (x.nrows(), x.ncols());
     let mut idx: Vec<usize> = (0..n).collect();

@@ -12,7 +12,10 @@
 //!
 //! Random-feature fits go through the backend's [`RffEngine`] (the host composition of the
 //! primitives on the CPU, fused kernels with `theta` in device memory on a GPU); the solver
-//! keeps a host copy of `theta` that it refreshes at every check and at the end.
+//! keeps a host copy of `theta` that it refreshes at every check and at the end. Where the
+//! engine stages blocks (the host one), the next block is drawn ahead and its features and
+//! `K_BB` are formed while the current block is solved ([`SolverConfig::overlap`]): they
+//! depend on the rows only, so the iterates are the same as with the stages in sequence.
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@
 //! (two-metric projection). When a CG move would leave the box, two candidates are compared
 //! on the model: the move stopped at the first bound (the model still decreases, as in
 //! Steihaug's boundary step) and the reference code's move clipped to the box; the better one
-//! is kept and CG restarts on the coordinates still free (see [`cg_steihaug`]). Clipping
+//! is kept and CG restarts on the coordinates still free (see `cg_steihaug`). Clipping
 //! alone can produce an ascent step that stalls the method (seen on L2-SVC with C = 10);
 //! stopping alone settles one bound per trust-region iteration (50 iterations per block on
 //! L2-SVC at C = 32). SVR's `epsilon |a|` is handled
