@@ -557,10 +557,7 @@ pub fn solve<T: Scalar>(
                 delta_max,
                 p: &cfg.trust_region,
             };
-            let engine = st.engine.as_mut().ok_or_else(|| {
-                JokerError::Device("a device block solve without a device engine".into())
-            })?;
-            let stats = engine.solve_block(&solve, &mut a, &mut g)?;
+            let stats = engine_of(&mut st.engine)?.solve_block(&solve, &mut a, &mut g)?;
             a.chunks_exact(nb)
                 .zip(stats)
                 .map(|(col, s)| (col.to_vec(), s))
