@@ -18,7 +18,7 @@
 
 use joker::backend::cpu::Cpu;
 use joker::backend::cuda::Cuda;
-use joker::backend::{Backend, HostRff, RffEngine};
+use joker::backend::{Backend, BlockEngine, HostRff};
 use joker::device::probe;
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::rng::Stream;
@@ -303,7 +303,7 @@ fn device_engine_matches_host_engine() {
     }
 
     let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b);
-    let mut engines: Vec<Box<dyn RffEngine<f32> + '_>> = vec![
+    let mut engines: Vec<Box<dyn BlockEngine<f32> + '_>> = vec![
         g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
         streamed
             .rff_engine(&mp, &x, &order, tt, b)

@@ -349,26 +349,33 @@ fn preconditioned_trust_region_gives_the_same_solution() {
 }
 
 /// Forming the next block during the current solve changes the timing only: the iterates are
-/// the same, bit for bit, for one and several target columns and with a budget that stops
-/// between a staged block and its use.
+/// the same, bit for bit, for random features and exact kernels, one and several target
+/// columns and with a budget that stops between a staged block and its use.
 #[test]
 fn overlapped_blocks_give_the_same_iterates() {
     let two = common::binary(500, 4, 61);
     let three = common::three_classes(450, 62);
-    for (data, loss, iters) in [
-        (&two, Loss::SquaredHinge, 37),
-        (&two, Loss::Logistic, 20),
-        (&three, Loss::Hinge, 25),
+    // (data, loss, iterations, random features or exact kernel)
+    for (data, loss, iters, m) in [
+        (&two, Loss::SquaredHinge, 37, Some(150)),
+        (&two, Loss::Logistic, 20, Some(150)),
+        (&three, Loss::Hinge, 25, Some(150)),
+        (&two, Loss::Logistic, 23, None),
+        (&three, Loss::SquaredHinge, 19, None),
     ] {
         let fit = |overlap: bool| {
             let cfg = joker::SolverConfig {
                 overlap,
                 ..Default::default()
             };
-            Joker::builder()
+            let builder = Joker::builder();
+            let builder = match m {
+                Some(m) => builder.n_components(m),
+                None => builder.exact(),
+            };
+            builder
                 .solver(cfg)
                 .loss(loss)
-                .n_components(150)
                 .gamma(0.4)
                 .block_size(64)
                 .max_iter(iters)

@@ -13,7 +13,7 @@
 //!
 //! - `tr_solve_f32` (`cuda/trsolve.cu`): the whole trust-region block solve, one thread block
 //!   per target column, on the `K_BB` the Gram kernels left in device memory
-//!   ([`RffEngine::solve_block`]; used when the solver has no Nystrom preconditioner).
+//!   ([`BlockEngine::solve_block`]; used when the solver has no Nystrom preconditioner).
 //!
 //! `theta` stays in device memory for the whole fit. The training rows are copied to the device
 //! once, in block order, when they fit in the memory budget ("resident": a block is then a
@@ -44,7 +44,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::cpu::Cpu;
-use super::{Backend, BlockSolve, RffEngine};
+use super::{Backend, BlockEngine, BlockSolve};
 use crate::data::Features;
 use crate::device::{GpuInfo, probe};
 use crate::error::{JokerError, Result, invalid};
@@ -1240,7 +1240,7 @@ impl<'a> CudaRff<'a> {
     }
 }
 
-impl RffEngine<f32> for CudaRff<'_> {
+impl BlockEngine<f32> for CudaRff<'_> {
     fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
         if len > self.ws.b || start + len > self.order.len() {
             return Err(invalid(
@@ -1502,7 +1502,7 @@ impl Backend<f32> for Cuda {
         order: &'a [usize],
         targets: usize,
         block: usize,
-    ) -> Result<Option<Box<dyn RffEngine<f32> + 'a>>> {
+    ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
         let e = shield("creating the GPU engine", || {
             CudaRff::new(self, map, x, order, targets, block)
         })?;

@@ -10,11 +10,12 @@
 //! The CPU implementation is [`cpu::Cpu`]; the CUDA kernels in `cuda/` are twins of these
 //! functions with the same names and meanings.
 //!
-//! A random-feature DBCD-TR fit goes through an [`RffEngine`]: it owns `theta` and the current
-//! block, so that a device backend can keep them (and the data) in device memory and use fused
-//! kernels. [`Backend::rff_engine`] gives a backend's own engine; backends without one (the
-//! CPU) get [`HostRff`], which composes `features`, `gram`, `project` and `accumulate` exactly
-//! as the solver always did.
+//! A DBCD-TR fit goes through a [`BlockEngine`]: it owns the fit's running state (`theta` for
+//! random features, `beta = K alpha` for exact kernels) and the current block, so that a device
+//! backend can keep them (and the data) in device memory and use fused kernels.
+//! [`Backend::rff_engine`] and [`Backend::exact_engine`] give a backend's own engines; backends
+//! without them (the CPU) get [`HostRff`], which composes `features`, `gram`, `project` and
+//! `accumulate`, and [`HostExact`], which composes `kernel_tile` and `kernel_matvec`.
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -114,7 +115,7 @@ pub trait Backend<T: Scalar>: Send + Sync {
     }
 
     /// The backend's own random-feature engine for a fit on the rows of `x`, visited in
-    /// blocks of at most `block` consecutive entries of `order` (see [`RffEngine`]), or `None`
+    /// blocks of at most `block` consecutive entries of `order` (see [`BlockEngine`]), or `None`
     /// for the host composition [`HostRff`] (the default).
     fn rff_engine<'a>(
         &'a self,
@@ -123,20 +124,38 @@ pub trait Backend<T: Scalar>: Send + Sync {
         order: &'a [usize],
         targets: usize,
         block: usize,
-    ) -> Result<Option<Box<dyn RffEngine<T> + 'a>>> {
+    ) -> Result<Option<Box<dyn BlockEngine<T> + 'a>>> {
         let _ = (map, x, order, targets, block);
+        Ok(None)
+    }
+
+    /// The backend's own exact-kernel engine (same addressing as
+    /// [`rff_engine`](Backend::rff_engine)), or `None` for the host composition [`HostExact`]
+    /// (the default).
+    fn exact_engine<'a>(
+        &'a self,
+        kernel: &'a Kernel,
+        x: &'a Features<T>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<Box<dyn BlockEngine<T> + 'a>>> {
+        let _ = (kernel, x, order, targets, block);
         Ok(None)
     }
 }
 
-/// The random-feature side of a DBCD-TR fit: `theta` (`M x T`, `f64`, column-major) and the
-/// current block, wherever the backend keeps them.
+/// The running state of a DBCD-TR fit and its current block, wherever the backend keeps them.
+/// The state is what turns a dual step into decision values: `theta = Phi^T alpha` (`M x T`)
+/// for random features, `beta = K alpha` (`n x T`) for exact kernels, both `f64` and
+/// column-major. Below, `Phi_B Phi_B^T` and `Phi_B theta` read `K(X_B, X_B)` and `beta_B` for an
+/// exact engine, and `Phi_B^T delta` reads `K(X, X_B) delta`.
 ///
 /// Rows are addressed by position in the `order` the engine was made with: a block is the
 /// rows `order[start..start + len]` (`len <= block`). The fused operations are the ones the
 /// CUDA kernels of `cuda/rff.cu` implement (`rff_block_gram`, `rff_update_theta`,
-/// `rff_predict`).
-pub trait RffEngine<T>: Send + Sync {
+/// `rff_predict`), and for exact kernels those of `cuda/exact.cu`.
+pub trait BlockEngine<T>: Send + Sync {
     /// Makes `order[start..start + len]` the current block.
     fn load_block(&mut self, start: usize, len: usize) -> Result<()>;
 
@@ -151,25 +170,26 @@ pub trait RffEngine<T>: Send + Sync {
     /// `theta = Phi^T alpha` over all rows (`alpha`: `n x T` in the rows' own order).
     fn set_alpha(&mut self, alpha: &[f64]) -> Result<()>;
 
-    /// Decision values `psi(X) theta` of every row of `x`, column-major `n x T` in the rows'
-    /// own order.
+    /// Decision values `psi(X) theta` (or `beta`) of every row of `x`, column-major `n x T`
+    /// in the rows' own order.
     fn decision(&mut self) -> Result<Vec<f64>>;
 
-    /// Copies `theta` into `out` (`M x T`).
+    /// Copies `theta` into `out` (`M x T`); an exact engine has no `theta` and leaves `out`
+    /// alone.
     fn theta(&mut self, out: &mut [f64]) -> Result<()>;
 
-    /// Whether [`solve_block`](RffEngine::solve_block) solves blocks with these solver
-    /// parameters (then [`block_gram`](RffEngine::block_gram) need not return `K_BB`).
+    /// Whether [`solve_block`](BlockEngine::solve_block) solves blocks with these solver
+    /// parameters (then [`block_gram`](BlockEngine::block_gram) need not return `K_BB`).
     fn solves_blocks(&self, p: &TrustRegion) -> bool {
         let _ = p;
         false
     }
 
     /// Solves the current block's subproblem for every column where `K_BB` already is (the
-    /// last [`block_gram`](RffEngine::block_gram)), without a host round trip per CG step:
+    /// last [`block_gram`](BlockEngine::block_gram)), without a host round trip per CG step:
     /// `alpha` and `gbar` (`len x T`, column-major) and `block.coords` (the same layout) as
     /// for [`solve_column`](crate::solver::trust_region::solve_column), updated in place.
-    /// Only called where [`solves_blocks`](RffEngine::solves_blocks) is true.
+    /// Only called where [`solves_blocks`](BlockEngine::solves_blocks) is true.
     fn solve_block(
         &mut self,
         block: &BlockSolve<'_>,
@@ -182,7 +202,7 @@ pub trait RffEngine<T>: Send + Sync {
         ))
     }
 
-    /// Whether [`stage`](RffEngine::stage) can form the next block while the caller solves
+    /// Whether [`stage`](BlockEngine::stage) can form the next block while the caller solves
     /// the current one. The features and `K_BB` of a block depend on its rows only, not on
     /// `theta`, so the solver overlaps them with the previous block's solve.
     fn stages(&self) -> bool {
@@ -191,8 +211,8 @@ pub trait RffEngine<T>: Send + Sync {
 
     /// Forms the features of `order[start..start + len]` and `kbb = Phi_B Phi_B^T` into a
     /// second buffer, leaving the current block (and `theta`) untouched;
-    /// [`promote`](RffEngine::promote) makes it current. Only called where
-    /// [`stages`](RffEngine::stages) is true.
+    /// [`promote`](BlockEngine::promote) makes it current. Only called where
+    /// [`stages`](BlockEngine::stages) is true.
     fn stage(&mut self, start: usize, len: usize, kbb: &mut [f64]) -> Result<()> {
         let _ = (start, len, kbb);
         Err(crate::error::JokerError::Device(
@@ -208,7 +228,7 @@ pub trait RffEngine<T>: Send + Sync {
     }
 }
 
-/// What [`RffEngine::solve_block`] needs besides the iterates.
+/// What [`BlockEngine::solve_block`] needs besides the iterates.
 pub struct BlockSolve<'a> {
     /// The loss.
     pub loss: Loss,
@@ -220,7 +240,7 @@ pub struct BlockSolve<'a> {
     pub p: &'a TrustRegion,
 }
 
-/// [`RffEngine`] on the host, composing a backend's unfused primitives: `Phi_B` is formed
+/// [`BlockEngine`] on the host, composing a backend's unfused primitives: `Phi_B` is formed
 /// once per block and reused by the update.
 pub struct HostRff<'a, T> {
     backend: &'a dyn Backend<T>,
@@ -233,7 +253,7 @@ pub struct HostRff<'a, T> {
     phi: Vec<T>,
     nb: usize,
     /// The staged block's features and length (allocated at the first
-    /// [`stage`](RffEngine::stage)).
+    /// [`stage`](BlockEngine::stage)).
     next_phi: Vec<T>,
     next_nb: usize,
 }
@@ -265,7 +285,7 @@ impl<'a, T: Scalar> HostRff<'a, T> {
     }
 }
 
-impl<T: Scalar> RffEngine<T> for HostRff<'_, T> {
+impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
     fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
         let (m, d) = (self.map.m(), self.x.ncols());
         let rows = &self.order[start..start + len];
@@ -354,6 +374,139 @@ impl<T: Scalar> RffEngine<T> for HostRff<'_, T> {
     fn promote(&mut self) -> Result<()> {
         std::mem::swap(&mut self.phi, &mut self.next_phi);
         self.nb = self.next_nb;
+        Ok(())
+    }
+}
+
+/// [`BlockEngine`] for exact kernels on the host, composing a backend's
+/// [`kernel_tile`](Backend::kernel_tile) and [`kernel_matvec`](Backend::kernel_matvec):
+/// `beta = K alpha` (`n x T`) stays in the rows' own order and the block's rows are gathered
+/// once per block.
+pub struct HostExact<'a, T> {
+    backend: &'a dyn Backend<T>,
+    kernel: &'a Kernel,
+    x: &'a Features<T>,
+    order: &'a [usize],
+    targets: usize,
+    beta: Vec<f64>,
+    /// The current block's rows (`len x d`) and its `(start, len)` in `order`.
+    xb: Vec<T>,
+    cur: (usize, usize),
+    /// The staged block's rows and position (allocated at the first
+    /// [`stage`](BlockEngine::stage)).
+    next_xb: Vec<T>,
+    next: (usize, usize),
+}
+
+impl<'a, T: Scalar> HostExact<'a, T> {
+    /// An engine with `beta = 0` and room for blocks of `block` rows.
+    pub fn new(
+        backend: &'a dyn Backend<T>,
+        kernel: &'a Kernel,
+        x: &'a Features<T>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Self {
+        HostExact {
+            backend,
+            kernel,
+            x,
+            order,
+            targets,
+            beta: vec![0.0; x.nrows() * targets],
+            xb: vec![T::default(); block * x.ncols()],
+            cur: (0, 0),
+            next_xb: Vec::new(),
+            next: (0, 0),
+        }
+    }
+}
+
+impl<T: Scalar> BlockEngine<T> for HostExact<'_, T> {
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
+        let d = self.x.ncols();
+        self.x
+            .gather_dense(&self.order[start..start + len], &mut self.xb[..len * d]);
+        self.cur = (start, len);
+        Ok(())
+    }
+
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        let ((start, nb), d, n) = (self.cur, self.x.ncols(), self.x.nrows());
+        let xb = &self.xb[..nb * d];
+        if let Some(kbb) = kbb {
+            self.backend
+                .kernel_tile(self.kernel, xb, nb, xb, nb, d, kbb);
+        }
+        for t in 0..self.targets {
+            for (r, &i) in self.order[start..start + nb].iter().enumerate() {
+                g[t * nb + r] = self.beta[t * n + i];
+            }
+        }
+        Ok(())
+    }
+
+    /// `beta += K(X, X_B) delta`, streaming `X` in chunks of [`CHUNK_ROWS`] rows.
+    fn update(&mut self, delta: &[f64]) -> Result<()> {
+        let ((_, nb), d, n) = (self.cur, self.x.ncols(), self.x.nrows());
+        let mut xc = vec![T::default(); CHUNK_ROWS.min(n) * d];
+        for start in (0..n).step_by(CHUNK_ROWS) {
+            let rows = CHUNK_ROWS.min(n - start);
+            self.x.gather_range(start, &mut xc[..rows * d]);
+            self.backend.kernel_matvec(
+                self.kernel,
+                &xc[..rows * d],
+                rows,
+                &self.xb[..nb * d],
+                nb,
+                d,
+                delta,
+                self.targets,
+                &mut self.beta[start..],
+                n,
+            );
+        }
+        Ok(())
+    }
+
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
+        let pred = Predictor::Exact {
+            kernel: self.kernel,
+            support: self.x,
+            rows: None,
+            alpha,
+        };
+        self.beta = pred.decision(self.backend, self.x, self.targets);
+        Ok(())
+    }
+
+    fn decision(&mut self) -> Result<Vec<f64>> {
+        Ok(self.beta.clone())
+    }
+
+    fn theta(&mut self, _out: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+
+    fn stages(&self) -> bool {
+        true
+    }
+
+    fn stage(&mut self, start: usize, len: usize, kbb: &mut [f64]) -> Result<()> {
+        let d = self.x.ncols();
+        self.next_xb.resize(self.xb.len(), T::default());
+        let xb = &mut self.next_xb[..len * d];
+        self.x.gather_dense(&self.order[start..start + len], xb);
+        self.backend
+            .kernel_tile(self.kernel, xb, len, xb, len, d, kbb);
+        self.next = (start, len);
+        Ok(())
+    }
+
+    fn promote(&mut self) -> Result<()> {
+        std::mem::swap(&mut self.xb, &mut self.next_xb);
+        self.cur = self.next;
         Ok(())
     }
 }

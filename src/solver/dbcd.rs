@@ -10,12 +10,13 @@
 //! are computed (one pass over the data), a validation metric is evaluated if asked for, the
 //! progress callback runs, and the stopping rules are applied.
 //!
-//! Random-feature fits go through the backend's [`RffEngine`] (the host composition of the
-//! primitives on the CPU, fused kernels with `theta` in device memory on a GPU); the solver
-//! keeps a host copy of `theta` that it refreshes at every check and at the end. Where the
-//! engine stages blocks (the host one), the next block is drawn ahead and its features and
-//! `K_BB` are formed while the current block is solved ([`SolverConfig::overlap`]): they
-//! depend on the rows only, so the iterates are the same as with the stages in sequence.
+//! Every fit goes through the backend's [`BlockEngine`], which keeps `theta` or `beta` and the
+//! current block: the host composition of the primitives on the CPU, fused kernels with the
+//! state (and, where it fits, the rows) in device memory on a GPU. The solver keeps a host copy
+//! of `theta` that it refreshes at every check and at the end. Where the engine stages blocks
+//! (the host ones), the next block is drawn ahead and its features and `K_BB` are formed while
+//! the current block is solved ([`SolverConfig::overlap`]): they depend on the rows only, so
+//! the iterates are the same as with the stages in sequence.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use rayon::prelude::*;
 
 use super::decision::{CHUNK_ROWS, Predictor};
 use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
-use crate::backend::{Backend, BlockSolve, HostRff, RffEngine};
+use crate::backend::{Backend, BlockEngine, BlockSolve, HostExact, HostRff};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -57,10 +58,11 @@ pub struct SolverConfig {
     pub trust_region: TrustRegion,
     /// Seed of the block partition and block choice.
     pub seed: u64,
-    /// Form the next block's random features and `K_BB` while the current block is solved
-    /// (random features on the host). The result is the same either way; off, the stages run
-    /// one after the other. On costs one more `block x M` feature block in memory (and some
-    /// allocator slack): turn it off where memory is tighter than time.
+    /// Form the next block's random features (or gathered rows) and `K_BB` while the current
+    /// block is solved (host engines). The result is the same either way; off, the stages run
+    /// one after the other. On costs one more block of features (`block x M`) or rows and one
+    /// more `K_BB` in memory (and some allocator slack): turn it off where memory is tighter
+    /// than time.
     #[serde(default = "overlap_default")]
     pub overlap: bool,
 }
@@ -231,8 +233,10 @@ pub fn memory_estimate(
     let feat = m.map_or(0, |m| {
         m * d * 8 + m * targets * 8 + 2 * block * m * 8 + block * block * 8 + CHUNK_ROWS * m * 8
     });
+    // Exact kernels: the row-chunk tiles of the beta update, and the staged block's rows and
+    // K_BB.
     let exact_tile = if m.is_none() {
-        CHUNK_ROWS * block * 8 * 2
+        CHUNK_ROWS * block * 8 * 2 + block * d * 8 + block * block * 8
     } else {
         0
     };
@@ -241,15 +245,12 @@ pub fn memory_estimate(
 
 struct State<'a, T: Scalar> {
     prob: &'a Problem<'a, T>,
-    backend: &'a dyn Backend<T>,
     n: usize,
     alpha: Vec<f64>,
-    /// `theta` (features; a host copy of the engine's, current at checks), `beta = K alpha`
-    /// (exact), both `f64`.
+    /// `theta` (features; a host copy of the engine's, current at checks).
     theta: Vec<f64>,
-    beta: Vec<f64>,
-    /// The random-feature engine (features only).
-    engine: Option<Box<dyn RffEngine<T> + 'a>>,
+    /// The engine that keeps `theta` or `beta = K alpha` and the current block.
+    engine: Option<Box<dyn BlockEngine<T> + 'a>>,
 }
 
 /// Sample `i`'s coordinate data for target column `t`.
@@ -313,21 +314,10 @@ impl<T: Scalar> State<'_, T> {
 
     /// Builds `theta` or `beta` from scratch (needed when `alpha != 0` at the start).
     fn sync_from_alpha(&mut self) -> Result<()> {
-        let tt = self.prob.targets;
         if self.alpha.iter().all(|&a| a == 0.0) {
             return Ok(());
         }
-        match self.prob.repr {
-            Repr::Features(_) => {
-                if let Some(e) = self.engine.as_mut() {
-                    e.set_alpha(&self.alpha)?;
-                }
-            }
-            Repr::Exact(_) => {
-                self.beta = self.predictor().decision(self.backend, self.prob.x, tt);
-            }
-        }
-        Ok(())
+        engine_of(&mut self.engine)?.set_alpha(&self.alpha)
     }
 
     /// Refreshes the host copy of `theta` from the engine.
@@ -342,19 +332,11 @@ impl<T: Scalar> State<'_, T> {
     fn objectives(&mut self) -> Result<(f64, f64, f64)> {
         let (n, tt) = (self.n, self.prob.targets);
         let loss = self.prob.loss;
-        let (u, sq) = match self.prob.repr {
-            Repr::Features(_) => {
-                let u = match self.engine.as_mut() {
-                    Some(e) => e.decision()?,
-                    None => self.predictor().decision(self.backend, self.prob.x, tt),
-                };
-                let sq: f64 = self.theta.iter().map(|v| v * v).sum();
-                (u, sq)
-            }
-            Repr::Exact(_) => {
-                let sq: f64 = self.alpha.iter().zip(&self.beta).map(|(a, b)| a * b).sum();
-                (self.beta.clone(), sq)
-            }
+        let u = engine_of(&mut self.engine)?.decision()?;
+        // ||w||^2: theta^T theta, or alpha^T K alpha = alpha^T beta (u is beta)
+        let sq: f64 = match self.prob.repr {
+            Repr::Features(_) => self.theta.iter().map(|v| v * v).sum(),
+            Repr::Exact(_) => self.alpha.iter().zip(&u).map(|(a, b)| a * b).sum(),
         };
         let (mut lsum, mut fsum) = (0.0, 0.0);
         for t in 0..tt {
@@ -403,11 +385,9 @@ pub fn solve<T: Scalar>(
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = State {
         prob,
-        backend,
         n,
         alpha: vec![0.0; n * tt],
         theta: Vec::new(),
-        beta: Vec::new(),
         engine: None,
     };
     // Starting point: the warm start or the loss's own, inside the box.
@@ -436,8 +416,11 @@ pub fn solve<T: Scalar>(
                 None => Box::new(HostRff::new(backend, map, prob.x, &perm, tt, b)),
             });
         }
-        Repr::Exact(_) => {
-            st.beta = vec![0.0; n * tt];
+        Repr::Exact(kernel) => {
+            st.engine = Some(match backend.exact_engine(kernel, prob.x, &perm, tt, b)? {
+                Some(e) => e,
+                None => Box::new(HostExact::new(backend, kernel, prob.x, &perm, tt, b)),
+            });
         }
     }
     st.sync_from_alpha()?;
@@ -448,7 +431,6 @@ pub fn solve<T: Scalar>(
         cfg.check_every
     };
 
-    let mut xb = vec![T::default(); b * d];
     let mut kbb = vec![0.0; b * b];
     let mut gbar = vec![0.0; b * tt];
     let mut delta_max = cfg.delta_max;
@@ -515,24 +497,13 @@ pub fn solve<T: Scalar>(
             e.promote()?;
         }
         let kb = &mut kbb[..nb * nb];
-        match prob.repr {
-            Repr::Features(_) => {
-                let e = engine_of(&mut st.engine)?;
-                if staged {
-                    e.block_gram(None, &mut gbar[..nb * tt])?;
-                } else {
-                    e.load_block(bi * b, nb)?;
-                    e.block_gram((!on_device).then_some(&mut *kb), &mut gbar[..nb * tt])?;
-                }
-            }
-            Repr::Exact(kernel) => {
-                prob.x.gather_dense(block, &mut xb[..nb * d]);
-                backend.kernel_tile(kernel, &xb[..nb * d], nb, &xb[..nb * d], nb, d, kb);
-                for t in 0..tt {
-                    for (r, &i) in block.iter().enumerate() {
-                        gbar[t * nb + r] = st.beta[t * n + i];
-                    }
-                }
+        {
+            let e = engine_of(&mut st.engine)?;
+            if staged {
+                e.block_gram(None, &mut gbar[..nb * tt])?;
+            } else {
+                e.load_block(bi * b, nb)?;
+                e.block_gram((!on_device).then_some(&mut *kb), &mut gbar[..nb * tt])?;
             }
         }
         let t1 = Instant::now();
@@ -602,25 +573,7 @@ pub fn solve<T: Scalar>(
             }
         }
         if changed {
-            match prob.repr {
-                Repr::Features(_) => {
-                    if let Some(e) = st.engine.as_mut() {
-                        e.update(&delta)?;
-                    }
-                }
-                Repr::Exact(kernel) => {
-                    update_beta(
-                        backend,
-                        kernel,
-                        prob.x,
-                        &xb[..nb * d],
-                        nb,
-                        &delta,
-                        tt,
-                        &mut st.beta,
-                    );
-                }
-            }
+            engine_of(&mut st.engine)?.update(&delta)?;
         }
         timings.update += t2.elapsed().as_secs_f64();
         iter += 1;
@@ -675,43 +628,11 @@ pub fn solve<T: Scalar>(
     })
 }
 
-/// The random-feature engine, which every random-feature fit has.
+/// The fit's engine, which every fit has once it has started.
 fn engine_of<'e, 'a, T>(
-    engine: &'e mut Option<Box<dyn RffEngine<T> + 'a>>,
-) -> Result<&'e mut (dyn RffEngine<T> + 'a)> {
+    engine: &'e mut Option<Box<dyn BlockEngine<T> + 'a>>,
+) -> Result<&'e mut (dyn BlockEngine<T> + 'a)> {
     engine
         .as_deref_mut()
-        .ok_or_else(|| JokerError::Device("a random-feature fit without an engine".into()))
-}
-
-/// `beta (n x T) += K(X, X_B) delta` in row chunks.
-#[allow(clippy::too_many_arguments)]
-fn update_beta<T: Scalar>(
-    backend: &dyn Backend<T>,
-    kernel: &Kernel,
-    x: &Features<T>,
-    xb: &[T],
-    nb: usize,
-    delta: &[f64],
-    tt: usize,
-    beta: &mut [f64],
-) {
-    let (n, d) = (x.nrows(), x.ncols());
-    let mut xc = vec![T::default(); CHUNK_ROWS * d];
-    for start in (0..n).step_by(CHUNK_ROWS) {
-        let rows = CHUNK_ROWS.min(n - start);
-        x.gather_range(start, &mut xc[..rows * d]);
-        backend.kernel_matvec(
-            kernel,
-            &xc[..rows * d],
-            rows,
-            xb,
-            nb,
-            d,
-            delta,
-            tt,
-            &mut beta[start..],
-            n,
-        );
-    }
+        .ok_or_else(|| JokerError::Device("a fit without an engine".into()))
 }
