@@ -250,7 +250,7 @@ impl fmt::Display for Resolved {
 }
 
 /// Resolves a request against the probe. `supported` is `Ok` when the model can run on the
-/// GPU, or the reason it cannot (for example "full KRR ... runs on the CPU only").
+/// GPU, or the reason it cannot (for example "the CUDA kernels compute in f32; ...").
 ///
 /// [`Device::Auto`] never fails; [`Device::Cuda`] fails with [`JokerError::Device`] naming
 /// the reason when it cannot be honoured.

@@ -369,9 +369,6 @@ impl Joker {
                 "exact kernels use the GPU only when it is asked for (device cuda:N)".into(),
             );
         }
-        if self.full_krr.is_some() {
-            return Err("full KRR (Skotch, ASkotch, Nystrom-PCG) runs on the CPU only".into());
-        }
         if self.precision != Precision::F32 {
             return Err("the CUDA kernels compute in f32; f64 fits run on the CPU".into());
         }
@@ -416,27 +413,46 @@ impl Joker {
             Task::Regression => 1,
         };
         let b = self.solver.block_size.min(n.max(1));
+        if self.n_components.is_none() {
+            // Exact kernels run only under an explicit Device::Cuda (see gpu_support).
+            let g = Cuda::new(index)?.with_memory_limit(self.max_memory);
+            let note = if self.full_krr.is_some() {
+                format!(
+                    "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
+                )
+            } else {
+                let solve = if self.solver.trust_region.nystrom_rank == 0 {
+                    "block solve on the device"
+                } else {
+                    "block solve on the host (Nystrom metric)"
+                };
+                match g.exact_memory(n, d, tt, b)? {
+                    Some(bytes) => format!(
+                        "{resolved}; exact kernels with the rows, beta and K_BB resident ({} MiB), {solve}",
+                        bytes >> 20
+                    ),
+                    None => format!(
+                        "{resolved}; exact kernel tiles and products on the device, rows sent per call (the resident engine does not fit), block solve on the host"
+                    ),
+                }
+            };
+            return self.fit_in::<U, f32>(data, opts, &g, note);
+        }
         let gpu = Cuda::new(index).and_then(|g| {
             let g = g.with_memory_limit(self.max_memory);
             g.memory_plan(n, d, m, tt, b).map(|plan| (g, plan))
         });
         match gpu {
             Ok((g, plan)) => {
-                let note = if self.n_components.is_none() {
-                    format!(
-                        "{resolved}; exact kernel tiles and products on the device, rows sent per call, block solve on the host"
-                    )
-                } else {
-                    format!(
-                        "{resolved}; {} MiB of device memory, data {}",
-                        plan.total() >> 20,
-                        if plan.resident {
-                            "resident"
-                        } else {
-                            "streamed per block"
-                        }
-                    )
-                };
+                let note = format!(
+                    "{resolved}; {} MiB of device memory, data {}",
+                    plan.total() >> 20,
+                    if plan.resident {
+                        "resident"
+                    } else {
+                        "streamed per block"
+                    }
+                );
                 self.fit_in::<U, f32>(data, opts, &g, note)
             }
             Err(e) if self.device == Device::Auto => {
@@ -662,7 +678,7 @@ impl Joker {
                         "full KRR solves one target column without sample or class weights",
                     ));
                 }
-                full_krr(&x, &kernel, &y, self.lambda, cfg, &mut hooks)?
+                full_krr(backend, &x, &kernel, &y, self.lambda, cfg, &mut hooks)?
             }
         };
 
@@ -725,6 +741,7 @@ impl Joker {
 /// Runs a full-KRR method and reports it like a DBCD-TR solve (objectives, relative gap,
 /// relative residual and validation at every check).
 fn full_krr<T: Scalar>(
+    backend: &dyn Backend<T>,
     x: &Features<T>,
     kernel: &Kernel,
     y: &[f64],
@@ -741,7 +758,7 @@ fn full_krr<T: Scalar>(
     };
     let mut history = Vec::new();
     let mut stopped = false;
-    let sol = solve_krr(&Cpu, &prob, cfg, |kp, w| {
+    let sol = solve_krr(backend, &prob, cfg, |kp, w| {
         let scale = kp.primal.abs().max(kp.dual.abs()).max(f64::MIN_POSITIVE);
         let p = Progress {
             iter: kp.iter,

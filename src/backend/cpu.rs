@@ -36,7 +36,7 @@ fn mirror_lower<T: Scalar>(lower: &[T], n: usize, out: &mut [f64]) {
 
 /// Parallelism for a product of `m x k` by `k x n`: serial below a few hundred kflops, where
 /// thread start-up costs more than it saves.
-fn par_for(m: usize, n: usize, k: usize) -> Par {
+pub(crate) fn par_for(m: usize, n: usize, k: usize) -> Par {
     if m.saturating_mul(n).saturating_mul(k) < 1 << 18 {
         Par::Seq
     } else {

@@ -199,8 +199,10 @@ struct Kernels {
     predict: CudaFunction,
     features: CudaFunction,
     weights: CudaFunction,
-    /// `tr_solve_f32` of `trsolve.cu`.
+    /// `tr_solve_f32` of `trsolve.cu` (random features: `K_BB` in f32).
     tr_solve: CudaFunction,
+    /// `tr_solve` of `trsolve.cu` (exact kernels: `K_BB` in f64).
+    tr_solve64: CudaFunction,
     /// `exact_tile` of `exact.cu`.
     exact_tile: CudaFunction,
     /// `exact_matvec` of `exact.cu`.
@@ -273,6 +275,13 @@ impl TrWorkspace {
     }
 }
 
+/// The `K_BB` a device block solve reads: f32 (random features) or f64 (exact kernels).
+#[derive(Clone, Copy)]
+enum Kbb<'a> {
+    F32(&'a CudaSlice<f32>),
+    F64(&'a CudaSlice<f64>),
+}
+
 /// Allocates `n` elements (at least one) of zeroed device memory.
 fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
@@ -307,6 +316,9 @@ impl Cuda {
             let exact = ctx
                 .load_module(Ptx::from_src(EXACT_PTX))
                 .map_err(drv("loading the embedded exact PTX (cuModuleLoadData)"))?;
+            let trs = ctx
+                .load_module(Ptx::from_src(TRSOLVE_PTX))
+                .map_err(drv("loading the embedded trsolve PTX (cuModuleLoadData)"))?;
             let f = |name: &'static str| {
                 module
                     .load_function(name)
@@ -319,11 +331,12 @@ impl Cuda {
                 predict: f("rff_predict")?,
                 features: f("rff_features")?,
                 weights: f("rff_weights")?,
-                tr_solve: ctx
-                    .load_module(Ptx::from_src(TRSOLVE_PTX))
-                    .map_err(drv("loading the embedded trsolve PTX (cuModuleLoadData)"))?
+                tr_solve: trs
                     .load_function("tr_solve_f32")
                     .map_err(|e| JokerError::Device(format!("kernel tr_solve_f32: {e}")))?,
+                tr_solve64: trs
+                    .load_function("tr_solve")
+                    .map_err(|e| JokerError::Device(format!("kernel tr_solve: {e}")))?,
                 exact_tile: exact
                     .load_function("exact_tile")
                     .map_err(|e| JokerError::Device(format!("kernel exact_tile: {e}")))?,
@@ -436,6 +449,39 @@ impl Cuda {
             resident: fixed + data <= budget,
             budget,
         })
+    }
+
+    /// The device memory of the resident exact-kernel engine for `n` rows of dimension `d`,
+    /// `targets` columns and blocks of `block` rows: the rows (`n d 4` B), `beta` (`n T 8`),
+    /// `K_BB` (`block^2 8`), `delta` and the block solver's buffers. `Ok(None)` when it exceeds
+    /// the budget (free memory less the margin, capped by the limit): the fit then sends rows
+    /// per call instead.
+    pub fn exact_memory(
+        &self,
+        n: usize,
+        d: usize,
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<usize>> {
+        for (name, v) in [
+            ("n_samples", n),
+            ("n_features", d),
+            ("targets", targets),
+            ("block_size", block),
+        ] {
+            int(name, v)?;
+        }
+        let (free, _) = self.memory_info()?;
+        let mut budget = free.saturating_sub(free / 20 + MARGIN_FIXED);
+        if let Some(l) = self.max_memory {
+            budget = budget.min(l);
+        }
+        let bytes = n * d * 4
+            + n * targets * 8
+            + block * block * 8
+            + block * targets * 8
+            + TrWorkspace::bytes(block, targets);
+        Ok((bytes <= budget).then_some(bytes))
     }
 
     fn workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
@@ -582,13 +628,13 @@ impl Cuda {
         Ok(())
     }
 
-    /// `tr_solve_f32` on the `nb x nb` f32 `K_BB` in `kbb`, for `targets` columns whose
-    /// coordinates and iterates are in `ws` (copied there by the caller); the results stay in
-    /// `ws.alpha`, `ws.gbar` and `ws.stats`.
+    /// `tr_solve_f32` or `tr_solve` on the `nb x nb` `K_BB` in `kbb` (row-major, stride
+    /// `nb`), for `targets` columns whose coordinates and iterates are in `ws` (copied there by
+    /// the caller); the results stay in `ws.alpha`, `ws.gbar` and `ws.stats`.
     #[allow(clippy::too_many_arguments)]
     fn launch_tr_solve(
         &self,
-        kbb: &CudaSlice<f32>,
+        kbb: Kbb<'_>,
         nb: usize,
         targets: usize,
         loss: Loss,
@@ -621,9 +667,16 @@ impl Cuda {
             block_dim: (TR_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut l = self.stream.launch_builder(&self.k.tr_solve);
-        l.arg(kbb)
-            .arg(&b)
+        let (f, name) = match kbb {
+            Kbb::F32(_) => (&self.k.tr_solve, "tr_solve_f32"),
+            Kbb::F64(_) => (&self.k.tr_solve64, "tr_solve"),
+        };
+        let mut l = self.stream.launch_builder(f);
+        match kbb {
+            Kbb::F32(k) => l.arg(k),
+            Kbb::F64(k) => l.arg(k),
+        };
+        l.arg(&b)
             .arg(&loss_id)
             .arg(&lparam)
             .arg(&ws.y)
@@ -641,14 +694,15 @@ impl Cuda {
             .arg(&mut ws.work)
             .arg(&mut ws.iwork)
             .arg(&mut ws.stats);
-        // SAFETY: the arguments match `tr_solve_f32`'s signature in order and type. kbb holds
-        // at least nb * nb f32 (the kernel reads kbb[i * nb + j], i, j < nb); y, lam, eps,
+        // SAFETY: the arguments match the signature of `tr_solve_f32` (f32 K_BB) or `tr_solve`
+        // (f64 K_BB), chosen together with kbb's type above, in order and type. kbb holds at
+        // least nb * nb values (the kernel reads kbb[i * nb + j], i, j < nb); y, lam, eps,
         // alpha and gbar hold ws.b * T >= nb * T f64 and the kernel addresses column t at
         // t * nb; work holds TR_NVEC * ws.b * T f64 and iwork 2 * ws.b * T i32 (the kernel
         // uses TR_NVEC * nb and 2 * nb per column); stats holds 3 * T i32. One block of
         // TR_THREADS threads per column, as its __launch_bounds__ requires; no dynamic shared
         // memory.
-        unsafe { l.launch(cfg) }.map_err(drv("tr_solve_f32"))?;
+        unsafe { l.launch(cfg) }.map_err(drv(name))?;
         Ok(())
     }
 
@@ -743,7 +797,7 @@ impl Cuda {
             let mut ws = TrWorkspace::new(&self.stream, b, targets)?;
             ws.work = self.upload(&vec![f64::NAN; TR_NVEC * b * targets])?;
             self.upload_block(coords, alpha, gbar, &mut ws)?;
-            self.launch_tr_solve(&kd, b, targets, loss, delta_max, p, &mut ws)?;
+            self.launch_tr_solve(Kbb::F32(&kd), b, targets, loss, delta_max, p, &mut ws)?;
             self.download_block(&ws, targets, alpha, gbar)
         })
     }
@@ -767,40 +821,10 @@ impl Cuda {
             if ni == 0 || nj == 0 {
                 return Ok(Vec::new());
             }
-            let (rows, cols) = (ni.div_ceil(EX_T), nj.div_ceil(EX_T));
-            if rows > 65_535 {
-                return Err(invalid(
-                    "rows",
-                    format!("{ni} rows exceed one exact_tile launch (65,535 x 64)"),
-                ));
-            }
-            let (kid, nu) = kernel_id(kernel);
-            let (ni32, nj32, d32) = (int("rows", ni)?, int("rows", nj)?, int("n_features", d)?);
             let a = self.upload(xi)?;
             let b = self.upload(xj)?;
             let mut out = self.upload(&vec![f64::NAN; ni * nj])?;
-            let cfg = LaunchConfig {
-                grid_dim: (int("rows", cols)? as u32, rows as u32, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = self.stream.launch_builder(&self.k.exact_tile);
-            l.arg(&a)
-                .arg(&ni32)
-                .arg(&b)
-                .arg(&nj32)
-                .arg(&d32)
-                .arg(&kid)
-                .arg(&kernel.gamma)
-                .arg(&nu)
-                .arg(&mut out)
-                .arg(&nj32);
-            // SAFETY: the arguments match `exact_tile`'s signature in order and type. a holds
-            // ni * d and b nj * d f32 (the kernel reads rows < ni and < nj only); out holds
-            // ni * nj f64 and is written at i * nj + j for i < ni, j < nj (ldo = nj). The grid
-            // covers ceil(nj / 64) x ceil(ni / 64) tiles of 64 x 64 with 256 threads per block,
-            // as the kernel's __launch_bounds__ and tiling assume; static shared memory only.
-            unsafe { l.launch(cfg) }.map_err(drv("exact_tile"))?;
+            self.launch_exact_tile(kernel, &a.slice(..), ni, &b.slice(..), nj, d, &mut out, nj)?;
             let mut h = vec![0.0; ni * nj];
             self.download(&out, &mut h)?;
             Ok(h)
@@ -845,9 +869,6 @@ impl Cuda {
                     ),
                 ));
             }
-            let (kid, nu) = kernel_id(kernel);
-            let (n32, nb32, d32) = (int("rows", n)?, int("rows", nb)?, int("n_features", d)?);
-            let tt = int("targets", targets)?;
             // the output columns, packed (stride n) on the device
             let mut packed = vec![0.0; n * targets];
             for t in 0..targets {
@@ -857,32 +878,138 @@ impl Cuda {
             let bd = self.upload(xb)?;
             let vd = self.upload(&v[..nb * targets])?;
             let mut od = self.upload(&packed)?;
-            let mut l = self.stream.launch_builder(&self.k.exact_matvec);
-            l.arg(&xd)
-                .arg(&n32)
-                .arg(&bd)
-                .arg(&nb32)
-                .arg(&d32)
-                .arg(&kid)
-                .arg(&kernel.gamma)
-                .arg(&nu)
-                .arg(&vd)
-                .arg(&nb32)
-                .arg(&tt)
-                .arg(&mut od)
-                .arg(&n32);
-            // SAFETY: the arguments match `exact_matvec`'s signature in order and type. xd
-            // holds n * d and bd nb * d f32; vd holds nb * T f64 read at t * nb + j (ldv = nb,
-            // j < nb); od holds n * T f64 read and written at t * n + i (ldo = n, i < n), each
-            // element by one thread of the block owning its 64-row tile. One block of 256
-            // threads per 64 rows, as the kernel's __launch_bounds__ and layout assume.
-            unsafe { l.launch(cfg1(n.div_ceil(EX_T))) }.map_err(drv("exact_matvec"))?;
+            let (xv, bv) = (xd.slice(..), bd.slice(..));
+            self.launch_exact_matvec(kernel, &xv, n, &bv, nb, d, &vd, nb, targets, &mut od, n)?;
             self.download(&od, &mut packed)?;
             for t in 0..targets {
                 out[t * ldo..t * ldo + n].copy_from_slice(&packed[t * n..(t + 1) * n]);
             }
             Ok(())
         })
+    }
+
+    /// `exact_tile`: `out[i * ldo + j] = K(x_i, x_j)` for the `ni` rows of `xi` and the `nj`
+    /// rows of `xj` (both `d` wide, row-major f32 on the device).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_exact_tile(
+        &self,
+        kernel: &Kernel,
+        xi: &CudaView<'_, f32>,
+        ni: usize,
+        xj: &CudaView<'_, f32>,
+        nj: usize,
+        d: usize,
+        out: &mut CudaSlice<f64>,
+        ldo: usize,
+    ) -> Result<()> {
+        if ni == 0 || nj == 0 {
+            return Ok(());
+        }
+        let (rows, cols) = (ni.div_ceil(EX_T), nj.div_ceil(EX_T));
+        if rows > 65_535 {
+            return Err(invalid(
+                "rows",
+                format!("{ni} rows exceed one exact_tile launch (65,535 x 64)"),
+            ));
+        }
+        let fits = xi.len() >= ni * d
+            && xj.len() >= nj * d
+            && ldo >= nj
+            && out.len() >= (ni - 1) * ldo + nj;
+        if !fits {
+            return Err(invalid(
+                "exact_tile",
+                format!("buffers too small for a {ni} x {nj} tile of dimension {d}"),
+            ));
+        }
+        let (kid, nu) = kernel_id(kernel);
+        let (ni32, nj32, d32) = (int("rows", ni)?, int("rows", nj)?, int("n_features", d)?);
+        let ldo32 = int("ldo", ldo)?;
+        let cfg = LaunchConfig {
+            grid_dim: (int("rows", cols)? as u32, rows as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.stream.launch_builder(&self.k.exact_tile);
+        l.arg(xi)
+            .arg(&ni32)
+            .arg(xj)
+            .arg(&nj32)
+            .arg(&d32)
+            .arg(&kid)
+            .arg(&kernel.gamma)
+            .arg(&nu)
+            .arg(out)
+            .arg(&ldo32);
+        // SAFETY: the arguments match `exact_tile`'s signature in order and type. xi holds
+        // >= ni * d and xj >= nj * d f32 (checked above; the kernel reads rows < ni and < nj
+        // only); out holds >= (ni - 1) * ldo + nj f64 and is written at i * ldo + j for i < ni,
+        // j < nj. The grid covers ceil(nj / 64) x ceil(ni / 64) tiles of 64 x 64 with 256
+        // threads per block, as the kernel's __launch_bounds__ and tiling assume; static
+        // shared memory only.
+        unsafe { l.launch(cfg) }.map_err(drv("exact_tile"))?;
+        Ok(())
+    }
+
+    /// `exact_matvec`: `out[t * ldo + i] += sum_j K(x_i, xb_j) v[t * ldv + j]` for the `n`
+    /// rows of `x`, the `nb` rows of `xb` (device f32) and `targets` columns.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_exact_matvec(
+        &self,
+        kernel: &Kernel,
+        x: &CudaView<'_, f32>,
+        n: usize,
+        xb: &CudaView<'_, f32>,
+        nb: usize,
+        d: usize,
+        v: &CudaSlice<f64>,
+        ldv: usize,
+        targets: usize,
+        out: &mut CudaSlice<f64>,
+        ldo: usize,
+    ) -> Result<()> {
+        if n == 0 || nb == 0 || targets == 0 {
+            return Ok(());
+        }
+        let fits = x.len() >= n * d
+            && xb.len() >= nb * d
+            && ldv >= nb
+            && v.len() >= (targets - 1) * ldv + nb
+            && ldo >= n
+            && out.len() >= (targets - 1) * ldo + n;
+        if !fits {
+            return Err(invalid(
+                "exact_matvec",
+                format!(
+                    "buffers too small for {n} x {nb} rows of dimension {d}, {targets} columns"
+                ),
+            ));
+        }
+        let (kid, nu) = kernel_id(kernel);
+        let (n32, nb32, d32) = (int("rows", n)?, int("rows", nb)?, int("n_features", d)?);
+        let (ldv32, ldo32, tt) = (int("ldv", ldv)?, int("ldo", ldo)?, int("targets", targets)?);
+        let mut l = self.stream.launch_builder(&self.k.exact_matvec);
+        l.arg(x)
+            .arg(&n32)
+            .arg(xb)
+            .arg(&nb32)
+            .arg(&d32)
+            .arg(&kid)
+            .arg(&kernel.gamma)
+            .arg(&nu)
+            .arg(v)
+            .arg(&ldv32)
+            .arg(&tt)
+            .arg(out)
+            .arg(&ldo32);
+        // SAFETY: the arguments match `exact_matvec`'s signature in order and type. x holds
+        // >= n * d and xb >= nb * d f32 (x and xb may overlap: both are only read); v holds
+        // >= (T - 1) ldv + nb f64 read at t * ldv + j (j < nb); out holds >= (T - 1) ldo + n
+        // f64 read and written at t * ldo + i (i < n), each element by one thread of the block
+        // owning its 64-row tile (all checked above). One block of 256 threads per 64 rows, as
+        // the kernel's __launch_bounds__ and layout assume.
+        unsafe { l.launch(cfg1(n.div_ceil(EX_T))) }.map_err(drv("exact_matvec"))?;
+        Ok(())
     }
 
     /// Whether the exact kernels may still run on the device (none has failed yet).
@@ -901,6 +1028,27 @@ impl Cuda {
                 "joker: {what} failed on the GPU ({e}); exact kernels run on the CPU from now on"
             );
         }
+    }
+
+    /// Copies the rows of `x` to the device in the given `order` (`n x d` f32, row-major),
+    /// through a host buffer of at most [`PREDICT_ROWS`] rows.
+    fn upload_rows(&self, x: &Features<f32>, order: &[usize]) -> Result<CudaSlice<f32>> {
+        let (n, d) = (order.len(), x.ncols());
+        let mut dev = zeros::<f32>(&self.stream, n * d)?;
+        let mut buf = vec![0.0f32; PREDICT_ROWS.min(n) * d];
+        for start in (0..n).step_by(PREDICT_ROWS) {
+            let rows = PREDICT_ROWS.min(n - start);
+            x.gather_dense(&order[start..start + rows], &mut buf[..rows * d]);
+            self.stream
+                .memcpy_htod(
+                    &buf[..rows * d],
+                    &mut dev.slice_mut(start * d..(start + rows) * d),
+                )
+                .map_err(drv("cuMemcpyHtoD"))?;
+            // The host buffer is reused: wait for the copy before overwriting it.
+            self.sync()?;
+        }
+        Ok(dev)
     }
 
     fn sync(&self) -> Result<()> {
@@ -1194,20 +1342,7 @@ impl<'a> CudaRff<'a> {
         let plan = gpu.memory_plan(n, d, m, targets, block)?;
         let s = &gpu.stream;
         let x_dev = if plan.resident {
-            let mut dev = zeros::<f32>(s, n * d)?;
-            let mut buf = vec![0.0f32; PREDICT_ROWS.min(n) * d];
-            for start in (0..n).step_by(PREDICT_ROWS) {
-                let rows = PREDICT_ROWS.min(n - start);
-                x.gather_dense(&order[start..start + rows], &mut buf[..rows * d]);
-                s.memcpy_htod(
-                    &buf[..rows * d],
-                    &mut dev.slice_mut(start * d..(start + rows) * d),
-                )
-                .map_err(drv("cuMemcpyHtoD"))?;
-                // The host buffer is reused: wait for the copy before overwriting it.
-                gpu.sync()?;
-            }
-            Some(dev)
+            Some(gpu.upload_rows(x, order)?)
         } else {
             None
         };
@@ -1400,7 +1535,192 @@ impl BlockEngine<f32> for CudaRff<'_> {
         let (kbb, tr) = (&self.ws.kbb, &mut self.tr);
         shield("tr_solve_f32", || {
             gpu.upload_block(block.coords, alpha, gbar, tr)?;
-            gpu.launch_tr_solve(kbb, nb, tt, block.loss, block.delta_max, block.p, tr)?;
+            gpu.launch_tr_solve(
+                Kbb::F32(kbb),
+                nb,
+                tt,
+                block.loss,
+                block.delta_max,
+                block.p,
+                tr,
+            )?;
+            gpu.download_block(tr, tt, alpha, gbar)
+        })
+    }
+}
+
+/// The DBCD-TR exact-kernel engine on the device: the rows (in block order, so a block is a
+/// slice), `beta = K alpha` (`n x T`, rows in block order, column stride `n`) and `K_BB` (f64)
+/// stay in device memory; the block solve reads `K_BB` where it is.
+struct CudaExact<'a> {
+    gpu: &'a Cuda,
+    kernel: &'a Kernel,
+    order: &'a [usize],
+    d: usize,
+    targets: usize,
+    x: CudaSlice<f32>,
+    beta: CudaSlice<f64>,
+    kbb: CudaSlice<f64>,
+    delta: CudaSlice<f64>,
+    tr: TrWorkspace,
+    block: usize,
+    cur: (usize, usize),
+}
+
+impl<'a> CudaExact<'a> {
+    fn new(
+        gpu: &'a Cuda,
+        kernel: &'a Kernel,
+        x: &'a Features<f32>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Result<Self> {
+        let (n, d) = (x.nrows(), x.ncols());
+        if order.len() != n {
+            return Err(JokerError::ShapeMismatch(format!(
+                "block order has {} entries for {n} rows",
+                order.len()
+            )));
+        }
+        let s = &gpu.stream;
+        Ok(CudaExact {
+            gpu,
+            kernel,
+            order,
+            d,
+            targets,
+            x: gpu.upload_rows(x, order)?,
+            beta: zeros(s, n * targets)?,
+            kbb: zeros(s, block * block)?,
+            delta: zeros(s, block * targets)?,
+            tr: TrWorkspace::new(s, block, targets)?,
+            block,
+            cur: (0, 0),
+        })
+    }
+
+    fn n(&self) -> usize {
+        self.order.len()
+    }
+}
+
+impl BlockEngine<f32> for CudaExact<'_> {
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
+        if len > self.block || start + len > self.n() {
+            return Err(invalid(
+                "block",
+                format!("rows {start}..{} exceed the engine's blocks", start + len),
+            ));
+        }
+        self.cur = (start, len);
+        Ok(())
+    }
+
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        let ((start, nb), d, n, tt) = (self.cur, self.d, self.n(), self.targets);
+        check_len("g", g.len(), nb * tt)?;
+        let (gpu, kernel) = (self.gpu, self.kernel);
+        let (x, k, beta) = (&self.x, &mut self.kbb, &self.beta);
+        shield("exact_tile", || {
+            let xb = x.slice(start * d..(start + nb) * d);
+            gpu.launch_exact_tile(kernel, &xb, nb, &xb, nb, d, k, nb)?;
+            if let Some(kbb) = kbb {
+                check_len("kbb", kbb.len(), nb * nb)?;
+                gpu.download(k, kbb)?;
+            }
+            // g = beta_B: the block's rows are consecutive in every column of beta
+            for t in 0..tt {
+                let col = beta.slice(t * n + start..t * n + start + nb);
+                gpu.stream
+                    .memcpy_dtoh(&col, &mut g[t * nb..(t + 1) * nb])
+                    .map_err(drv("cuMemcpyDtoH"))?;
+            }
+            gpu.sync()
+        })
+    }
+
+    fn update(&mut self, delta: &[f64]) -> Result<()> {
+        let ((start, nb), d, n, tt) = (self.cur, self.d, self.n(), self.targets);
+        check_len("delta", delta.len(), nb * tt)?;
+        let (gpu, kernel) = (self.gpu, self.kernel);
+        let (x, dd, beta) = (&self.x, &mut self.delta, &mut self.beta);
+        shield("exact_matvec", || {
+            gpu.stream
+                .memcpy_htod(delta, &mut dd.slice_mut(0..delta.len()))
+                .map_err(drv("cuMemcpyHtoD"))?;
+            let (all, xb) = (x.slice(0..n * d), x.slice(start * d..(start + nb) * d));
+            gpu.launch_exact_matvec(kernel, &all, n, &xb, nb, d, dd, nb, tt, beta, n)
+        })
+    }
+
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
+        let (n, tt, b) = (self.n(), self.targets, self.block);
+        check_len("alpha", alpha.len(), n * tt)?;
+        let (gpu, beta) = (self.gpu, &mut self.beta);
+        shield("clearing beta", || {
+            gpu.stream.memset_zeros(beta).map_err(drv("cuMemsetD8"))
+        })?;
+        let mut delta = vec![0.0; b * tt];
+        for start in (0..n).step_by(b) {
+            let len = b.min(n - start);
+            for t in 0..tt {
+                for r in 0..len {
+                    delta[t * len + r] = alpha[t * n + self.order[start + r]];
+                }
+            }
+            self.load_block(start, len)?;
+            self.update(&delta[..len * tt])?;
+        }
+        Ok(())
+    }
+
+    fn decision(&mut self) -> Result<Vec<f64>> {
+        let (n, tt) = (self.n(), self.targets);
+        let mut h = vec![0.0; n * tt];
+        let (gpu, beta) = (self.gpu, &self.beta);
+        shield("copying beta", || gpu.download(beta, &mut h))?;
+        // rows are in block order on the device: scatter back through `order`
+        let mut out = vec![0.0; n * tt];
+        for t in 0..tt {
+            for (p, &i) in self.order.iter().enumerate() {
+                out[t * n + i] = h[t * n + p];
+            }
+        }
+        Ok(out)
+    }
+
+    fn theta(&mut self, _out: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+
+    /// The device CG has no Nystrom metric: with one, the host solves.
+    fn solves_blocks(&self, p: &TrustRegion) -> bool {
+        p.nystrom_rank == 0
+    }
+
+    fn solve_block(
+        &mut self,
+        block: &BlockSolve<'_>,
+        alpha: &mut [f64],
+        gbar: &mut [f64],
+    ) -> Result<Vec<BlockStats>> {
+        let (_, nb) = self.cur;
+        let tt = self.targets;
+        check_len("coords", block.coords.len(), nb * tt)?;
+        let gpu = self.gpu;
+        let (kbb, tr) = (&self.kbb, &mut self.tr);
+        shield("tr_solve", || {
+            gpu.upload_block(block.coords, alpha, gbar, tr)?;
+            gpu.launch_tr_solve(
+                Kbb::F64(kbb),
+                nb,
+                tt,
+                block.loss,
+                block.delta_max,
+                block.p,
+                tr,
+            )?;
             gpu.download_block(tr, tt, alpha, gbar)
         })
     }
@@ -1505,6 +1825,30 @@ impl Backend<f32> for Cuda {
     ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
         let e = shield("creating the GPU engine", || {
             CudaRff::new(self, map, x, order, targets, block)
+        })?;
+        Ok(Some(Box::new(e)))
+    }
+
+    /// The resident engine where its memory fits and the exact kernels have not failed;
+    /// otherwise `None` (the host engine, whose tiles and products still run here with rows
+    /// sent per call).
+    fn exact_engine<'a>(
+        &'a self,
+        kernel: &'a Kernel,
+        x: &'a Features<f32>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
+        if !self.exact_on_device()
+            || self
+                .exact_memory(x.nrows(), x.ncols(), targets, block)?
+                .is_none()
+        {
+            return Ok(None);
+        }
+        let e = shield("creating the GPU exact engine", || {
+            CudaExact::new(self, kernel, x, order, targets, block)
         })?;
         Ok(Some(Box::new(e)))
     }

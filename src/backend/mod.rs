@@ -78,8 +78,10 @@ pub trait Backend<T: Scalar>: Send + Sync {
 
     /// `out[t * ldo + i] += sum_j K(x_i, xb_j) v[t * nb + j]` for the `n` rows of `x`, the
     /// `nb` rows of `xb` (both `d` wide) and `targets` columns of `v` (`nb x T`, column-major).
-    /// The exact model's `beta = K alpha` updates and predictions. The default forms the
-    /// `n x nb` tile with [`kernel_tile`](Backend::kernel_tile) and sums each row in `f64`.
+    /// The exact model's `beta = K alpha` updates, predictions and Nystrom sketches
+    /// `K(X_B, X_B) Omega`. The default forms the `n x nb` tile with
+    /// [`kernel_tile`](Backend::kernel_tile) and multiplies it by `v` in `f64` (one product for
+    /// all columns).
     #[allow(clippy::too_many_arguments)]
     fn kernel_matvec(
         &self,
@@ -94,7 +96,6 @@ pub trait Backend<T: Scalar>: Send + Sync {
         out: &mut [f64],
         ldo: usize,
     ) {
-        use rayon::prelude::*;
         debug_assert!(v.len() >= nb * targets);
         debug_assert!(targets == 0 || out.len() >= (targets - 1) * ldo + n);
         if n == 0 || nb == 0 || targets == 0 {
@@ -102,16 +103,20 @@ pub trait Backend<T: Scalar>: Send + Sync {
         }
         let mut tile = vec![0.0; n * nb];
         self.kernel_tile(kernel, x, n, xb, nb, d, &mut tile);
-        for t in 0..targets {
-            let vt = &v[t * nb..(t + 1) * nb];
-            out[t * ldo..t * ldo + n]
-                .par_iter_mut()
-                .zip(tile.par_chunks(nb))
-                .for_each(|(o, row)| {
-                    cpu::clear_upper_state();
-                    *o += row.iter().zip(vt).map(|(k, a)| k * a).sum::<f64>();
-                });
-        }
+        let k = faer::MatRef::from_row_major_slice(&tile, n, nb);
+        let v = faer::MatRef::from_column_major_slice(&v[..nb * targets], nb, targets);
+        let len = (targets - 1) * ldo + n;
+        let out =
+            faer::MatMut::from_column_major_slice_with_stride_mut(&mut out[..len], n, targets, ldo);
+        faer::linalg::matmul::matmul(
+            out,
+            faer::Accum::Add,
+            k,
+            v,
+            1.0,
+            cpu::par_for(n, targets, nb),
+        );
+        cpu::clear_upper_state();
     }
 
     /// The backend's own random-feature engine for a fit on the rows of `x`, visited in

@@ -616,8 +616,8 @@ pub const JOKER_DEVICE_CPU: i32 = -2;
 /// Chooses where fits with these parameters run: `JOKER_DEVICE_AUTO` (the default),
 /// `JOKER_DEVICE_CPU`, or a CUDA device ordinal `>= 0`. The choice is checked when fitting: a
 /// GPU that cannot be used (no driver, no such device, or a model the GPU does not cover:
-/// exact kernels, f64, full KRR) makes `joker_fit` fail with `JOKER_STATUS_DEVICE`, while
-/// `JOKER_DEVICE_AUTO` falls back to the CPU.
+/// f64) makes `joker_fit` fail with `JOKER_STATUS_DEVICE`, while `JOKER_DEVICE_AUTO` falls
+/// back to the CPU. Exact kernels use the GPU only when a device ordinal is given.
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use faer::Mat;
+use faer::{Mat, MatRef};
 
 use super::decision::Predictor;
 use crate::backend::Backend;
@@ -144,6 +144,25 @@ impl<T: Scalar> KrrProblem<'_, T> {
             alpha: w,
         }
         .decision(backend, self.x, 1)
+    }
+
+    /// The Nystrom sketch `K(X_rows, X_rows) Omega` (`b x r`) as one kernel product, without
+    /// forming `K_BB` where the backend fuses the two (the GPU's `exact_matvec`).
+    fn block_sketch(
+        &self,
+        backend: &dyn Backend<T>,
+        rows: &[usize],
+        omega: MatRef<'_, f64>,
+    ) -> Mat<f64> {
+        let (b, d, r) = (rows.len(), self.x.ncols(), omega.ncols());
+        let mut xb = vec![T::default(); b * d];
+        self.x.gather_dense(rows, &mut xb);
+        let v: Vec<f64> = (0..r)
+            .flat_map(|c| (0..b).map(move |i| omega[(i, c)]))
+            .collect();
+        let mut out = vec![0.0; b * r];
+        backend.kernel_matvec(self.kernel, &xb, b, &xb, b, d, &v, r, &mut out, b);
+        Mat::from_fn(b, r, |i, c| out[c * b + i])
     }
 
     /// `K(X_rows, X_rows)`, row-major.
@@ -291,19 +310,19 @@ fn skotch<T: Scalar>(
             perm[lo..hi].to_vec()
         })
         .collect();
-    // Per block: preconditioner and preconditioned smoothness L_b.
-    let build = |rows: &[usize], seed: u64| -> Result<(Mat<f64>, Nystrom)> {
-        let kbb = prob.block(backend, rows);
-        let b = rows.len();
-        let r = cfg.rank.min(b);
-        let ny = Nystrom::new(b, r, b as f64, lam, seed, |om| &kbb * om)?;
-        // rho_b = lambda + the smallest retained eigenvalue (the paper's default)
-        let rho = lam + ny.eigenvalues().last().copied().unwrap_or(0.0);
-        Ok((kbb, ny.with_rho(rho)?))
-    };
+    // A block's preconditioner from a sketch `K_BB Omega` (trace of K_BB = b: k(x, x) = 1).
+    let precondition =
+        |b: usize, seed: u64, sketch: &mut dyn FnMut(MatRef<'_, f64>) -> Mat<f64>| {
+            let ny = Nystrom::new(b, cfg.rank.min(b), b as f64, lam, seed, sketch)?;
+            // rho_b = lambda + the smallest retained eigenvalue (the paper's default)
+            let rho = lam + ny.eigenvalues().last().copied().unwrap_or(0.0);
+            ny.with_rho(rho)
+        };
+    // Per block: preconditioner and preconditioned smoothness L_b (from K_BB, formed once).
     let mut lb = Vec::with_capacity(nb);
     for (k, rows) in blocks.iter().enumerate() {
-        let (kbb, ny) = build(rows, cfg.seed ^ (k as u64) << 20)?;
+        let kbb = prob.block(backend, rows);
+        let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| &kbb * om)?;
         let l = smoothness(
             rows.len(),
             Some(&ny),
@@ -347,7 +366,11 @@ fn skotch<T: Scalar>(
         let u = chooser.uniform();
         let k = cdf.iter().position(|&c| u <= c).unwrap_or(nb - 1);
         let rows = &blocks[k];
-        let (_, ny) = build(rows, cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64)?;
+        // A fresh sketch per step, straight from the kernel (K_BB is not formed again).
+        let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
+        let ny = precondition(rows.len(), seed, &mut |om| {
+            prob.block_sketch(backend, rows, om)
+        })?;
         let kw = prob.rows_times(backend, rows, &w);
         let g: Vec<f64> = rows
             .iter()
