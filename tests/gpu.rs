@@ -18,7 +18,7 @@
 
 use joker::backend::cpu::Cpu;
 use joker::backend::cuda::Cuda;
-use joker::backend::{Backend, BlockEngine, HostRff};
+use joker::backend::{Backend, BlockEngine, HostExact, HostRff};
 use joker::device::probe;
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::rng::Stream;
@@ -655,9 +655,9 @@ fn exact_kernels_match_f64_direct_sums() {
     }
 }
 
-/// An exact-kernel fit on the GPU (tiles and `beta` updates by exact.cu, the block solve on
-/// the host) against the same fit on the CPU: the same accuracy of the dual and close decision
-/// values. Without a GPU, asking for one fails cleanly and Auto explains why it stayed on the
+/// An exact-kernel fit on the GPU (rows, `beta` and `K_BB` resident, tiles and `beta` updates
+/// by exact.cu, the block solve by the f64 trust-region kernel) against the same fit on the
+/// CPU: the same accuracy of the dual and close decision values. Without a GPU, asking for one fails cleanly and Auto explains why it stayed on the
 /// CPU.
 #[test]
 fn exact_fit_on_the_gpu_matches_the_cpu() {
@@ -691,4 +691,141 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
         &data,
         "only when it is asked for",
     );
+}
+
+/// The resident exact engine (`CudaExact`: rows, `beta = K alpha` and `K_BB` on the device)
+/// against the host composition `HostExact` on the CPU, for the three kernels: `K_BB`, `g =
+/// beta_B`, the `beta` updates and the decision values after several blocks, including a last
+/// short block. Tolerance: `1e-5` of the largest entry (f32 distances on both sides, f64
+/// accumulation). A memory limit below the engine's need makes `exact_engine` decline (the fit
+/// then sends rows per call) instead of failing.
+#[test]
+fn exact_engine_matches_host_exact() {
+    let Some(g) = gpu("exact_engine_matches_host_exact") else {
+        return;
+    };
+    let seed = run_seed();
+    let (n, d, tt, b) = (1000usize, 7usize, 2usize, 130usize);
+    let x = Features::Dense(DenseMatrix::new(n, d, f32s(&random(n * d, seed ^ 31))).unwrap());
+    let mut order: Vec<usize> = (0..n).collect();
+    Stream::new(seed, 4).shuffle(&mut order);
+    let need = g
+        .exact_memory(n, d, tt, b)
+        .unwrap()
+        .expect("a small engine fits");
+    let tight = Cuda::new(g.info().index)
+        .unwrap()
+        .with_memory_limit(Some(need / 2));
+    assert!(tight.exact_memory(n, d, tt, b).unwrap().is_none());
+    for kind in kernels() {
+        let kernel = Kernel {
+            kind,
+            gamma: 0.5 / d as f64,
+        };
+        assert!(
+            tight
+                .exact_engine(&kernel, &x, &order, tt, b)
+                .unwrap()
+                .is_none(),
+            "{kind:?}: the engine must decline under a tight limit"
+        );
+        let mut host = HostExact::new(&Cpu, &kernel, &x, &order, tt, b);
+        let mut dev = g
+            .exact_engine(&kernel, &x, &order, tt, b)
+            .unwrap()
+            .expect("the resident engine fits");
+        let alpha = random(n * tt, seed ^ 32);
+        host.set_alpha(&alpha).unwrap();
+        dev.set_alpha(&alpha).unwrap();
+        let close = |a: &[f64], b: &[f64], what: &str| {
+            let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * scale,
+                    "{kind:?} {what}[{i}]: gpu {x} cpu {y}"
+                );
+            }
+        };
+        close(
+            &dev.decision().unwrap(),
+            &host.decision().unwrap(),
+            "decision after set_alpha",
+        );
+        for step in 0..6 {
+            let start = (step * 5 % 8) * b;
+            let len = b.min(n - start);
+            let (mut kh, mut gh) = (vec![f64::NAN; len * len], vec![f64::NAN; len * tt]);
+            let (mut kd, mut gd) = (vec![f64::NAN; len * len], vec![f64::NAN; len * tt]);
+            host.load_block(start, len).unwrap();
+            host.block_gram(Some(&mut kh), &mut gh).unwrap();
+            dev.load_block(start, len).unwrap();
+            dev.block_gram(Some(&mut kd), &mut gd).unwrap();
+            close(&kd, &kh, &format!("step {step} K_BB"));
+            close(&gd, &gh, &format!("step {step} g"));
+            let delta = random(len * tt, seed ^ (40 + step as u64));
+            host.update(&delta).unwrap();
+            dev.update(&delta).unwrap();
+        }
+        close(
+            &dev.decision().unwrap(),
+            &host.decision().unwrap(),
+            "decision",
+        );
+    }
+}
+
+/// Full KRR (ASkotch and Nystrom-PCG) with its kernel tiles and sketches on the GPU reaches
+/// the same model as on the CPU: both converge to the relative residual asked for and their
+/// predictions agree within `1e-3` of the largest (f32 kernel values on both sides). Without a
+/// GPU, naming one fails cleanly.
+#[test]
+fn full_krr_on_the_gpu_matches_the_cpu() {
+    use joker::solver::krr::{KrrConfig, KrrMethod};
+    let data = two_moons(800, 21);
+    for method in [KrrMethod::ASkotch, KrrMethod::NystromPcg] {
+        let est = |dev: Device| {
+            Joker::builder()
+                .loss(Loss::SquaredError)
+                .exact()
+                .gamma(1.0)
+                .lambda(1.0)
+                .full_krr(KrrConfig {
+                    method,
+                    blocks: 2,
+                    rank: 100,
+                    tol: 1e-6,
+                    max_iter: 4000,
+                    check_every: 20,
+                    ..Default::default()
+                })
+                .device(dev)
+                .build()
+                .unwrap()
+        };
+        if gpu("full_krr_on_the_gpu_matches_the_cpu").is_none() {
+            match est(Device::Cuda(0)).fit(&data) {
+                Err(JokerError::Device(msg)) => assert!(msg.contains("cuda:0"), "{msg}"),
+                other => panic!("expected a device error, got {:?}", other.map(|_| ())),
+            }
+            return;
+        }
+        let cpu = est(Device::Cpu).fit(&data).unwrap();
+        let gpu = est(Device::Cuda(0)).fit(&data).unwrap();
+        assert!(
+            gpu.training.device.starts_with("cuda:0") && gpu.training.device.contains("Nystrom"),
+            "{}",
+            gpu.training.device
+        );
+        for m in [&cpu, &gpu] {
+            assert_eq!(m.training.stop, "converged", "{method:?}");
+        }
+        let (pc, pg) = (cpu.predict(&data.x).unwrap(), gpu.predict(&data.x).unwrap());
+        let scale = pc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        for (i, (a, b)) in pg.iter().zip(&pc).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-3 * scale,
+                "{method:?} prediction {i}: gpu {a} cpu {b}"
+            );
+        }
+    }
 }
