@@ -12,9 +12,16 @@
 // acceptance and stopping tests); the loss math is cuda/loss.cuh, a twin of src/loss.rs.
 // The only intended differences are summation orders (block reductions instead of the CPU's
 // 8-lane dots), so on well-conditioned problems both take the same accepted steps and
-// differ by rounding. The Nystrom metric of the CPU solver (TrustRegion::nystrom_rank > 0) is
-// not implemented: the host must use this kernel only with nystrom_rank = 0. The hook for it
-// is `precond_apply` (and `m_norm_sq` / the boundary root, which would need M-products).
+// differ by rounding. The Nystrom metric of the CPU solver (TrustRegion::nystrom_rank > 0):
+// the host passes the factors of a rank-r Nystrom approximation U diag(Lambda) U^T of K_BB
+// (tr_sketch below forms the sketch K_BB Omega on the device; the r-column QR and eigen
+// decomposition stay on the host), and each trust-region iteration builds, like `Metric::new`,
+// M = U_F Lambda U_F^T + diag(h_F + rho) on the free set with an r x r Cholesky of
+// Lambda^-1 + U_F^T D^-1 U_F (D = diag(h_F + rho), rho the smallest eigenvalue floored at
+// 1e-10 of the largest). CG is then preconditioned by M^-1 (Woodbury, `precond_apply`) and
+// the radius is measured in the M-norm (the boundary root, the box-exit test and the
+// boundary test of the radius rules). A failed Cholesky leaves that iteration unpreconditioned,
+// as on the CPU. rank = 0: no metric (u and lam are not read).
 //
 // ------------------------------------------------------------------------------------------
 // Math (per column t, block of b coordinates, gbar = K_{B,:} alpha):
@@ -46,9 +53,10 @@
 //   writes it; entries are converted to f64 when read).
 // Arguments: kbb (b x b row-major, shared by all columns); y, lam, eps (b x T column-major:
 //   the coordinates' Coord); alpha, gbar (b x T column-major, updated in place); the loss id
-//   and parameter (loss.cuh); delta_max and the TrustRegion parameters; work (T * TR_NVEC * b
-//   f64) and iwork (T * 2 * b int32) workspaces (no initialisation needed); stats (T * 3 int32:
-//   tr_iters, accepted, cg_iters, as BlockStats). The host uploads K_BB and the coordinates,
+//   and parameter (loss.cuh); delta_max and the TrustRegion parameters; the Nystrom factors
+//   ny_u (b x rank row-major), ny_lam (rank, descending) and rank (0: none); work
+//   (T * tr_work_stride(b, rank) f64) and iwork (T * 2 * b int32) workspaces (no
+//   initialisation needed); stats (T * 3 int32: tr_iters, accepted, cg_iters, as BlockStats). The host uploads K_BB and the coordinates,
 //   launches, and reads back alpha, gbar and stats (the step is alpha_new - alpha_old).
 // Work per CG iteration: one product with Q (nf^2 reads of K_BB converted to f32, f64 FMA;
 //   nf / 256 sequential sums of nf terms per thread), ~8 vector passes and 3-4 block
@@ -70,6 +78,12 @@ using namespace joker;
 #endif
 #define TR_MAXRED 5     // most sums in one block reduction
 #define TR_NVEC 20  // f64 vectors of length b per column in the workspace
+
+// f64 workspace per column: TR_NVEC vectors of length b, then the metric's r x r matrix and
+// three r-vectors.
+__host__ __device__ inline size_t tr_work_stride(int b, int rank) {
+    return (size_t)TR_NVEC * (size_t)b + (size_t)rank * (size_t)rank + 3 * (size_t)rank;
+}
 
 namespace {
 
@@ -184,14 +198,140 @@ __device__ __forceinline__ void k_matvec(const KT* __restrict__ kbb, int b, cons
     __syncthreads();
 }
 
-// Preconditioner hook: z = M^-1 r restricted to the active coordinates. Identity for now
-// (the CPU solver without a Nystrom metric returns r unchanged; r is already zero off the
-// active set). A Nystrom preconditioner (Woodbury with a small Cholesky) goes here, together
-// with the M-norm in the boundary root and the radius tests. Ends with a barrier.
-__device__ __forceinline__ void precond_apply(const double* r, const double* act, double* z, int nf) {
-    (void)act;
-    for (int c = threadIdx.x; c < nf; c += TR_THREADS) z[c] = r[c];
+// The Nystrom metric of one trust-region iteration (twin of `Metric` in trust_region.rs):
+// M = U_F diag(lam) U_F^T + diag(hc + rho) on the free set, with L the lower Cholesky factor
+// of C = diag(1 / max(lam, 1e-12)) + U_F^T D^-1 U_F (Woodbury). on = false: the identity.
+struct Metric {
+    const double* u;    // b x r row-major (row free_[c] belongs to compact index c)
+    const double* lam;  // r
+    int r;
+    double rho;
+    double* c;          // r x r row-major: C, then its lower factor L in the lower triangle
+    double *t, *tx, *ty;  // r-vectors
+    bool on;
+};
+
+// D_c = hc[c] + rho and its inverse exactly as the CPU forms them.
+__device__ __forceinline__ double m_dinv(const Metric& m, const double* hc, int c) {
+    return 1.0 / (hc[c] + m.rho);
+}
+
+// out[k] = sum_c u[free_c, k] x[c] (U_F^T x), one thread per k, each a sequential sum in the
+// CPU's order. Barriers before (x complete) and after.
+__device__ __forceinline__ void m_ut(const Metric& m, const int* free_, int nf, const double* x,
+                                     double* out) {
     __syncthreads();
+    for (int k = threadIdx.x; k < m.r; k += TR_THREADS) {
+        double acc = 0.0;
+        for (int c = 0; c < nf; ++c) acc += m.u[(size_t)free_[c] * m.r + k] * x[c];
+        out[k] = acc;
+    }
+    __syncthreads();
+}
+
+// Builds the metric for the free set and the curvature hc: C in f64 (lower triangle, each
+// entry a sequential sum as on the CPU), then a right-looking Cholesky (one column per step,
+// the trailing update spread over the threads). A pivot that is not positive (or NaN) turns
+// the metric off for this iteration, as `Metric::new` returning None does on the CPU.
+__device__ void metric_build(Metric& m, const int* free_, int nf, const double* hc,
+                             int* flag_sh) {
+    const int tid = threadIdx.x, r = m.r;
+    if (r == 0) { m.on = false; return; }
+    // rho: the smallest retained eigenvalue, floored relative to the largest
+    m.rho = fmax(m.lam[r - 1], 1e-10 * fmax(m.lam[0], 1e-300));
+    __syncthreads();
+    for (int idx = tid; idx < r * r; idx += TR_THREADS) {
+        const int a = idx / r, bb = idx % r;
+        if (bb > a) continue;
+        double acc = 0.0;
+        for (int c = 0; c < nf; ++c) {
+            const double* row = m.u + (size_t)free_[c] * r;
+            acc += row[a] * m_dinv(m, hc, c) * row[bb];
+        }
+        if (a == bb) acc += 1.0 / fmax(m.lam[a], 1e-12);
+        m.c[idx] = acc;
+    }
+    __syncthreads();
+    for (int k = 0; k < r; ++k) {
+        if (tid == 0) {
+            const double piv = m.c[k * r + k];
+            const bool ok = piv > 0.0;
+            if (ok) m.c[k * r + k] = sqrt(piv);
+            *flag_sh = ok ? 1 : 0;
+        }
+        __syncthreads();
+        if (!*flag_sh) { m.on = false; __syncthreads(); return; }
+        const double lkk = m.c[k * r + k];
+        for (int i = k + 1 + tid; i < r; i += TR_THREADS) m.c[i * r + k] /= lkk;
+        __syncthreads();
+        const int w = r - k - 1;
+        for (int idx = tid; idx < w * w; idx += TR_THREADS) {
+            const int i = k + 1 + idx / w, j = k + 1 + idx % w;
+            if (j <= i) m.c[i * r + j] -= m.c[i * r + k] * m.c[j * r + k];
+        }
+        __syncthreads();
+    }
+    m.on = true;
+}
+
+// Preconditioner: z = M^-1 r restricted to the active coordinates (r is zero off them);
+// the identity without a metric. With it: z = D^-1 r - D^-1 U_F L^-T L^-1 U_F^T D^-1 r, the
+// two triangular solves by thread 0 (r^2 flops). Barriers before and after.
+__device__ __forceinline__ void precond_apply(const Metric& m, const int* free_, const double* hc,
+                                              const double* r, const double* act, double* z,
+                                              int nf) {
+    __syncthreads();
+    if (!m.on) {
+        for (int c = threadIdx.x; c < nf; c += TR_THREADS) z[c] = r[c];
+        __syncthreads();
+        return;
+    }
+    for (int c = threadIdx.x; c < nf; c += TR_THREADS) z[c] = r[c] * m_dinv(m, hc, c);
+    m_ut(m, free_, nf, z, m.t);
+    if (threadIdx.x == 0) {
+        const int rr = m.r;
+        for (int i = 0; i < rr; ++i) {  // L y = t
+            double v = m.t[i];
+            for (int j = 0; j < i; ++j) v -= m.c[i * rr + j] * m.t[j];
+            m.t[i] = v / m.c[i * rr + i];
+        }
+        for (int i = rr - 1; i >= 0; --i) {  // L^T x = y
+            double v = m.t[i];
+            for (int j = i + 1; j < rr; ++j) v -= m.c[j * rr + i] * m.t[j];
+            m.t[i] = v / m.c[i * rr + i];
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < nf; c += TR_THREADS) {
+        const double* row = m.u + (size_t)free_[c] * m.r;
+        double acc = 0.0;
+        for (int k = 0; k < m.r; ++k) acc += row[k] * m.t[k];
+        z[c] = act[c] != 0.0 ? z[c] - m_dinv(m, hc, c) * acc : 0.0;
+    }
+    __syncthreads();
+}
+
+// The M-products of two or three vectors: with tx = U_F^T x, ty = U_F^T y,
+// x.My = sum_c x_c y_c / dinv_c + sum_k lam_k tx_k ty_k. Sums over the free set are block
+// reductions; the r-term sums are evaluated by every thread in the same order (block-uniform).
+__device__ __forceinline__ double m_lam_dot(const Metric& m, const double* a, const double* b) {
+    double acc = 0.0;
+    for (int k = 0; k < m.r; ++k) acc += m.lam[k] * a[k] * b[k];
+    return acc;
+}
+
+// ||x||_M^2 (||x||^2 without a metric).
+__device__ double m_norm_sq(const Metric& m, const int* free_, const double* hc, const double* x,
+                            int nf, RedBuf& red) {
+    if (!m.on) {
+        double p = 0.0;
+        for (int c = threadIdx.x; c < nf; c += TR_THREADS) p += x[c] * x[c];
+        return block_sum(p, red);
+    }
+    m_ut(m, free_, nf, x, m.tx);
+    double p = 0.0;
+    for (int c = threadIdx.x; c < nf; c += TR_THREADS) p += x[c] * x[c] / m_dinv(m, hc, c);
+    return fmax(block_sum(p, red) + m_lam_dot(m, m.tx, m.tx), 0.0);
 }
 
 // Positive root tau of ||s + tau d|| = radius given a = d.d, sd = s.d, ss = s.s (twin of
@@ -211,8 +351,8 @@ __device__ __forceinline__ double to_boundary(double a, double sd, double ss, do
 // Returns the CG iterations used. All threads call it and return together.
 template <typename KT>
 __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, int nf,
-                           const Vecs& v, double radius, int max_cg_iter, double cg_rtol,
-                           RedBuf& red) {
+                           const Vecs& v, const Metric& m, double radius, int max_cg_iter,
+                           double cg_rtol, RedBuf& red) {
     const int tid = threadIdx.x;
     const double* g = v.gf;
     const double* slo = v.lf;
@@ -224,7 +364,7 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
         v.r[c] = -g[c];
     }
     __syncthreads();
-    precond_apply(v.r, v.act, v.z, nf);
+    precond_apply(m, free_, v.hc, v.r, v.act, v.z, nf);
     double p0 = 0.0, p1 = 0.0;
     for (int c = tid; c < nf; c += TR_THREADS) {
         v.d[c] = v.z[c];
@@ -254,7 +394,24 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
         }
         block_reduce<4, true>(s4, tb, false, red);
         const double dqd = s4[0], dd = s4[1];
-        const double tau_radius = to_boundary(dd, s4[2], s4[3], radius);
+        double tau_radius;
+        if (m.on) {  // the root of ||s + tau d||_M = radius
+            m_ut(m, free_, nf, v.d, m.tx);
+            m_ut(m, free_, nf, v.s, m.ty);
+            double w3[3] = {0.0, 0.0, 0.0};
+            for (int c = tid; c < nf; c += TR_THREADS) {
+                const double dc = v.d[c], sc = v.s[c], di = m_dinv(m, v.hc, c);
+                w3[0] += dc * dc / di;
+                w3[1] += sc * dc / di;
+                w3[2] += sc * sc / di;
+            }
+            block_sums<3>(w3, red);
+            tau_radius = to_boundary(w3[0] + m_lam_dot(m, m.tx, m.tx),
+                                     w3[1] + m_lam_dot(m, m.ty, m.tx),
+                                     w3[2] + m_lam_dot(m, m.ty, m.ty), radius);
+        } else {
+            tau_radius = to_boundary(dd, s4[2], s4[3], radius);
+        }
         const bool curved = dqd > 1e-14 * dd;
         const double omega = curved ? rz / dqd : INFINITY;
         const double tau = fmin(omega, tau_radius);
@@ -275,7 +432,7 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
             }
             rr = block_sum(rr, red);
             if (rr <= stop) return it;
-            precond_apply(v.r, v.act, v.z, nf);
+            precond_apply(m, free_, v.hc, v.r, v.act, v.z, nf);
             double rzn = 0.0;
             for (int c = tid; c < nf; c += TR_THREADS) rzn += v.r[c] * v.z[c];
             const double rz_new = block_sum(rzn, red);
@@ -321,9 +478,10 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
             f3[2] += v.r[c] * v.r[c];
         }
         block_sums<3>(f3, red);
-        if (!(f3[0] > 0.0) || sqrt(f3[1]) >= radius * (1.0 - 1e-12)) return it;
+        const double s_norm = m.on ? sqrt(m_norm_sq(m, free_, v.hc, v.s, nf, red)) : sqrt(f3[1]);
+        if (!(f3[0] > 0.0) || s_norm >= radius * (1.0 - 1e-12)) return it;
         if (f3[2] <= stop) return it;
-        precond_apply(v.r, v.act, v.z, nf);
+        precond_apply(m, free_, v.hc, v.r, v.act, v.z, nf);
         double rzn = 0.0;
         for (int c = tid; c < nf; c += TR_THREADS) {
             rzn += v.r[c] * v.z[c];
@@ -347,9 +505,11 @@ __device__ __forceinline__ void tr_solve_body(
     const double* __restrict__ lamcol, const double* __restrict__ epscol,
     double* __restrict__ alpha_all, double* __restrict__ gbar_all, double delta_max, double eta,
     int max_iter, int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+    const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
     double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
     __shared__ RedBuf red;
     __shared__ int nfree_sh;
+    __shared__ int chol_ok_sh;
     const int tid = threadIdx.x;
     const size_t col = blockIdx.x;
     const double* y = ycol + col * (size_t)b;
@@ -357,13 +517,23 @@ __device__ __forceinline__ void tr_solve_body(
     const double* eps = epscol + col * (size_t)b;
     double* alpha = alpha_all + col * (size_t)b;
     double* gbar = gbar_all + col * (size_t)b;
-    double* w = work + col * (size_t)TR_NVEC * (size_t)b;
+    double* w = work + col * tr_work_stride(b, rank);
     Vecs v;
     double** slots[TR_NVEC] = {&v.g,  &v.slo, &v.shi, &v.ks, &v.gf, &v.lf, &v.hf,
                                &v.hc, &v.sf,  &v.s,   &v.r,  &v.z,  &v.d,  &v.qd,
                                &v.qs, &v.act, &v.st,  &v.qst, &v.cl, &v.qcl};
     for (int k = 0; k < TR_NVEC; ++k) *slots[k] = w + (size_t)k * (size_t)b;
     v.sf = v.s;  // the CG step is the compact step
+    Metric m;
+    m.u = ny_u;
+    m.lam = ny_lam;
+    m.r = rank;
+    m.rho = 0.0;
+    m.c = w + (size_t)TR_NVEC * (size_t)b;
+    m.t = m.c + (size_t)rank * (size_t)rank;
+    m.tx = m.t + rank;
+    m.ty = m.tx + rank;
+    m.on = false;
     int* flag = iwork + col * 2 * (size_t)b;
     int* free_ = flag + b;
 
@@ -426,7 +596,8 @@ __device__ __forceinline__ void tr_solve_body(
             v.hf[c] = v.shi[i];
         }
         __syncthreads();
-        cg_iters += cg_steihaug(kbb, b, free_, nf, v, radius, max_cg_iter, cg_rtol, red);
+        metric_build(m, free_, nf, v.hc, &chol_ok_sh);
+        cg_iters += cg_steihaug(kbb, b, free_, nf, v, m, radius, max_cg_iter, cg_rtol, red);
 
         // Predicted and actual decrease.
         k_matvec(kbb, b, free_, nf, v.sf, v.ks);
@@ -449,7 +620,7 @@ __device__ __forceinline__ void tr_solve_body(
         const double dj = p5[3] + 0.5 * sks;
         const double ared = -dj;
         const double rho = ared / pred;
-        const double norm_s = sqrt(p5[4]);
+        const double norm_s = m.on ? sqrt(m_norm_sq(m, free_, v.hc, v.sf, nf, red)) : sqrt(p5[4]);
         const bool on_boundary = fabs(norm_s - radius) <= 1e-3 * radius;
         bool accept;
         if (rule == 0) {  // Reference
@@ -494,10 +665,12 @@ tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
          const double* __restrict__ y, const double* __restrict__ lam,
          const double* __restrict__ eps, double* __restrict__ alpha, double* __restrict__ gbar,
          double delta_max, double eta, int max_iter, int max_cg_iter, double cg_rtol,
-         double kkt_tol, int rule, double* __restrict__ work, int* __restrict__ iwork,
-         int* __restrict__ stats) {
+         double kkt_tol, int rule, const double* __restrict__ ny_u,
+         const double* __restrict__ ny_lam, int rank, double* __restrict__ work,
+         int* __restrict__ iwork, int* __restrict__ stats) {
     tr_solve_body<double>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
-                          max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, work, iwork, stats);
+                          max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
+                          work, iwork, stats);
 }
 
 // tr_solve_f32: the same with K_BB in f32, as rff_block_gram_reduce writes it (the CPU's
@@ -508,7 +681,43 @@ tr_solve_f32(const float* __restrict__ kbb, int b, int loss, double lparam,
              const double* __restrict__ eps, double* __restrict__ alpha,
              double* __restrict__ gbar, double delta_max, double eta, int max_iter,
              int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+             const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
              double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
     tr_solve_body<float>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
-                         max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, work, iwork, stats);
+                         max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
+                         work, iwork, stats);
+}
+
+// tr_sketch<<<(ceil(b/256), r + 1), 256>>>(kbb, b, omega, r, out): the Nystrom sketch
+// out[k*b + i] = sum_j K_BB[i, j] omega[k*b + j] for k < r (omega and out b x r column-major,
+// as faer stores them) and out[r*b + i] = K_BB[i, i] (the trace's terms), in f64 with a
+// sequential sum per output. By symmetry thread i reads kbb[j*b + i]: the lanes of a warp read
+// consecutive addresses. The host does the QR and the r x r eigendecomposition (nystrom.rs).
+template <typename KT>
+__device__ __forceinline__ void tr_sketch_body(const KT* __restrict__ kbb, int b,
+                                               const double* __restrict__ omega, int r,
+                                               double* __restrict__ out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int k = blockIdx.y;
+    if (i >= b) return;
+    if (k == r) {
+        out[(size_t)r * b + i] = (double)kbb[(size_t)i * b + i];
+        return;
+    }
+    const double* om = omega + (size_t)k * b;
+    double acc = 0.0;
+    for (int j = 0; j < b; ++j) acc += (double)kbb[(size_t)j * b + i] * om[j];
+    out[(size_t)k * b + i] = acc;
+}
+
+extern "C" __global__ void tr_sketch(const double* __restrict__ kbb, int b,
+                                     const double* __restrict__ omega, int r,
+                                     double* __restrict__ out) {
+    tr_sketch_body<double>(kbb, b, omega, r, out);
+}
+
+extern "C" __global__ void tr_sketch_f32(const float* __restrict__ kbb, int b,
+                                         const double* __restrict__ omega, int r,
+                                         double* __restrict__ out) {
+    tr_sketch_body<float>(kbb, b, omega, r, out);
 }

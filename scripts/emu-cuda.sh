@@ -48,7 +48,7 @@ if (( tsan )); then
 else
     exact_args=()
     tr64_cases=()
-    tr256_cases=(0 8)
+    tr256_cases=(0 8 24 32)
 fi
 run "$tmp/test_rff" || status=1
 run "$tmp/test_exact" "${exact_args[@]}" || status=1

@@ -424,7 +424,7 @@ impl Joker {
                 let solve = if self.solver.trust_region.nystrom_rank == 0 {
                     "block solve on the device"
                 } else {
-                    "block solve on the host (Nystrom metric)"
+                    "block solve on the device (Nystrom metric: sketch on the device, factors on the host)"
                 };
                 match g.exact_memory(n, d, tt, b)? {
                     Some(bytes) => format!(

@@ -446,9 +446,10 @@ fn end_to_end_fit_matches_the_cpu() {
 
 /// The device trust-region block solve (`tr_solve_f32`) against the host solver
 /// (`solve_column`) for every loss, two columns per launch, blocks smaller and larger than the
-/// 256 threads: on these well-conditioned problems the same trust-region, accepted and CG
-/// iteration counts, and iterates equal up to rounding (`1e-9` of the largest entry, the bound
-/// of the host-emulator test).
+/// 256 threads, without and with the Nystrom metric (rank 8; the sketch on the device, the
+/// factors from the host's code): on these well-conditioned problems the same trust-region,
+/// accepted and CG iteration counts, and iterates equal up to rounding (`1e-9` of the largest
+/// entry, the bound of the host-emulator test).
 #[test]
 fn tr_solve_matches_the_host_solver() {
     use joker::Scalar;
@@ -468,67 +469,77 @@ fn tr_solve_matches_the_host_solver() {
         Loss::SquaredHinge,
         Loss::Logistic,
     ];
-    let p = TrustRegion::default();
-    for (li, &loss) in losses.iter().enumerate() {
-        for &b in &[37usize, 300] {
-            let (tt, m) = (2, 24);
-            let a = random(b * m, seed ^ (li * 1000 + b) as u64);
-            // K = A A^T / m + I / 2 in f32, exactly symmetric
-            let mut k32 = vec![f32::NAN; b * b];
-            for i in 0..b {
-                for j in 0..=i {
-                    let dot: f64 = (0..m).map(|c| a[i * m + c] * a[j * m + c]).sum();
-                    let v = (dot / m as f64 + if i == j { 0.5 } else { 0.0 }) as f32;
-                    k32[i * b + j] = v;
-                    k32[j * b + i] = v;
-                }
-            }
-            let k64: Vec<f64> = k32.iter().map(|&v| v as f64).collect();
-            let r = random(b * tt, seed ^ 0xC0 ^ li as u64);
-            let coords: Vec<Coord> = r
-                .iter()
-                .map(|&u| {
-                    let y = if loss.is_classifier() { u.signum() } else { u };
-                    let lam = 0.5;
-                    let eps = if loss == Loss::Logistic {
-                        <f32 as Scalar>::gap_below(1.0 / lam)
-                    } else {
-                        0.0
-                    };
-                    Coord { y, lam, eps }
-                })
-                .collect();
-            let alpha0: Vec<f64> = coords.iter().map(|k| loss.start(k, b)).collect();
-            let mut gbar0 = vec![0.0; b * tt];
-            for t in 0..tt {
+    let metric = TrustRegion {
+        nystrom_rank: 8,
+        ..TrustRegion::default()
+    };
+    for p in [TrustRegion::default(), metric] {
+        for (li, &loss) in losses.iter().enumerate() {
+            for &b in &[37usize, 300] {
+                let (tt, m) = (2, 24);
+                let a = random(b * m, seed ^ (li * 1000 + b) as u64);
+                // K = A A^T / m + I / 2 in f32, exactly symmetric
+                let mut k32 = vec![f32::NAN; b * b];
                 for i in 0..b {
-                    gbar0[t * b + i] = (0..b).map(|j| k64[i * b + j] * alpha0[t * b + j]).sum();
+                    for j in 0..=i {
+                        let dot: f64 = (0..m).map(|c| a[i * m + c] * a[j * m + c]).sum();
+                        let v = (dot / m as f64 + if i == j { 0.5 } else { 0.0 }) as f32;
+                        k32[i * b + j] = v;
+                        k32[j * b + i] = v;
+                    }
                 }
-            }
-            let (mut ad, mut gd) = (alpha0.clone(), gbar0.clone());
-            let stats = g
-                .tr_solve(&k32, b, loss, &coords, &mut ad, &mut gd, 4.0, &p)
-                .unwrap();
-            for (t, st) in stats.iter().enumerate() {
-                let col = t * b..(t + 1) * b;
-                let (mut ah, mut gh) = (alpha0[col.clone()].to_vec(), gbar0[col.clone()].to_vec());
-                let prob = BlockProblem {
-                    kbb: &k64,
-                    loss,
-                    coords: &coords[col.clone()],
-                };
-                let sh = solve_column(&prob, &mut ah, &mut gh, 4.0, &p);
-                assert_eq!(*st, sh, "{loss:?} b={b} column {t}: counters");
-                let scale = 1.0 + ah.iter().chain(&gh).fold(0.0f64, |m, v| m.max(v.abs()));
-                for (x, y) in ad[col.clone()]
+                let k64: Vec<f64> = k32.iter().map(|&v| v as f64).collect();
+                let r = random(b * tt, seed ^ 0xC0 ^ li as u64);
+                let coords: Vec<Coord> = r
                     .iter()
-                    .chain(&gd[col.clone()])
-                    .zip(ah.iter().chain(&gh))
-                {
-                    assert!(
-                        (x - y).abs() <= 1e-9 * scale,
-                        "{loss:?} b={b} column {t}: device {x} host {y}"
+                    .map(|&u| {
+                        let y = if loss.is_classifier() { u.signum() } else { u };
+                        let lam = 0.5;
+                        let eps = if loss == Loss::Logistic {
+                            <f32 as Scalar>::gap_below(1.0 / lam)
+                        } else {
+                            0.0
+                        };
+                        Coord { y, lam, eps }
+                    })
+                    .collect();
+                let alpha0: Vec<f64> = coords.iter().map(|k| loss.start(k, b)).collect();
+                let mut gbar0 = vec![0.0; b * tt];
+                for t in 0..tt {
+                    for i in 0..b {
+                        gbar0[t * b + i] = (0..b).map(|j| k64[i * b + j] * alpha0[t * b + j]).sum();
+                    }
+                }
+                let (mut ad, mut gd) = (alpha0.clone(), gbar0.clone());
+                let stats = g
+                    .tr_solve(&k32, b, loss, &coords, &mut ad, &mut gd, 4.0, &p)
+                    .unwrap();
+                for (t, st) in stats.iter().enumerate() {
+                    let col = t * b..(t + 1) * b;
+                    let (mut ah, mut gh) =
+                        (alpha0[col.clone()].to_vec(), gbar0[col.clone()].to_vec());
+                    let prob = BlockProblem {
+                        kbb: &k64,
+                        loss,
+                        coords: &coords[col.clone()],
+                    };
+                    let sh = solve_column(&prob, &mut ah, &mut gh, 4.0, &p);
+                    assert_eq!(
+                        *st, sh,
+                        "{loss:?} b={b} rank {} column {t}: counters",
+                        p.nystrom_rank
                     );
+                    let scale = 1.0 + ah.iter().chain(&gh).fold(0.0f64, |m, v| m.max(v.abs()));
+                    for (x, y) in ad[col.clone()]
+                        .iter()
+                        .chain(&gd[col.clone()])
+                        .zip(ah.iter().chain(&gh))
+                    {
+                        assert!(
+                            (x - y).abs() <= 1e-9 * scale,
+                            "{loss:?} b={b} column {t}: device {x} host {y}"
+                        );
+                    }
                 }
             }
         }

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use joker::loss::{Coord, Loss};
 use joker::rng::Stream;
-use joker::solver::trust_region::{BlockProblem, BlockStats, solve_column};
+use joker::solver::trust_region::{BlockProblem, BlockStats, block_nystrom, solve_column};
 use joker::{RadiusRule, Scalar, TrustRegion};
 
 /// A `b x m` integer matrix with entries in `-8..=8`.
@@ -116,6 +116,30 @@ fn kinds() -> Vec<Kind> {
                 ..TrustRegion::default()
             },
             well_conditioned: false,
+        },
+        // the Nystrom metric (rank 6 of 37): preconditioned CG, radius in the M-norm
+        Kind {
+            mat: 0,
+            delta_max: 4.0,
+            p: TrustRegion {
+                nystrom_rank: 6,
+                ..TrustRegion::default()
+            },
+            well_conditioned: true,
+        },
+        // the Nystrom metric with boundary steps on b > 256 (rank 16 of 270), Paper rule
+        Kind {
+            mat: 1,
+            delta_max: 1.0,
+            p: TrustRegion {
+                max_iter: 30,
+                max_cg_iter: 50,
+                cg_rtol: 1e-6,
+                rule: RadiusRule::Paper,
+                nystrom_rank: 16,
+                ..TrustRegion::default()
+            },
+            well_conditioned: true,
         },
     ]
 }
@@ -252,6 +276,26 @@ fn case(ci: usize, loss: Loss, kind: &Kind, mat: &IntMat) -> Case {
     );
     vec(&mut t, "alpha0", &alpha0);
     vec(&mut t, "gbar0", &gbar0);
+    // the solver's Nystrom factors (derived from K_BB, so listed with the results: their last
+    // bits may depend on the machine's matrix product)
+    let ny = {
+        let kbb = faer::MatRef::from_row_major_slice(&k, b, b);
+        let trace: f64 = (0..b).map(|i| k[i * b + i]).sum();
+        block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
+    };
+    match &ny {
+        Some(ny) => {
+            let r = ny.eigenvalues().len();
+            writeln!(t, "nystrom {r}").unwrap();
+            let u = ny.u();
+            let flat: Vec<f64> = (0..b)
+                .flat_map(|i| (0..r).map(move |c| u[(i, c)]))
+                .collect();
+            vec(&mut t, "nyu", &flat);
+            vec(&mut t, "nylam", ny.eigenvalues());
+        }
+        None => writeln!(t, "nystrom 0").unwrap(),
+    }
     vec(&mut t, "alpha", &alpha);
     vec(&mut t, "gbar", &gbar);
     writeln!(t, "stats {} {} {}", st.tr_iters, st.accepted, st.cg_iters).unwrap();
@@ -271,7 +315,8 @@ fn generate() -> (String, Vec<Case>) {
          # K_BB of matrix q = A A^T / denom + shift I (A: b x m integers, row-major).\n\
          # case <index> <loss name> <loss id> <loss param> <matrix> <well conditioned>\n\
          # params <delta_max> <eta> <max_iter> <max_cg_iter> <cg_rtol> <kkt_tol> <rule 0 Reference|1 Paper>\n\
-         # then y, lam, eps, alpha0, gbar0 (inputs), alpha, gbar, stats (tr_iters accepted cg_iters) of the Rust solver.\n",
+         # then y, lam, eps, alpha0, gbar0 (inputs); nystrom <rank> and, if rank > 0, the solver's Nystrom factors\n\
+         # nyu (b x rank, row-major) and nylam (rank); alpha, gbar, stats (tr_iters accepted cg_iters) of the Rust solver.\n",
     );
     writeln!(t, "matrices {}", mats.len()).unwrap();
     for m in &mats {
@@ -317,10 +362,14 @@ fn parse_results(text: &str) -> Vec<(Vec<f64>, Vec<f64>, [usize; 3])> {
     out
 }
 
-/// Every line but the results (`alpha`, `gbar`, `stats`).
+/// Every line but the results (`alpha`, `gbar`, `stats`) and the Nystrom factors.
 fn inputs_only(text: &str) -> String {
     text.lines()
-        .filter(|l| !(l.starts_with("alpha ") || l.starts_with("gbar ") || l.starts_with("stats ")))
+        .filter(|l| {
+            !["alpha ", "gbar ", "stats ", "nyu ", "nylam "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

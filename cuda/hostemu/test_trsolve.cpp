@@ -1,7 +1,8 @@
 // test_trsolve.cpp: runs tr_solve (cuda/trsolve.cu) under the host emulator (emu.h) on the
 // block problems of cuda/hostemu/tr_vectors.txt and compares with the Rust solver's results
 // stored there (tests/tr_vectors.rs writes the file from src/solver/trust_region.rs and checks
-// that it is current). Every loss, both radius rules, b = 37, 64 and 270 (> 256 threads).
+// that it is current). Every loss, both radius rules, b = 37, 64 and 270 (> 256 threads),
+// without and with the Nystrom metric (the factors the Rust solver used are in the file).
 //
 // tr_solve_f32 (K_BB stored in f32) runs on the first problem of the rank-8 matrix, whose K_BB
 // entries are f32 numbers, and must reproduce tr_solve bit for bit.
@@ -117,6 +118,13 @@ int main(int argc, char** argv) {
         const int b = M.b;
         auto y = rd.vec("y", b), lam = rd.vec("lam", b), eps = rd.vec("eps", b);
         auto a0 = rd.vec("alpha0", b), g0 = rd.vec("gbar0", b);
+        rd.expect("nystrom");
+        const int rank = (int)rd.integer();
+        std::vector<double> nyu(1, NAN), nylam(1, NAN);  // never read when rank = 0
+        if (rank > 0) {
+            nyu = rd.vec("nyu", b * rank);
+            nylam = rd.vec("nylam", rank);
+        }
         auto ar = rd.vec("alpha", b), gr = rd.vec("gbar", b);
         rd.expect("stats");
         int st_r[3];
@@ -131,10 +139,10 @@ int main(int argc, char** argv) {
             E.insert(E.end(), eps.begin(), eps.end()); A.insert(A.end(), a0.begin(), a0.end());
             G.insert(G.end(), g0.begin(), g0.end());
         }
-        std::vector<double> work((size_t)T * TR_NVEC * b, NAN);
+        std::vector<double> work((size_t)T * tr_work_stride(b, rank), NAN);
         std::vector<int> iwork((size_t)T * 2 * b, -7), stats(3 * T, -1);
         launch([&] { tr_solve(M.k.data(), b, loss, param, Y.data(), L.data(), E.data(), A.data(), G.data(), delta_max, eta,
-                              max_iter, max_cg, rtol, kkt_tol, rule, work.data(), iwork.data(), stats.data()); },
+                              max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, work.data(), iwork.data(), stats.data()); },
                {(unsigned)T, 1, 1}, {TR_THREADS, 1, 1});
         bool cols_equal = T == 1 || (std::memcmp(A.data(), A.data() + b, b * 8) == 0 && std::memcmp(G.data(), G.data() + b, b * 8) == 0 &&
                                      stats[0] == stats[3] && stats[1] == stats[4] && stats[2] == stats[5]);
@@ -146,10 +154,10 @@ int main(int argc, char** argv) {
         if (f32_exact && ci % 8 == 0) {
             std::vector<float> kf(M.k.begin(), M.k.end());
             std::vector<double> A1(a0), G1(g0);
-            std::vector<double> w1((size_t)TR_NVEC * b, NAN);
+            std::vector<double> w1(tr_work_stride(b, rank), NAN);
             std::vector<int> iw1((size_t)2 * b, -7), st1(3, -1);
             launch([&] { tr_solve_f32(kf.data(), b, loss, param, y.data(), lam.data(), eps.data(), A1.data(), G1.data(), delta_max, eta,
-                                      max_iter, max_cg, rtol, kkt_tol, rule, w1.data(), iw1.data(), st1.data()); },
+                                      max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, w1.data(), iw1.data(), st1.data()); },
                    {1, 1, 1}, {TR_THREADS, 1, 1});
             bool same32 = std::memcmp(A1.data(), ad.data(), b * 8) == 0 && std::memcmp(G1.data(), gd.data(), b * 8) == 0 &&
                           st1[0] == stats[0] && st1[1] == stats[1] && st1[2] == stats[2];
@@ -182,6 +190,7 @@ int main(int argc, char** argv) {
             worst_alpha = std::max(worst_alpha, std::max(aerr, gerr));
         }
         worst_dj = std::max(worst_dj, djerr);
+        if (rank > 0) std::printf("  (Nystrom metric, rank %d)\n", rank);
         std::printf("  case %2d %-6s b=%3d %s: tr/acc/cg %2d/%2d/%3d (Rust %2d/%2d/%3d), alpha err %.1e, dJ %.6e rel err %.1e\n", ci,
                     name.c_str(), b, wc ? "wc " : "ill", stats[0], stats[1], stats[2], st_r[0], st_r[1], st_r[2], aerr, dj_r, djerr);
         (failures == before ? passed : failed) += 1;

@@ -203,6 +203,9 @@ struct Kernels {
     tr_solve: CudaFunction,
     /// `tr_solve` of `trsolve.cu` (exact kernels: `K_BB` in f64).
     tr_solve64: CudaFunction,
+    /// `tr_sketch_f32` and `tr_sketch` of `trsolve.cu`: `K_BB Omega` for the Nystrom metric.
+    sketch: CudaFunction,
+    sketch64: CudaFunction,
     /// `exact_tile` of `exact.cu`.
     exact_tile: CudaFunction,
     /// `exact_matvec` of `exact.cu`.
@@ -244,17 +247,33 @@ impl GramWorkspace {
 /// the kernel's work space and its counters.
 struct TrWorkspace {
     b: usize,
+    targets: usize,
     y: CudaSlice<f64>,
     lam: CudaSlice<f64>,
     eps: CudaSlice<f64>,
     alpha: CudaSlice<f64>,
     gbar: CudaSlice<f64>,
+    /// `T tr_work_stride(b, rank)` f64 for the largest Nystrom rank `rank` seen so far.
     work: CudaSlice<f64>,
+    rank: usize,
     iwork: CudaSlice<i32>,
     stats: CudaSlice<i32>,
+    /// The Nystrom factors of the current block (`b x rank` row-major, `rank`), and the
+    /// sketch `K_BB Omega` (`b x (rank + 1)`, the diagonal last); one element while unused.
+    ny_u: CudaSlice<f64>,
+    ny_lam: CudaSlice<f64>,
+    sketch: CudaSlice<f64>,
+}
+
+/// f64 workspace per column of the device block solve (`tr_work_stride` of `trsolve.cu`):
+/// `TR_NVEC` vectors of length `b`, the metric's `rank x rank` matrix and three `rank`-vectors.
+fn tr_work_stride(b: usize, rank: usize) -> usize {
+    TR_NVEC * b + rank * rank + 3 * rank
 }
 
 impl TrWorkspace {
+    /// Device bytes without a Nystrom metric (a metric of rank `r` adds
+    /// `(T (r^2 + 3 r) + 2 b r + b + r) 8` B when first used).
     fn bytes(b: usize, targets: usize) -> usize {
         5 * b * targets * 8 + TR_NVEC * b * targets * 8 + 2 * b * targets * 4 + 3 * targets * 4
     }
@@ -263,15 +282,32 @@ impl TrWorkspace {
         let bt = b * targets;
         Ok(TrWorkspace {
             b,
+            targets,
             y: zeros(stream, bt)?,
             lam: zeros(stream, bt)?,
             eps: zeros(stream, bt)?,
             alpha: zeros(stream, bt)?,
             gbar: zeros(stream, bt)?,
             work: zeros(stream, TR_NVEC * bt)?,
+            rank: 0,
             iwork: zeros(stream, 2 * bt)?,
             stats: zeros(stream, 3 * targets)?,
+            ny_u: zeros(stream, 1)?,
+            ny_lam: zeros(stream, 1)?,
+            sketch: zeros(stream, 1)?,
         })
+    }
+
+    /// Makes room for a Nystrom metric of rank `rank` (buffers only grow).
+    fn reserve_rank(&mut self, stream: &Arc<CudaStream>, rank: usize) -> Result<()> {
+        if rank > self.rank {
+            self.work = zeros(stream, self.targets * tr_work_stride(self.b, rank))?;
+            self.ny_u = zeros(stream, self.b * rank)?;
+            self.ny_lam = zeros(stream, rank)?;
+            self.sketch = zeros(stream, self.b * (rank + 1))?;
+            self.rank = rank;
+        }
+        Ok(())
     }
 }
 
@@ -280,6 +316,16 @@ impl TrWorkspace {
 enum Kbb<'a> {
     F32(&'a CudaSlice<f32>),
     F64(&'a CudaSlice<f64>),
+}
+
+impl Kbb<'_> {
+    /// Entries held.
+    fn len(&self) -> usize {
+        match self {
+            Kbb::F32(k) => k.len(),
+            Kbb::F64(k) => k.len(),
+        }
+    }
 }
 
 /// Allocates `n` elements (at least one) of zeroed device memory.
@@ -337,6 +383,12 @@ impl Cuda {
                 tr_solve64: trs
                     .load_function("tr_solve")
                     .map_err(|e| JokerError::Device(format!("kernel tr_solve: {e}")))?,
+                sketch: trs
+                    .load_function("tr_sketch_f32")
+                    .map_err(|e| JokerError::Device(format!("kernel tr_sketch_f32: {e}")))?,
+                sketch64: trs
+                    .load_function("tr_sketch")
+                    .map_err(|e| JokerError::Device(format!("kernel tr_sketch: {e}")))?,
                 exact_tile: exact
                     .load_function("exact_tile")
                     .map_err(|e| JokerError::Device(format!("kernel exact_tile: {e}")))?,
@@ -632,6 +684,100 @@ impl Cuda {
     /// `nb`), for `targets` columns whose coordinates and iterates are in `ws` (copied there by
     /// the caller); the results stay in `ws.alpha`, `ws.gbar` and `ws.stats`.
     #[allow(clippy::too_many_arguments)]
+    /// The Nystrom metric of the block solve ([`TrustRegion::nystrom_rank`]): the sketch
+    /// `K_BB Omega` and the diagonal on the device (`tr_sketch`), the QR and the small
+    /// eigendecomposition on the host
+    /// ([`block_nystrom`](crate::solver::trust_region::block_nystrom), the same seed and
+    /// arithmetic as the host solver), the factors uploaded into `ws`. Returns the rank to
+    /// launch with: 0 when the rank is 0 or not below the block size, or the approximation
+    /// fails (the block is then solved without a metric, as on the host).
+    fn block_metric(
+        &self,
+        kbb: Kbb<'_>,
+        nb: usize,
+        rank: usize,
+        ws: &mut TrWorkspace,
+    ) -> Result<usize> {
+        if rank == 0 || rank >= nb {
+            return Ok(0);
+        }
+        if nb > ws.b || nb * nb > kbb.len() {
+            return Err(invalid(
+                "block_size",
+                format!("{nb} rows exceed the workspace's {}", ws.b),
+            ));
+        }
+        ws.reserve_rank(&self.stream, rank)?;
+        let b = int("block_size", nb)?;
+        // out[k nb + i] = (K_BB Omega)[i, k] for k < r, out[r nb + i] = K_BB[i, i]
+        let sketch = |omega: &[f64], r: usize, out: &mut CudaSlice<f64>| -> Result<Vec<f64>> {
+            let om = self.upload(omega)?;
+            let ri = int("nystrom_rank", r)?;
+            let cfg = LaunchConfig {
+                grid_dim: (nb.div_ceil(256) as u32, r as u32 + 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (f, name) = match kbb {
+                Kbb::F32(_) => (&self.k.sketch, "tr_sketch_f32"),
+                Kbb::F64(_) => (&self.k.sketch64, "tr_sketch"),
+            };
+            let mut l = self.stream.launch_builder(f);
+            match kbb {
+                Kbb::F32(k) => l.arg(k),
+                Kbb::F64(k) => l.arg(k),
+            };
+            l.arg(&b).arg(&om).arg(&ri).arg(&mut *out);
+            // SAFETY: the arguments match `tr_sketch_f32(const float*, int, const double*, int,
+            // double*)` or `tr_sketch` (f64 K_BB), chosen with kbb's type. kbb holds at least
+            // nb^2 values (checked above); om holds nb * r f64 (the caller's Omega, or one
+            // element read by no thread when r = 0); out holds nb * (rank + 1) >= nb * (r + 1)
+            // f64 (reserve_rank); threads with i >= nb return before any access.
+            unsafe { l.launch(cfg) }.map_err(drv(name))?;
+            let mut h = vec![0.0; nb * (r + 1)];
+            self.download(out, &mut h)?;
+            Ok(h)
+        };
+        let diag = sketch(&[0.0], 0, &mut ws.sketch)?;
+        let trace: f64 = diag.iter().sum();
+        let mut failure = None;
+        let ny = crate::solver::trust_region::block_nystrom(nb, rank, trace, |om| {
+            let r = om.ncols();
+            let omega: Vec<f64> = (0..r)
+                .flat_map(|k| (0..nb).map(move |i| om[(i, k)]))
+                .collect();
+            match sketch(&omega, r, &mut ws.sketch) {
+                Ok(y) => faer::Mat::from_fn(nb, r, |i, k| y[k * nb + i]),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    faer::Mat::zeros(nb, r)
+                }
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let Some(ny) = ny else {
+            return Ok(0);
+        };
+        let lam = ny.eigenvalues();
+        let r = lam.len();
+        let u = ny.u();
+        let flat: Vec<f64> = (0..nb)
+            .flat_map(|i| (0..r).map(move |k| u[(i, k)]))
+            .collect();
+        self.stream
+            .memcpy_htod(&flat, &mut ws.ny_u)
+            .map_err(drv("cuMemcpyHtoD"))?;
+        self.stream
+            .memcpy_htod(lam, &mut ws.ny_lam)
+            .map_err(drv("cuMemcpyHtoD"))?;
+        Ok(r)
+    }
+
+    /// Launches `tr_solve_f32` / `tr_solve` with the Nystrom metric of rank `rank` already in
+    /// `ws` ([`block_metric`](Self::block_metric); 0: none).
+    #[allow(clippy::too_many_arguments)]
     fn launch_tr_solve(
         &self,
         kbb: Kbb<'_>,
@@ -640,6 +786,7 @@ impl Cuda {
         loss: Loss,
         delta_max: f64,
         p: &TrustRegion,
+        rank: usize,
         ws: &mut TrWorkspace,
     ) -> Result<()> {
         if nb > ws.b {
@@ -648,13 +795,20 @@ impl Cuda {
                 format!("{nb} rows exceed the workspace's {}", ws.b),
             ));
         }
-        if p.nystrom_rank > 0 {
+        if targets > ws.targets || nb * nb > kbb.len() {
+            return Err(invalid(
+                "targets",
+                format!("{targets} columns of {nb} exceed the workspace or K_BB"),
+            ));
+        }
+        if rank > ws.rank || rank >= nb.max(1) {
             return Err(invalid(
                 "nystrom_rank",
-                "the device block solver has no Nystrom preconditioner (use rank 0)",
+                format!("rank {rank} without its factors (block of {nb})"),
             ));
         }
         let b = int("block_size", nb)?;
+        let rank_i = int("nystrom_rank", rank)?;
         let (loss_id, lparam) = loss.device_id();
         let max_iter = int("max_iter", p.max_iter)?;
         let max_cg = int("max_cg_iter", p.max_cg_iter)?;
@@ -691,6 +845,9 @@ impl Cuda {
             .arg(&p.cg_rtol)
             .arg(&p.kkt_tol)
             .arg(&rule)
+            .arg(&ws.ny_u)
+            .arg(&ws.ny_lam)
+            .arg(&rank_i)
             .arg(&mut ws.work)
             .arg(&mut ws.iwork)
             .arg(&mut ws.stats);
@@ -698,8 +855,10 @@ impl Cuda {
         // (f64 K_BB), chosen together with kbb's type above, in order and type. kbb holds at
         // least nb * nb values (the kernel reads kbb[i * nb + j], i, j < nb); y, lam, eps,
         // alpha and gbar hold ws.b * T >= nb * T f64 and the kernel addresses column t at
-        // t * nb; work holds TR_NVEC * ws.b * T f64 and iwork 2 * ws.b * T i32 (the kernel
-        // uses TR_NVEC * nb and 2 * nb per column); stats holds 3 * T i32. One block of
+        // t * nb; ny_u holds ws.b * ws.rank >= nb * rank f64 and ny_lam ws.rank >= rank (not
+        // read when rank = 0); work holds T * tr_work_stride(ws.b, ws.rank) f64 and iwork
+        // 2 * ws.b * T i32 (the kernel uses tr_work_stride(nb, rank) and 2 * nb per column,
+        // and tr_work_stride grows with both); stats holds 3 * T i32. One block of
         // TR_THREADS threads per column, as its __launch_bounds__ requires; no dynamic shared
         // memory.
         unsafe { l.launch(cfg) }.map_err(drv(name))?;
@@ -795,9 +954,10 @@ impl Cuda {
             let targets = coords.len() / b;
             let kd = self.upload(kbb)?;
             let mut ws = TrWorkspace::new(&self.stream, b, targets)?;
-            ws.work = self.upload(&vec![f64::NAN; TR_NVEC * b * targets])?;
+            let rank = self.block_metric(Kbb::F32(&kd), b, p.nystrom_rank, &mut ws)?;
+            ws.work = self.upload(&vec![f64::NAN; tr_work_stride(b, ws.rank) * targets])?;
             self.upload_block(coords, alpha, gbar, &mut ws)?;
-            self.launch_tr_solve(Kbb::F32(&kd), b, targets, loss, delta_max, p, &mut ws)?;
+            self.launch_tr_solve(Kbb::F32(&kd), b, targets, loss, delta_max, p, rank, &mut ws)?;
             self.download_block(&ws, targets, alpha, gbar)
         })
     }
@@ -1517,9 +1677,9 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("copying theta", || gpu.download(theta, out))
     }
 
-    /// The device CG has no Nystrom metric: with one, the host solves.
-    fn solves_blocks(&self, p: &TrustRegion) -> bool {
-        p.nystrom_rank == 0
+    /// Every block is solved on the device, with the Nystrom metric when one is asked for.
+    fn solves_blocks(&self, _p: &TrustRegion) -> bool {
+        true
     }
 
     fn solve_block(
@@ -1534,6 +1694,7 @@ impl BlockEngine<f32> for CudaRff<'_> {
         let gpu = self.gpu;
         let (kbb, tr) = (&self.ws.kbb, &mut self.tr);
         shield("tr_solve_f32", || {
+            let rank = gpu.block_metric(Kbb::F32(kbb), nb, block.p.nystrom_rank, tr)?;
             gpu.upload_block(block.coords, alpha, gbar, tr)?;
             gpu.launch_tr_solve(
                 Kbb::F32(kbb),
@@ -1542,6 +1703,7 @@ impl BlockEngine<f32> for CudaRff<'_> {
                 block.loss,
                 block.delta_max,
                 block.p,
+                rank,
                 tr,
             )?;
             gpu.download_block(tr, tt, alpha, gbar)
@@ -1694,9 +1856,9 @@ impl BlockEngine<f32> for CudaExact<'_> {
         Ok(())
     }
 
-    /// The device CG has no Nystrom metric: with one, the host solves.
-    fn solves_blocks(&self, p: &TrustRegion) -> bool {
-        p.nystrom_rank == 0
+    /// Every block is solved on the device, with the Nystrom metric when one is asked for.
+    fn solves_blocks(&self, _p: &TrustRegion) -> bool {
+        true
     }
 
     fn solve_block(
@@ -1711,6 +1873,7 @@ impl BlockEngine<f32> for CudaExact<'_> {
         let gpu = self.gpu;
         let (kbb, tr) = (&self.kbb, &mut self.tr);
         shield("tr_solve", || {
+            let rank = gpu.block_metric(Kbb::F64(kbb), nb, block.p.nystrom_rank, tr)?;
             gpu.upload_block(block.coords, alpha, gbar, tr)?;
             gpu.launch_tr_solve(
                 Kbb::F64(kbb),
@@ -1719,6 +1882,7 @@ impl BlockEngine<f32> for CudaExact<'_> {
                 block.loss,
                 block.delta_max,
                 block.p,
+                rank,
                 tr,
             )?;
             gpu.download_block(tr, tt, alpha, gbar)

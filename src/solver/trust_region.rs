@@ -232,6 +232,23 @@ impl Metric {
     }
 }
 
+/// The Nystrom approximation of `K_BB` behind the preconditioned CG
+/// ([`TrustRegion::nystrom_rank`]), from `apply: Omega -> K_BB Omega` (`b x rank`) and
+/// `trace = Tr(K_BB)`, with a fixed sketch seed so that a block solved on the host and on a
+/// device gets the same factors. `None` when the rank is 0 or not below `b`, or when the
+/// approximation fails (the block is then solved without a metric).
+pub fn block_nystrom(
+    b: usize,
+    rank: usize,
+    trace: f64,
+    apply: impl FnMut(faer::MatRef<'_, f64>) -> faer::Mat<f64>,
+) -> Option<crate::nystrom::Nystrom> {
+    if rank == 0 || rank >= b {
+        return None;
+    }
+    crate::nystrom::Nystrom::new(b, rank, trace, 1.0, 0x7E5, apply).ok()
+}
+
 /// `||v||_M` (the 2-norm without a metric).
 fn m_norm(metric: Option<&Metric>, v: &[f64]) -> f64 {
     match metric {
@@ -440,13 +457,11 @@ pub fn solve_column(
     // the model matrix of the last trust-region iteration and its free set
     let (mut q, mut q_free) = (Vec::<f32>::new(), Vec::<usize>::new());
     // Nystrom factors of K_BB, shared by the trust-region iterations of this block.
-    let sketch = (p.nystrom_rank > 0 && p.nystrom_rank < b)
-        .then(|| {
-            let kbb = faer::MatRef::from_row_major_slice(prob.kbb, b, b);
-            let trace: f64 = (0..b).map(|i| prob.kbb[i * b + i]).sum();
-            crate::nystrom::Nystrom::new(b, p.nystrom_rank, trace, 1.0, 0x7E5, |om| kbb * om).ok()
-        })
-        .flatten();
+    let sketch = {
+        let kbb = faer::MatRef::from_row_major_slice(prob.kbb, b, b);
+        let trace: f64 = (0..b).map(|i| prob.kbb[i * b + i]).sum();
+        block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
+    };
 
     for _ in 0..p.max_iter {
         // Gradient, orthant, step box, and the free set.
