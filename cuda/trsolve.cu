@@ -469,8 +469,12 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
                 v.qs[c] = v.qst[c];
             }
             const double gi = g[c] + v.qs[c];
-            const bool at_lo = v.s[c] <= slo[c] && gi > 0.0;
-            const bool at_hi = v.s[c] >= shi[c] && gi < 0.0;
+            // with a metric, a coordinate on a bound that the move pushed outward is fixed too
+            // (M^-1 r may point out where the gradient points in: it would block every move)
+            const bool pushed = m.on && ((v.d[c] < 0.0 && v.s[c] <= slo[c]) ||
+                                         (v.d[c] > 0.0 && v.s[c] >= shi[c]));
+            const bool at_lo = v.s[c] <= slo[c] && (gi > 0.0 || pushed);
+            const bool at_hi = v.s[c] >= shi[c] && (gi < 0.0 || pushed);
             if (at_lo || at_hi) v.act[c] = 0.0;
             v.r[c] = v.act[c] != 0.0 ? -gi : 0.0;
             f3[0] += v.act[c];

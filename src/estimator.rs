@@ -206,6 +206,14 @@ impl JokerBuilder {
         self.p.solver.time_limit = Some(d);
         self
     }
+    /// Rank of the Nystrom preconditioner of the block solver's CG (default 0: none; see
+    /// [`TrustRegion::nystrom_rank`](crate::solver::trust_region::TrustRegion::nystrom_rank)).
+    /// Fewer CG iterations per block, each dearer: measured in `docs/solver.md`. Must be below
+    /// the block size; a last block smaller than the rank is solved without it.
+    pub fn nystrom_rank(mut self, r: usize) -> Self {
+        self.p.solver.trust_region.nystrom_rank = r;
+        self
+    }
     /// Monitoring period in iterations (0: once per pass over the data).
     pub fn check_every(mut self, k: usize) -> Self {
         self.p.solver.check_every = k;
@@ -301,6 +309,15 @@ impl JokerBuilder {
             return Err(invalid(
                 "max_cg_iter",
                 "trust-region and CG iteration caps must be >= 1",
+            ));
+        }
+        if tr.nystrom_rank > 0 && tr.nystrom_rank >= s.block_size {
+            return Err(invalid(
+                "nystrom_rank",
+                format!(
+                    "must be below the block size {}, got {}",
+                    s.block_size, tr.nystrom_rank
+                ),
             ));
         }
         if let Some(k) = &p.full_krr {

@@ -255,6 +255,10 @@ pub struct TrainArgs {
     /// per pass, n / block size].
     #[arg(long, value_name = "ITERS", help_heading = "Solver")]
     pub check_every: Option<usize>,
+    /// Rank of a Nystrom preconditioner for the block solver's CG (0: none). Fewer CG
+    /// iterations per block, each dearer (see docs/solver.md); must be below the block size.
+    #[arg(long, default_value_t = 0, value_name = "R", help_heading = "Solver")]
+    pub nystrom_rank: usize,
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]
     pub seed: u64,

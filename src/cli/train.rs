@@ -99,6 +99,7 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
         .max_iter(a.max_iter)
         .tol(a.tol)
         .check_every(a.check_every.unwrap_or(0))
+        .nystrom_rank(a.nystrom_rank)
         .seed(a.seed)
         .device(a.device);
     b = match (a.c, a.lambda) {

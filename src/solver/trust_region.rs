@@ -376,12 +376,18 @@ fn cg_steihaug(
             qs.copy_from_slice(&qs_stopped);
         }
         // Fix the coordinates at a bound whose model gradient points outward; restart CG on
-        // the rest with the steepest-descent direction.
+        // the rest with the steepest-descent direction. With a metric the direction
+        // `M^-1 r` can point out of the box at a coordinate on its bound even where the
+        // gradient points in: such a coordinate blocks the next move at its start (tau_box =
+        // 0, no progress ever), so a coordinate on a bound that the move pushed outward is
+        // fixed too.
         let mut any = false;
         for i in 0..n {
             let gi = g[i] + qs[i];
-            let at_lo = s[i] <= slo[i] && gi > 0.0;
-            let at_hi = s[i] >= shi[i] && gi < 0.0;
+            let pushed =
+                metric.is_some() && (d[i] < 0.0 && s[i] <= slo[i] || d[i] > 0.0 && s[i] >= shi[i]);
+            let at_lo = s[i] <= slo[i] && (gi > 0.0 || pushed);
+            let at_hi = s[i] >= shi[i] && (gi < 0.0 || pushed);
             if at_lo || at_hi {
                 active[i] = false;
             }
