@@ -238,6 +238,8 @@ fn klr_probabilities_and_an_exact_model() {
             "--exact",
             "-b",
             "50",
+            "--nystrom-rank",
+            "10",
             "--max-iter",
             "200",
             "--precision",
@@ -376,6 +378,13 @@ fn errors_are_reported_cleanly() {
     t.write("bad.svm", "1 1:0.5 2:1\n-1 1:0.25 2:oops\n");
     fails_with(joker(&t.0, &["train", "bad.svm"]), "bad.svm:2");
 
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "-b", "32", "--nystrom-rank", "32", "good.svm"],
+        ),
+        "nystrom_rank",
+    );
     fails_with(
         joker(&t.0, &["train", "--lambda", "0", "good.svm"]),
         "lambda",
