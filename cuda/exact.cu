@@ -184,15 +184,17 @@ exact_tile(const float* __restrict__ xi, int ni, const float* __restrict__ xj, i
 // Memory: row i and 32 rows of X_J per warp through the read-only cache; X_J rows are re-read
 //   by every row block (L2-resident for block-sized inputs).
 // ==========================================================================================
-extern "C" __global__ void __launch_bounds__(EX_THREADS)
-exact_tile_csr(const long long* __restrict__ ip_i, const int* __restrict__ ix_i,
-               const float* __restrict__ v_i, int ni, const long long* __restrict__ ip_j,
-               const int* __restrict__ ix_j, const float* __restrict__ v_j, int nj, int kernel,
-               double gamma, double nu, double* __restrict__ out, int ldo) {
-    const int i = blockIdx.y * 8 + threadIdx.x / 32;
-    const int j = blockIdx.x * 32 + threadIdx.x % 32;
-    if (i >= ni || j >= nj) return;
-    const bool l1 = kernel == 1;
+namespace {
+
+// The distance between row i of (ip_i, ix_i, v_i) and row j of (ip_j, ix_j, v_j): the two
+// sorted index lists merged, every stored coordinate contributing its own difference (a
+// missing entry is 0), squared (or absolute, l1) and summed in f64.
+__device__ __forceinline__ double csr_dist(const long long* __restrict__ ip_i,
+                                           const int* __restrict__ ix_i,
+                                           const float* __restrict__ v_i, int i,
+                                           const long long* __restrict__ ip_j,
+                                           const int* __restrict__ ix_j,
+                                           const float* __restrict__ v_j, int j, bool l1) {
     long long p = __ldg(ip_i + i), pe = __ldg(ip_i + i + 1);
     long long q = __ldg(ip_j + j), qe = __ldg(ip_j + j + 1);
     double acc = 0.0;
@@ -220,6 +222,46 @@ exact_tile_csr(const long long* __restrict__ ip_i, const int* __restrict__ ix_i,
         const double df = (double)__ldg(v_j + q);
         acc += l1 ? fabs(df) : df * df;
     }
+    return acc;
+}
+
+// out[t*ldo + i0 + row] += sum_{jj < ncol} ktile[row*EX_KLD + jj] v[t*ldv + j0 + jj] for the
+// block's 64 rows (those below n) and every target t < tcols: thread (row = tid % 64,
+// part = tid / 64) sums 16 columns in f64, the 4 parts are added in a fixed order. ktile must
+// be complete on entry (a barrier by the caller); two barriers per target.
+__device__ __forceinline__ void tile_times_v(const double* ktile, const double* __restrict__ v,
+                                             int ldv, int j0, int ncol, int tcols,
+                                             double* __restrict__ out, int ldo, int i0, int n,
+                                             double (&red)[4][EX_T]) {
+    const int tid = threadIdx.x, row = tid % EX_T, part = tid / EX_T;
+    for (int t = 0; t < tcols; ++t) {
+        const double* vt = v + (size_t)t * (size_t)ldv + (size_t)j0;
+        double sum = 0.0;
+        for (int k = 0; k < 16; ++k) {
+            const int jj = part * 16 + k;
+            if (jj < ncol) sum += ktile[row * EX_KLD + jj] * __ldg(vt + jj);
+        }
+        red[part][row] = sum;
+        __syncthreads();
+        if (tid < EX_T && i0 + tid < n) {
+            double* o = out + (size_t)t * (size_t)ldo + (size_t)(i0 + tid);
+            *o += ((red[0][tid] + red[1][tid]) + red[2][tid]) + red[3][tid];
+        }
+        __syncthreads();
+    }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(EX_THREADS)
+exact_tile_csr(const long long* __restrict__ ip_i, const int* __restrict__ ix_i,
+               const float* __restrict__ v_i, int ni, const long long* __restrict__ ip_j,
+               const int* __restrict__ ix_j, const float* __restrict__ v_j, int nj, int kernel,
+               double gamma, double nu, double* __restrict__ out, int ldo) {
+    const int i = blockIdx.y * 8 + threadIdx.x / 32;
+    const int j = blockIdx.x * 32 + threadIdx.x % 32;
+    if (i >= ni || j >= nj) return;
+    const double acc = csr_dist(ip_i, ix_i, v_i, i, ip_j, ix_j, v_j, j, kernel == 1);
     out[(size_t)i * (size_t)ldo + (size_t)j] = kernel_value(kernel, gamma, nu, acc);
 }
 
@@ -254,7 +296,6 @@ exact_matvec(const float* __restrict__ x, int n, const float* __restrict__ xb, i
     float* Xs = reinterpret_cast<float*>(sbuf);
     const int i0 = blockIdx.x * EX_T;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-    const int row = tid % EX_T, part = tid / EX_T;
     for (int j0 = 0; j0 < nb; j0 += EX_T) {
         double acc[4][4];
         dense_dist_tile(x, n, i0, xb, nb, j0, d, kernel == 1, Xs, acc);  // ends with a barrier
@@ -267,21 +308,43 @@ exact_matvec(const float* __restrict__ x, int n, const float* __restrict__ xb, i
                     j0 + jj < nb ? kernel_value(kernel, gamma, nu, acc[a][c]) : 0.0;
             }
         __syncthreads();
-        const int ncol = min(EX_T, nb - j0);
-        for (int t = 0; t < tcols; ++t) {
-            const double* vt = v + (size_t)t * (size_t)ldv + (size_t)j0;
-            double sum = 0.0;
-            for (int k = 0; k < 16; ++k) {
-                const int jj = part * 16 + k;
-                if (jj < ncol) sum += sbuf[row * EX_KLD + jj] * __ldg(vt + jj);
-            }
-            red[part][row] = sum;
-            __syncthreads();
-            if (tid < EX_T && i0 + tid < n) {
-                double* o = out + (size_t)t * (size_t)ldo + (size_t)(i0 + tid);
-                *o += ((red[0][tid] + red[1][tid]) + red[2][tid]) + red[3][tid];
-            }
-            __syncthreads();
+        tile_times_v(sbuf, v, ldv, j0, min(EX_T, nb - j0), tcols, out, ldo, i0, n, red);
+    }
+}
+
+// ==========================================================================================
+// exact_matvec_csr: exact_matvec for CSR rows: X (ip/ix/vx, n rows) and X_B (ipb/ixb/vb, nb
+// rows; indptr entries are absolute offsets into ixb/vb, so a block of consecutive rows of a
+// larger CSR matrix is passed as ipb = ip + start with ixb = ix, vb = vx).
+//
+// Launch: grid = ceil(n/64) (1-D), block = 256 threads, static shared memory 35,328 B. Per
+//   64-column chunk of X_B the 64 x 64 kernel tile is formed by the sorted merge of
+//   exact_tile_csr (one pair per thread at a time; the 32 lanes of a warp share the row of X)
+//   and stored in shared memory as f64, then multiplied with v exactly as in exact_matvec.
+// Work: n nb (nnz_x + nnz_xb) merge steps + n nb f64 exp + 2 n nb T f64 flops; correctness
+//   first (branchy merge, like exact_tile_csr), not measured.
+// ==========================================================================================
+extern "C" __global__ void __launch_bounds__(EX_THREADS)
+exact_matvec_csr(const long long* __restrict__ ip, const int* __restrict__ ix,
+                 const float* __restrict__ vx, int n, const long long* __restrict__ ipb,
+                 const int* __restrict__ ixb, const float* __restrict__ vb, int nb, int kernel,
+                 double gamma, double nu, const double* __restrict__ v, int ldv, int tcols,
+                 double* __restrict__ out, int ldo) {
+    __shared__ __align__(16) double sbuf[EX_T * EX_KLD];
+    __shared__ double red[4][EX_T];
+    const int i0 = blockIdx.x * EX_T;
+    for (int j0 = 0; j0 < nb; j0 += EX_T) {
+        for (int p = threadIdx.x; p < EX_T * EX_T; p += EX_THREADS) {
+            const int r = p / EX_T, c = p % EX_T;
+            const int i = i0 + r, j = j0 + c;
+            sbuf[r * EX_KLD + c] =
+                i < n && j < nb
+                    ? kernel_value(kernel, gamma, nu,
+                                   csr_dist(ip, ix, vx, i, ipb, ixb, vb, j, kernel == 1))
+                    : 0.0;
         }
+        __syncthreads();
+        tile_times_v(sbuf, v, ldv, j0, min(EX_T, nb - j0), tcols, out, ldo, i0, n, red);
+        __syncthreads();  // sbuf is rewritten by the next chunk (tile_times_v has none if T = 0)
     }
 }

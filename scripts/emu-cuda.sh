@@ -43,7 +43,7 @@ if (( tsan )); then
     # ThreadSanitizer looks for missing barriers, which do not depend on the loss or kernel
     # id: fewer cases keep it near a minute (each emulated thread costs ~2 ms to start).
     exact_args=(--quick)
-    tr64_cases=(0 1 2 3 4 5 6 7 8 16)
+    tr64_cases=(0 1 2 3 4 5 6 7 8 16 24 32)
     tr256_cases=(0)
 else
     exact_args=()

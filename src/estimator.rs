@@ -443,7 +443,11 @@ impl Joker {
                 } else {
                     "block solve on the device (Nystrom metric: sketch on the device, factors on the host)"
                 };
-                match g.exact_memory(n, d, tt, b)? {
+                let fits = match &data.x {
+                    crate::data::Features::Sparse(c) => g.exact_memory_sparse(n, c.nnz(), tt, b)?,
+                    crate::data::Features::Dense(_) => g.exact_memory(n, d, tt, b)?,
+                };
+                match fits {
                     Some(bytes) => format!(
                         "{resolved}; exact kernels with the rows, beta and K_BB resident ({} MiB), {solve}",
                         bytes >> 20

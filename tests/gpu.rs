@@ -23,8 +23,8 @@ use joker::device::probe;
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::rng::Stream;
 use joker::{
-    Dataset, DenseMatrix, Device, Features, Joker, JokerError, Kernel, KernelKind, Loss, MaternNu,
-    Model,
+    CsrMatrix, Dataset, DenseMatrix, Device, Features, Joker, JokerError, Kernel, KernelKind, Loss,
+    MaternNu, Model,
 };
 
 /// The GPU, or `None` after printing why the test is skipped.
@@ -702,10 +702,37 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
         &data,
         "only when it is asked for",
     );
+    // the same rows as CSR (the third coordinate dropped where below 0.3): rows kept sparse
+    // on the device
+    let Features::Dense(dm) = &data.x else {
+        unreachable!()
+    };
+    let (mut ip, mut ix, mut vals) = (vec![0usize], Vec::new(), Vec::new());
+    for i in 0..data.x.nrows() {
+        for (k, &v) in dm.row(i).iter().enumerate() {
+            if k < 2 || v >= 0.3 {
+                ix.push(k as u32);
+                vals.push(v);
+            }
+        }
+        ip.push(ix.len());
+    }
+    let sparse = Dataset::new(
+        Features::Sparse(CsrMatrix::new(data.x.nrows(), 3, ip, ix, vals).unwrap()),
+        data.y.clone(),
+    )
+    .unwrap();
+    cpu_and_gpu_fits(
+        "exact_fit_on_the_gpu_matches_the_cpu (csr)",
+        est,
+        &sparse,
+        "only when it is asked for",
+    );
 }
 
 /// The resident exact engine (`CudaExact`: rows, `beta = K alpha` and `K_BB` on the device)
-/// against the host composition `HostExact` on the CPU, for the three kernels: `K_BB`, `g =
+/// against the host composition `HostExact` on the CPU, for dense and CSR rows (kept sparse on
+/// the device: `exact_tile_csr`, `exact_matvec_csr`) and the three kernels: `K_BB`, `g =
 /// beta_B`, the `beta` updates and the decision values after several blocks, including a last
 /// short block. Tolerance: `1e-5` of the largest entry (f32 distances on both sides, f64
 /// accumulation). A memory limit below the engine's need makes `exact_engine` decline (the fit
@@ -717,7 +744,24 @@ fn exact_engine_matches_host_exact() {
     };
     let seed = run_seed();
     let (n, d, tt, b) = (1000usize, 7usize, 2usize, 130usize);
-    let x = Features::Dense(DenseMatrix::new(n, d, f32s(&random(n * d, seed ^ 31))).unwrap());
+    let dense = f32s(&random(n * d, seed ^ 31));
+    // the same kind of rows as CSR, about 40% of the entries stored, every 9th row empty
+    let mut keep = Stream::new(seed, 5);
+    let (mut ip, mut ix, mut vals) = (vec![0usize], Vec::new(), Vec::new());
+    for i in 0..n {
+        for k in 0..d {
+            if i % 9 != 4 && keep.uniform() < 0.4 {
+                ix.push(k as u32);
+                vals.push(dense[i * d + k]);
+            }
+        }
+        ip.push(ix.len());
+    }
+    let nnz = ix.len();
+    let inputs = [
+        Features::Dense(DenseMatrix::new(n, d, dense).unwrap()),
+        Features::Sparse(CsrMatrix::new(n, d, ip, ix, vals).unwrap()),
+    ];
     let mut order: Vec<usize> = (0..n).collect();
     Stream::new(seed, 4).shuffle(&mut order);
     let need = g
@@ -728,21 +772,32 @@ fn exact_engine_matches_host_exact() {
         .unwrap()
         .with_memory_limit(Some(need / 2));
     assert!(tight.exact_memory(n, d, tt, b).unwrap().is_none());
-    for kind in kernels() {
+    // CSR rows cost indptr + (index, value) pairs instead of n d f32
+    let sparse_need = g.exact_memory_sparse(n, nnz, tt, b).unwrap().unwrap();
+    assert_eq!(sparse_need + n * d * 4, need + (n + 1) * 8 + nnz * 8);
+    for (x, kind) in inputs
+        .iter()
+        .flat_map(|x| kernels().into_iter().map(move |k| (x, k)))
+    {
+        let rows = if matches!(x, Features::Sparse(_)) {
+            "csr"
+        } else {
+            "dense"
+        };
         let kernel = Kernel {
             kind,
             gamma: 0.5 / d as f64,
         };
         assert!(
             tight
-                .exact_engine(&kernel, &x, &order, tt, b)
+                .exact_engine(&kernel, x, &order, tt, b)
                 .unwrap()
                 .is_none(),
-            "{kind:?}: the engine must decline under a tight limit"
+            "{kind:?} {rows}: the engine must decline under a tight limit"
         );
-        let mut host = HostExact::new(&Cpu, &kernel, &x, &order, tt, b);
+        let mut host = HostExact::new(&Cpu, &kernel, x, &order, tt, b);
         let mut dev = g
-            .exact_engine(&kernel, &x, &order, tt, b)
+            .exact_engine(&kernel, x, &order, tt, b)
             .unwrap()
             .expect("the resident engine fits");
         let alpha = random(n * tt, seed ^ 32);
@@ -753,7 +808,7 @@ fn exact_engine_matches_host_exact() {
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
                 assert!(
                     (x - y).abs() <= 1e-5 * scale,
-                    "{kind:?} {what}[{i}]: gpu {x} cpu {y}"
+                    "{kind:?} {rows} {what}[{i}]: gpu {x} cpu {y}"
                 );
             }
         };

@@ -4,6 +4,8 @@
 //   exact_tile (dense)      |K - K_ref| <= 4e-6 (f32 chunk sums of direct differences; the bound
 //                           is ~34 f32 ulps of the distance times max_u u e^-u = 1/e);
 //   exact_tile_csr          |K - K_ref| <= 1e-12 (f64 throughout);
+//   exact_matvec_csr        |out - ref| <= 1e-12 sum_j |v_j| (f64 throughout), X_B a view of
+//                           consecutive rows of a larger CSR matrix;
 //   exact_matvec            |out - ref| <= 4e-6 * sum_j |v_j| + 1e-12 |ref|, plus the initial out;
 // on fresh random inputs, sizes that are not multiples of the 64-row tiles or the 32-dim
 // chunks, every kernel id (Matern nu 0.5, 1.5, 2.5), outputs poisoned with NaN (tiles) or with
@@ -131,7 +133,38 @@ void csr_case(int ni, int nj, int d, double density, int kernel, double nu, unsi
     CHECK(err <= 1e-12, "exact_tile_csr %s max err %.3g", kname(kernel, nu), err);
     CHECK(pad_ok, "exact_tile_csr wrote outside the tile");
     worst_csr = std::max(worst_csr, err);
-    std::printf("  csr   ni=%d nj=%d d=%d density=%.2f %-9s: err %.2e\n", ni, nj, d, density, kname(kernel, nu), err);
+
+    // exact_matvec_csr: X = a (ni rows), X_B = rows s0 .. nj of b passed as a view (ipb = ip + s0,
+    // absolute offsets), T = 2, out poisoned past ni, random initial out
+    const int s0 = 5, nbv = nj - s0, tcols = 2, ldv = nbv + 1, ldm = ni + 3;
+    std::normal_distribution<double> N01;
+    std::vector<double> v((size_t)ldv * tcols, NAN), mv((size_t)ldm * tcols, NAN);
+    for (int t = 0; t < tcols; ++t) {
+        for (int j = 0; j < nbv; ++j) v[(size_t)t * ldv + j] = N01(rng);
+        for (int i = 0; i < ni; ++i) mv[(size_t)t * ldm + i] = N01(rng);
+    }
+    std::vector<double> mv0 = mv;
+    launch([&] { exact_matvec_csr(a.ip.data(), a.ix.data(), a.v.data(), ni, b.ip.data() + s0, b.ix.data(), b.v.data(), nbv, kernel, gamma, nu,
+                                  v.data(), ldv, tcols, mv.data(), ldm); },
+           {(unsigned)((ni + 63) / 64), 1, 1}, {256, 1, 1});
+    double merr = 0;
+    for (int t = 0; t < tcols; ++t) {
+        double vabs = 0;
+        for (int j = 0; j < nbv; ++j) vabs += std::fabs(v[(size_t)t * ldv + j]);
+        for (int i = 0; i < ni; ++i) {
+            double want = mv0[(size_t)t * ldm + i];
+            for (int j = 0; j < nbv; ++j)
+                want += ref_kernel(kernel, gamma, nu, &a.dense[(size_t)i * d], &b.dense[(size_t)(s0 + j) * d], d) * v[(size_t)t * ldv + j];
+            double e = std::fabs(mv[(size_t)t * ldm + i] - want) / (vabs + 1e-300);
+            merr = std::isnan(e) ? INFINITY : std::max(merr, e);
+        }
+        for (int i = ni; i < ldm; ++i) pad_ok &= std::isnan(mv[(size_t)t * ldm + i]);
+    }
+    CHECK(merr <= 1e-12, "exact_matvec_csr %s err/sum|v| %.3g", kname(kernel, nu), merr);
+    CHECK(pad_ok, "exact_matvec_csr wrote outside its rows");
+    worst_mv = std::max(worst_mv, merr);
+    std::printf("  csr   ni=%d nj=%d d=%d density=%.2f %-9s: tile err %.2e, matvec (block view of %d rows) err/sum|v| %.2e\n", ni, nj, d,
+                density, kname(kernel, nu), err, nbv, merr);
 }
 
 int main(int argc, char** argv) {
@@ -155,6 +188,7 @@ int main(int argc, char** argv) {
             dense_case(100, 70, 37, 2, k.kernel, k.nu, 1.0, 1.0, seed++);   // partial tiles, two d-chunks
             dense_case(13, 130, 3, 1, k.kernel, k.nu, 0.0, 1.0, seed++);    // tiny d, 3 column tiles
             csr_case(37, 45, 50, 0.2, k.kernel, k.nu, seed++);             // empty rows, partial tiles
+            csr_case(130, 150, 20, 0.3, k.kernel, k.nu, seed++);           // several row blocks and column chunks
             tally(before);
         }
         // near points far from the origin: the f32 expansion would give 0 or garbage here

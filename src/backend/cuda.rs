@@ -45,7 +45,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::cpu::Cpu;
 use super::{Backend, BlockEngine, BlockSolve};
-use crate::data::Features;
+use crate::data::{CsrMatrix, Features};
 use crate::device::{GpuInfo, probe};
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -210,6 +210,9 @@ struct Kernels {
     exact_tile: CudaFunction,
     /// `exact_matvec` of `exact.cu`.
     exact_matvec: CudaFunction,
+    /// `exact_tile_csr` and `exact_matvec_csr` of `exact.cu` (CSR rows).
+    exact_tile_csr: CudaFunction,
+    exact_matvec_csr: CudaFunction,
 }
 
 /// A CUDA device with the `rff.cu` module loaded.
@@ -395,6 +398,12 @@ impl Cuda {
                 exact_matvec: exact
                     .load_function("exact_matvec")
                     .map_err(|e| JokerError::Device(format!("kernel exact_matvec: {e}")))?,
+                exact_tile_csr: exact
+                    .load_function("exact_tile_csr")
+                    .map_err(|e| JokerError::Device(format!("kernel exact_tile_csr: {e}")))?,
+                exact_matvec_csr: exact
+                    .load_function("exact_matvec_csr")
+                    .map_err(|e| JokerError::Device(format!("kernel exact_matvec_csr: {e}")))?,
             };
             let sms = ctx
                 .attribute(
@@ -515,9 +524,32 @@ impl Cuda {
         targets: usize,
         block: usize,
     ) -> Result<Option<usize>> {
+        int("n_features", d)?;
+        self.exact_memory_with(n, n * d * 4, targets, block)
+    }
+
+    /// [`exact_memory`](Self::exact_memory) for CSR rows with `nnz` stored entries (indptr
+    /// `(n + 1) 8` B, indices and values `nnz 8` B instead of the dense rows).
+    pub fn exact_memory_sparse(
+        &self,
+        n: usize,
+        nnz: usize,
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<usize>> {
+        self.exact_memory_with(n, (n + 1) * 8 + nnz * 8, targets, block)
+    }
+
+    /// The exact engine's device bytes with rows taking `rows` bytes, or `None` over budget.
+    fn exact_memory_with(
+        &self,
+        n: usize,
+        rows: usize,
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<usize>> {
         for (name, v) in [
             ("n_samples", n),
-            ("n_features", d),
             ("targets", targets),
             ("block_size", block),
         ] {
@@ -528,12 +560,25 @@ impl Cuda {
         if let Some(l) = self.max_memory {
             budget = budget.min(l);
         }
-        let bytes = n * d * 4
+        let bytes = rows
             + n * targets * 8
             + block * block * 8
             + block * targets * 8
             + TrWorkspace::bytes(block, targets);
         Ok((bytes <= budget).then_some(bytes))
+    }
+
+    /// The exact engine's device bytes for these rows (dense or CSR), or `None` over budget.
+    fn exact_memory_of(
+        &self,
+        x: &Features<f32>,
+        targets: usize,
+        block: usize,
+    ) -> Result<Option<usize>> {
+        match x {
+            Features::Dense(_) => self.exact_memory(x.nrows(), x.ncols(), targets, block),
+            Features::Sparse(c) => self.exact_memory_sparse(x.nrows(), c.nnz(), targets, block),
+        }
     }
 
     fn workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
@@ -1172,6 +1217,149 @@ impl Cuda {
         Ok(())
     }
 
+    /// `out[i ldo + j] = K(x_i, x_j)` for the CSR rows `si .. si + ni` and `sj .. sj + nj` of
+    /// `rows` (`exact_tile_csr`).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_exact_tile_csr(
+        &self,
+        kernel: &Kernel,
+        rows: &CsrRows,
+        si: usize,
+        ni: usize,
+        sj: usize,
+        nj: usize,
+        out: &mut CudaSlice<f64>,
+        ldo: usize,
+    ) -> Result<()> {
+        if ni == 0 || nj == 0 {
+            return Ok(());
+        }
+        let nrows = rows.nrows();
+        if si + ni > nrows || sj + nj > nrows || ldo < nj || out.len() < (ni - 1) * ldo + nj {
+            return Err(invalid(
+                "exact_tile_csr",
+                format!("rows {si}+{ni} / {sj}+{nj} of {nrows}, or the output, out of range"),
+            ));
+        }
+        let (kid, nu) = kernel_id(kernel);
+        let (ni32, nj32, ldo32) = (int("rows", ni)?, int("rows", nj)?, int("ldo", ldo)?);
+        let (ipi, ipj) = (
+            rows.ip.slice(si..si + ni + 1),
+            rows.ip.slice(sj..sj + nj + 1),
+        );
+        let cfg = LaunchConfig {
+            grid_dim: (nj.div_ceil(32) as u32, ni.div_ceil(8) as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.stream.launch_builder(&self.k.exact_tile_csr);
+        l.arg(&ipi)
+            .arg(&rows.ix)
+            .arg(&rows.v)
+            .arg(&ni32)
+            .arg(&ipj)
+            .arg(&rows.ix)
+            .arg(&rows.v)
+            .arg(&nj32)
+            .arg(&kid)
+            .arg(&kernel.gamma)
+            .arg(&nu)
+            .arg(out)
+            .arg(&ldo32);
+        // SAFETY: the arguments match `exact_tile_csr`'s signature in order and type. ipi and
+        // ipj hold ni + 1 and nj + 1 i64 offsets (ranges checked above); every offset lies in
+        // 0..=nnz of ix (i32) and v (f32), which upload_csr_rows built together, with indices
+        // strictly increasing within a row (as CsrMatrix guarantees). out holds
+        // (ni - 1) ldo + nj f64, each written by one thread. Grid (ceil(nj/32), ceil(ni/8)) of
+        // 256 threads, as the kernel's layout assumes.
+        unsafe { l.launch(cfg) }.map_err(drv("exact_tile_csr"))?;
+        Ok(())
+    }
+
+    /// `out[t ldo + i] += sum_j K(x_i, x_{sb + j}) v[t ldv + j]` over all `n` CSR rows of `rows`
+    /// and the block rows `sb .. sb + nb` (`exact_matvec_csr`).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_exact_matvec_csr(
+        &self,
+        kernel: &Kernel,
+        rows: &CsrRows,
+        sb: usize,
+        nb: usize,
+        v: &CudaSlice<f64>,
+        ldv: usize,
+        targets: usize,
+        out: &mut CudaSlice<f64>,
+        ldo: usize,
+    ) -> Result<()> {
+        let n = rows.nrows();
+        if n == 0 || nb == 0 || targets == 0 {
+            return Ok(());
+        }
+        let fits = sb + nb <= n
+            && ldv >= nb
+            && v.len() >= (targets - 1) * ldv + nb
+            && ldo >= n
+            && out.len() >= (targets - 1) * ldo + n;
+        if !fits {
+            return Err(invalid(
+                "exact_matvec_csr",
+                format!("buffers too small for {n} x {nb} rows, {targets} columns"),
+            ));
+        }
+        let (kid, nu) = kernel_id(kernel);
+        let (n32, nb32) = (int("rows", n)?, int("rows", nb)?);
+        let (ldv32, ldo32, tt) = (int("ldv", ldv)?, int("ldo", ldo)?, int("targets", targets)?);
+        let ipb = rows.ip.slice(sb..sb + nb + 1);
+        let mut l = self.stream.launch_builder(&self.k.exact_matvec_csr);
+        l.arg(&rows.ip)
+            .arg(&rows.ix)
+            .arg(&rows.v)
+            .arg(&n32)
+            .arg(&ipb)
+            .arg(&rows.ix)
+            .arg(&rows.v)
+            .arg(&nb32)
+            .arg(&kid)
+            .arg(&kernel.gamma)
+            .arg(&nu)
+            .arg(v)
+            .arg(&ldv32)
+            .arg(&tt)
+            .arg(out)
+            .arg(&ldo32);
+        // SAFETY: the arguments match `exact_matvec_csr`'s signature in order and type. ip
+        // holds n + 1 and ipb nb + 1 i64 offsets into ix (i32) and v (f32), all in 0..=nnz
+        // (upload_csr_rows); v holds >= (T - 1) ldv + nb f64 read at t ldv + j (j < nb); out
+        // holds >= (T - 1) ldo + n f64, element (t, i) read and written by one thread of the
+        // block owning its 64-row tile (checked above). One block of 256 threads per 64 rows.
+        unsafe { l.launch(cfg1(n.div_ceil(EX_T))) }.map_err(drv("exact_matvec_csr"))?;
+        Ok(())
+    }
+
+    /// The CSR rows `order[0], order[1], ...` of `c` on the device (indptr with absolute
+    /// offsets, so a block of consecutive positions is a slice of it).
+    fn upload_csr_rows(&self, c: &CsrMatrix<f32>, order: &[usize]) -> Result<CsrRows> {
+        int("n_features", c.ncols())?;
+        let nnz: usize = order.iter().map(|&i| c.row(i).0.len()).sum();
+        let (mut ip, mut ix, mut v) = (
+            Vec::with_capacity(order.len() + 1),
+            Vec::with_capacity(nnz),
+            Vec::with_capacity(nnz),
+        );
+        ip.push(0i64);
+        for &i in order {
+            let (idx, val) = c.row(i);
+            ix.extend(idx.iter().map(|&k| k as i32));
+            v.extend_from_slice(val);
+            ip.push(ix.len() as i64);
+        }
+        Ok(CsrRows {
+            ip: self.upload(&ip)?,
+            ix: self.upload(&ix)?,
+            v: self.upload(&v)?,
+        })
+    }
+
     /// Whether the exact kernels may still run on the device (none has failed yet).
     fn exact_on_device(&self) -> bool {
         !self.exact_failed.load(std::sync::atomic::Ordering::Relaxed)
@@ -1711,16 +1899,36 @@ impl BlockEngine<f32> for CudaRff<'_> {
     }
 }
 
+/// CSR rows on the device: indptr (`n + 1` absolute offsets), indices, values. `ix` and `v`
+/// hold at least one element (an all-zero matrix has `nnz = 0`).
+struct CsrRows {
+    ip: CudaSlice<i64>,
+    ix: CudaSlice<i32>,
+    v: CudaSlice<f32>,
+}
+
+impl CsrRows {
+    fn nrows(&self) -> usize {
+        self.ip.len() - 1
+    }
+}
+
+/// Training rows on the device in block order: dense (`n x d` f32) or CSR.
+enum DeviceRows {
+    Dense(CudaSlice<f32>),
+    Csr(CsrRows),
+}
+
 /// The DBCD-TR exact-kernel engine on the device: the rows (in block order, so a block is a
-/// slice), `beta = K alpha` (`n x T`, rows in block order, column stride `n`) and `K_BB` (f64)
-/// stay in device memory; the block solve reads `K_BB` where it is.
+/// slice; dense or CSR), `beta = K alpha` (`n x T`, rows in block order, column stride `n`)
+/// and `K_BB` (f64) stay in device memory; the block solve reads `K_BB` where it is.
 struct CudaExact<'a> {
     gpu: &'a Cuda,
     kernel: &'a Kernel,
     order: &'a [usize],
     d: usize,
     targets: usize,
-    x: CudaSlice<f32>,
+    x: DeviceRows,
     beta: CudaSlice<f64>,
     kbb: CudaSlice<f64>,
     delta: CudaSlice<f64>,
@@ -1752,7 +1960,10 @@ impl<'a> CudaExact<'a> {
             order,
             d,
             targets,
-            x: gpu.upload_rows(x, order)?,
+            x: match x {
+                Features::Sparse(c) => DeviceRows::Csr(gpu.upload_csr_rows(c, order)?),
+                Features::Dense(_) => DeviceRows::Dense(gpu.upload_rows(x, order)?),
+            },
             beta: zeros(s, n * targets)?,
             kbb: zeros(s, block * block)?,
             delta: zeros(s, block * targets)?,
@@ -1785,8 +1996,15 @@ impl BlockEngine<f32> for CudaExact<'_> {
         let (gpu, kernel) = (self.gpu, self.kernel);
         let (x, k, beta) = (&self.x, &mut self.kbb, &self.beta);
         shield("exact_tile", || {
-            let xb = x.slice(start * d..(start + nb) * d);
-            gpu.launch_exact_tile(kernel, &xb, nb, &xb, nb, d, k, nb)?;
+            match x {
+                DeviceRows::Dense(x) => {
+                    let xb = x.slice(start * d..(start + nb) * d);
+                    gpu.launch_exact_tile(kernel, &xb, nb, &xb, nb, d, k, nb)?;
+                }
+                DeviceRows::Csr(c) => {
+                    gpu.launch_exact_tile_csr(kernel, c, start, nb, start, nb, k, nb)?;
+                }
+            }
             if let Some(kbb) = kbb {
                 check_len("kbb", kbb.len(), nb * nb)?;
                 gpu.download(k, kbb)?;
@@ -1811,8 +2029,15 @@ impl BlockEngine<f32> for CudaExact<'_> {
             gpu.stream
                 .memcpy_htod(delta, &mut dd.slice_mut(0..delta.len()))
                 .map_err(drv("cuMemcpyHtoD"))?;
-            let (all, xb) = (x.slice(0..n * d), x.slice(start * d..(start + nb) * d));
-            gpu.launch_exact_matvec(kernel, &all, n, &xb, nb, d, dd, nb, tt, beta, n)
+            match x {
+                DeviceRows::Dense(x) => {
+                    let (all, xb) = (x.slice(0..n * d), x.slice(start * d..(start + nb) * d));
+                    gpu.launch_exact_matvec(kernel, &all, n, &xb, nb, d, dd, nb, tt, beta, n)
+                }
+                DeviceRows::Csr(c) => {
+                    gpu.launch_exact_matvec_csr(kernel, c, start, nb, dd, nb, tt, beta, n)
+                }
+            }
         })
     }
 
@@ -2004,11 +2229,7 @@ impl Backend<f32> for Cuda {
         targets: usize,
         block: usize,
     ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
-        if !self.exact_on_device()
-            || self
-                .exact_memory(x.nrows(), x.ncols(), targets, block)?
-                .is_none()
-        {
+        if !self.exact_on_device() || self.exact_memory_of(x, targets, block)?.is_none() {
             return Ok(None);
         }
         let e = shield("creating the GPU exact engine", || {
