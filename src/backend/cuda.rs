@@ -910,6 +910,33 @@ impl Cuda {
         Ok(())
     }
 
+    /// The block solve on a `K_BB` already on the device (the engines' `solve_block`):
+    /// coordinates and iterates up, the Nystrom factors if asked for, one launch, iterates and
+    /// counters back.
+    fn solve_resident(
+        &self,
+        kbb: Kbb<'_>,
+        nb: usize,
+        block: &BlockSolve<'_>,
+        alpha: &mut [f64],
+        gbar: &mut [f64],
+        tr: &mut TrWorkspace,
+    ) -> Result<Vec<BlockStats>> {
+        let tt = tr.targets;
+        check_len("coords", block.coords.len(), nb * tt)?;
+        let name = match kbb {
+            Kbb::F32(_) => "tr_solve_f32",
+            Kbb::F64(_) => "tr_solve",
+        };
+        shield(name, || {
+            let rank = self.block_metric(kbb, nb, block.p.nystrom_rank, tr)?;
+            self.upload_block(block.coords, alpha, gbar, tr)?;
+            let (loss, dmax, p) = (block.loss, block.delta_max, block.p);
+            self.launch_tr_solve(kbb, nb, tt, loss, dmax, p, rank, tr)?;
+            self.download_block(tr, tt, alpha, gbar)
+        })
+    }
+
     /// Copies a block's coordinates and iterates (`nb x T`, column-major) into `ws`.
     fn upload_block(
         &self,
@@ -1801,19 +1828,8 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("clearing theta", || {
             gpu.stream.memset_zeros(theta).map_err(drv("cuMemsetD8"))
         })?;
-        let b = self.ws.b;
-        let mut delta = vec![0.0; b * tt];
-        for start in (0..n).step_by(b) {
-            let len = b.min(n - start);
-            for t in 0..tt {
-                for r in 0..len {
-                    delta[t * len + r] = alpha[t * n + self.order[start + r]];
-                }
-            }
-            self.load_block(start, len)?;
-            self.update(&delta[..len * tt])?;
-        }
-        Ok(())
+        let (order, b) = (self.order, self.ws.b);
+        add_by_blocks(self, order, alpha, tt, b)
     }
 
     fn decision(&mut self) -> Result<Vec<f64>> {
@@ -1877,26 +1893,33 @@ impl BlockEngine<f32> for CudaRff<'_> {
         gbar: &mut [f64],
     ) -> Result<Vec<BlockStats>> {
         let (_, nb) = self.cur;
-        let tt = self.targets;
-        check_len("coords", block.coords.len(), nb * tt)?;
-        let gpu = self.gpu;
-        let (kbb, tr) = (&self.ws.kbb, &mut self.tr);
-        shield("tr_solve_f32", || {
-            let rank = gpu.block_metric(Kbb::F32(kbb), nb, block.p.nystrom_rank, tr)?;
-            gpu.upload_block(block.coords, alpha, gbar, tr)?;
-            gpu.launch_tr_solve(
-                Kbb::F32(kbb),
-                nb,
-                tt,
-                block.loss,
-                block.delta_max,
-                block.p,
-                rank,
-                tr,
-            )?;
-            gpu.download_block(tr, tt, alpha, gbar)
-        })
+        self.gpu
+            .solve_resident(Kbb::F32(&self.ws.kbb), nb, block, alpha, gbar, &mut self.tr)
     }
+}
+
+/// Adds the effect of `alpha` (`n x T`, rows in their own order) to a device engine's state
+/// block by block, through its own `load_block` + `update` (the state must be cleared first).
+fn add_by_blocks(
+    e: &mut dyn BlockEngine<f32>,
+    order: &[usize],
+    alpha: &[f64],
+    targets: usize,
+    block: usize,
+) -> Result<()> {
+    let n = order.len();
+    let mut delta = vec![0.0; block * targets];
+    for start in (0..n).step_by(block) {
+        let len = block.min(n - start);
+        for t in 0..targets {
+            for r in 0..len {
+                delta[t * len + r] = alpha[t * n + order[start + r]];
+            }
+        }
+        e.load_block(start, len)?;
+        e.update(&delta[..len * targets])?;
+    }
+    Ok(())
 }
 
 /// CSR rows on the device: indptr (`n + 1` absolute offsets), indices, values. `ix` and `v`
@@ -2048,18 +2071,8 @@ impl BlockEngine<f32> for CudaExact<'_> {
         shield("clearing beta", || {
             gpu.stream.memset_zeros(beta).map_err(drv("cuMemsetD8"))
         })?;
-        let mut delta = vec![0.0; b * tt];
-        for start in (0..n).step_by(b) {
-            let len = b.min(n - start);
-            for t in 0..tt {
-                for r in 0..len {
-                    delta[t * len + r] = alpha[t * n + self.order[start + r]];
-                }
-            }
-            self.load_block(start, len)?;
-            self.update(&delta[..len * tt])?;
-        }
-        Ok(())
+        let order = self.order;
+        add_by_blocks(self, order, alpha, tt, b)
     }
 
     fn decision(&mut self) -> Result<Vec<f64>> {
@@ -2093,25 +2106,8 @@ impl BlockEngine<f32> for CudaExact<'_> {
         gbar: &mut [f64],
     ) -> Result<Vec<BlockStats>> {
         let (_, nb) = self.cur;
-        let tt = self.targets;
-        check_len("coords", block.coords.len(), nb * tt)?;
-        let gpu = self.gpu;
-        let (kbb, tr) = (&self.kbb, &mut self.tr);
-        shield("tr_solve", || {
-            let rank = gpu.block_metric(Kbb::F64(kbb), nb, block.p.nystrom_rank, tr)?;
-            gpu.upload_block(block.coords, alpha, gbar, tr)?;
-            gpu.launch_tr_solve(
-                Kbb::F64(kbb),
-                nb,
-                tt,
-                block.loss,
-                block.delta_max,
-                block.p,
-                rank,
-                tr,
-            )?;
-            gpu.download_block(tr, tt, alpha, gbar)
-        })
+        self.gpu
+            .solve_resident(Kbb::F64(&self.kbb), nb, block, alpha, gbar, &mut self.tr)
     }
 }
 
