@@ -230,7 +230,8 @@ __device__ __forceinline__ void m_ut(const Metric& m, const int* free_, int nf, 
 }
 
 // Builds the metric for the free set and the curvature hc: C in f64 (lower triangle, each
-// entry a sequential sum as on the CPU), then a right-looking Cholesky (one column per step,
+// entry a sequential sum; the host forms it as one GEMM W^T W, W = D^-1/2 U_F, so the two
+// differ by rounding), then a right-looking Cholesky (one column per step,
 // the trailing update spread over the threads). A pivot that is not positive (or NaN) turns
 // the metric off for this iteration, as `Metric::new` returning None does on the CPU.
 __device__ void metric_build(Metric& m, const int* free_, int nf, const double* hc,
