@@ -447,9 +447,10 @@ fn end_to_end_fit_matches_the_cpu() {
 /// The device trust-region block solve (`tr_solve_f32`) against the host solver
 /// (`solve_column`) for every loss, two columns per launch, blocks smaller and larger than the
 /// 256 threads, without and with the Nystrom metric (rank 8; the sketch on the device, the
-/// factors from the host's code): on these well-conditioned problems the same trust-region,
-/// accepted and CG iteration counts, and iterates equal up to rounding (`1e-9` of the largest
-/// entry, the bound of the host-emulator test).
+/// factors from the host's code): on these well-conditioned problems the same trust-region and
+/// accepted counts, the same CG counts (within one per trust-region iteration with the metric),
+/// and iterates equal up to rounding (`1e-9` of the largest entry, the bound of the
+/// host-emulator test).
 #[test]
 fn tr_solve_matches_the_host_solver() {
     use joker::Scalar;
@@ -524,10 +525,21 @@ fn tr_solve_matches_the_host_solver() {
                         coords: &coords[col.clone()],
                     };
                     let sh = solve_column(&prob, &mut ah, &mut gh, 4.0, &p);
+                    // the same steps; with the metric the factors differ by rounding (device
+                    // sketch and sums vs host GEMMs), so CG may take one iteration more or less
+                    // per trust-region iteration, as in the host-emulator test
+                    let what = format!("{loss:?} b={b} rank {} column {t}", p.nystrom_rank);
                     assert_eq!(
-                        *st, sh,
-                        "{loss:?} b={b} rank {} column {t}: counters",
-                        p.nystrom_rank
+                        (st.tr_iters, st.accepted),
+                        (sh.tr_iters, sh.accepted),
+                        "{what}: counters"
+                    );
+                    let slack = if p.nystrom_rank > 0 { sh.tr_iters } else { 0 };
+                    assert!(
+                        st.cg_iters.abs_diff(sh.cg_iters) <= slack,
+                        "{what}: CG iterations {} vs {}",
+                        st.cg_iters,
+                        sh.cg_iters
                     );
                     let scale = 1.0 + ah.iter().chain(&gh).fold(0.0f64, |m, v| m.max(v.abs()));
                     for (x, y) in ad[col.clone()]
