@@ -190,21 +190,22 @@ impl Metric {
         out
     }
 
-    /// `M v`.
-    fn mul(&self, v: &[f64]) -> Vec<f64> {
-        let r = self.r();
-        let t: Vec<f64> = self
-            .ut(v)
+    /// `x^T M y` from `tx = U^T x` and `ty = U^T y`:
+    /// `sum_i x_i y_i / dinv_i + sum_k lam_k tx_k ty_k` (no `M y` formed).
+    fn form(&self, x: &[f64], y: &[f64], tx: &[f64], ty: &[f64]) -> f64 {
+        let diag: f64 = x
             .iter()
+            .zip(y)
+            .zip(&self.dinv)
+            .map(|((a, b), di)| a * b / di)
+            .sum();
+        let low: f64 = tx
+            .iter()
+            .zip(ty)
             .zip(&self.lam)
-            .map(|(a, l)| a * l)
-            .collect();
-        v.iter()
-            .enumerate()
-            .map(|(i, vi)| {
-                vi / self.dinv[i] + (0..r).map(|k| self.u[i * r + k] * t[k]).sum::<f64>()
-            })
-            .collect()
+            .map(|((a, b), l)| l * a * b)
+            .sum();
+        diag + low
     }
 
     /// `M^-1 v = D^-1 v - D^-1 U C^-1 U^T D^-1 v`.
@@ -252,7 +253,10 @@ pub fn block_nystrom(
 /// `||v||_M` (the 2-norm without a metric).
 fn m_norm(metric: Option<&Metric>, v: &[f64]) -> f64 {
     match metric {
-        Some(m) => dot(v, &m.mul(v)).max(0.0).sqrt(),
+        Some(m) => {
+            let tv = m.ut(v);
+            m.form(v, v, &tv, &tv).max(0.0).sqrt()
+        }
         None => dot(v, v).sqrt(),
     }
 }
@@ -262,10 +266,10 @@ fn to_boundary_m(metric: Option<&Metric>, s: &[f64], d: &[f64], radius: f64) -> 
     let Some(m) = metric else {
         return to_boundary(s, d, radius);
     };
-    let (ms, md) = (m.mul(s), m.mul(d));
-    let a = dot(d, &md);
-    let b = 2.0 * dot(s, &md);
-    let c = dot(s, &ms) - radius * radius;
+    let (ts, td) = (m.ut(s), m.ut(d));
+    let a = m.form(d, d, &td, &td);
+    let b = 2.0 * m.form(s, d, &ts, &td);
+    let c = m.form(s, s, &ts, &ts) - radius * radius;
     if !(a > 0.0) {
         return 0.0;
     }
