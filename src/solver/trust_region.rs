@@ -473,6 +473,10 @@ pub fn solve_column(
         block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
     };
 
+    // the metric of the last trust-region iteration and the (free set, diagonal) it was built for
+    let (mut metric, mut metric_key): (Option<Metric>, Option<(Vec<usize>, Vec<f64>)>) =
+        (None, None);
+
     for _ in 0..p.max_iter {
         // Gradient, orthant, step box, and the free set.
         free.clear();
@@ -542,7 +546,7 @@ pub fn solve_column(
         let gf: Vec<f64> = free.iter().map(|&i| g[i]).collect();
         let lf: Vec<f64> = free.iter().map(|&i| slo[i]).collect();
         let hf: Vec<f64> = free.iter().map(|&i| shi[i]).collect();
-        let metric = sketch.as_ref().and_then(|ny| {
+        if let Some(ny) = &sketch {
             let lam = ny.eigenvalues();
             let rho = lam
                 .last()
@@ -550,8 +554,13 @@ pub fn solve_column(
                 .unwrap_or(0.0)
                 .max(1e-10 * lam[0].max(1e-300));
             let diag: Vec<f64> = free.iter().map(|&i| h[i] + rho).collect();
-            Metric::new(ny.u(), lam, &free, &diag)
-        });
+            // The metric depends only on the free set and the curvature there: while both
+            // stay (always for the squared loss without bounds) the factorisation is kept.
+            if metric_key.as_ref() != Some(&(free.clone(), diag.clone())) {
+                metric = Metric::new(ny.u(), lam, &free, &diag);
+                metric_key = Some((free.clone(), diag));
+            }
+        }
         let mut sf = vec![0.0; nf];
         stats.cg_iters += cg_steihaug(&q, &gf, &lf, &hf, radius, p, metric.as_ref(), &mut sf);
         s.fill(0.0);
