@@ -474,8 +474,8 @@ pub fn solve_column(
     };
 
     // the metric of the last trust-region iteration and the (free set, diagonal) it was built for
-    let (mut metric, mut metric_key): (Option<Metric>, Option<(Vec<usize>, Vec<f64>)>) =
-        (None, None);
+    let mut metric: Option<Metric> = None;
+    let mut metric_key: Option<(Vec<usize>, Vec<f64>)> = None;
 
     for _ in 0..p.max_iter {
         // Gradient, orthant, step box, and the free set.
