@@ -57,24 +57,37 @@ impl Nystrom {
             normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()])
         });
         let q = omega.qr().compute_thin_Q();
-        let nu = f64::EPSILON * trace.max(f64::MIN_POSITIVE);
-        let mut y = apply(q.as_ref());
-        if y.nrows() != p || y.ncols() != r {
+        let y0 = apply(q.as_ref());
+        if y0.nrows() != p || y0.ncols() != r {
             return Err(JokerError::ShapeMismatch(format!(
                 "operator returned {} x {}, expected {p} x {r}",
-                y.nrows(),
-                y.ncols()
+                y0.nrows(),
+                y0.ncols()
             )));
         }
-        y += &q * faer::Scale(nu);
-        // C C^T = Q^T Y (symmetrised), B = Y C^-T
-        let mut core = q.transpose() * &y;
-        let sym = Mat::<f64>::from_fn(r, r, |i, j| 0.5 * (core[(i, j)] + core[(j, i)]));
-        core = sym;
-        let llt = core.llt(Side::Lower).map_err(|_| {
-            JokerError::Numerical("Nystrom core matrix is not positive definite".into())
-        })?;
-        let l = llt.L().to_owned();
+        // C C^T = Q^T Y_nu = sym(Q^T Y) + nu I (Q has orthonormal columns), B = Y_nu C^-T.
+        let q_y = q.transpose() * &y0;
+        let trace = trace.max(f64::MIN_POSITIVE);
+        // The shift starts at the f64 rounding level of the paper. An operator evaluated in
+        // f32 (the f32 kernel tiles) is indefinite at the 1e-7 level where its spectrum
+        // decays fast (low-dimensional data), so a failed factorisation retries with a shift
+        // 100 times larger, up to 1e-2 Tr(M); the shift is taken off the eigenvalues after.
+        let mut nu = f64::EPSILON * trace;
+        let l = loop {
+            let core = Mat::<f64>::from_fn(r, r, |i, j| {
+                0.5 * (q_y[(i, j)] + q_y[(j, i)]) + if i == j { nu } else { 0.0 }
+            });
+            match core.llt(Side::Lower) {
+                Ok(llt) => break llt.L().to_owned(),
+                Err(_) if nu < 1e-4 * trace => nu *= 100.0,
+                Err(_) => {
+                    return Err(JokerError::Numerical(format!(
+                        "Nystrom core matrix is not positive definite even with a shift of {nu:.1e} (trace {trace:.3e}): is the operator positive semi-definite?"
+                    )));
+                }
+            }
+        };
+        let y = y0 + &q * faer::Scale(nu);
         // B^T = C^-1 Y^T
         let mut bt = y.transpose().to_owned();
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
@@ -299,6 +312,39 @@ mod tests {
             .collect();
         let pv = ny.apply(&v);
         assert!(bv.iter().zip(&pv).all(|(x, y)| (x - y).abs() < 1e-8));
+    }
+
+    /// An operator that is psd only up to f32 rounding (a fast-decaying spectrum plus a
+    /// symmetric perturbation of 1e-7, as f32 kernel tiles of low-dimensional data are) still
+    /// gives a preconditioner, with its top eigenvalues right to well within 1e-4; an
+    /// indefinite operator is refused with a message.
+    #[test]
+    fn nearly_psd_operators_are_shifted_and_indefinite_ones_refused() {
+        let p = 200;
+        let spec: Vec<f64> = (0..p).map(|i| 20.0 * 0.7f64.powi(i as i32)).collect();
+        let mut a = with_spectrum(&spec, 5);
+        let mut s = Stream::new(6, 1);
+        for i in 0..p {
+            for j in 0..=i {
+                let e = 1e-7 * (2.0 * s.uniform() - 1.0);
+                a[(i, j)] += e;
+                if i != j {
+                    a[(j, i)] += e;
+                }
+            }
+        }
+        let ny = Nystrom::new(p, 100, spec.iter().sum(), 1e-3, 3, |x| &a * x).unwrap();
+        for (k, (want, got)) in spec.iter().zip(ny.eigenvalues()).take(10).enumerate() {
+            let gap = (want - got).abs();
+            assert!(gap < 1e-4, "k={k}: eigenvalue off by {gap}");
+        }
+        assert!(ny.eigenvalues().iter().all(|&l| l >= 0.0));
+        let v: Vec<f64> = (0..p).map(|i| (0.1 * i as f64).sin()).collect();
+        assert!(ny.solve(&v).iter().all(|x| x.is_finite()));
+
+        let neg = Mat::<f64>::from_fn(p, p, |i, j| if i == j { -1.0 } else { 0.0 });
+        let err = Nystrom::new(p, 10, 1.0, 1e-3, 3, |x| &neg * x).unwrap_err();
+        assert!(err.to_string().contains("positive semi-definite"), "{err}");
     }
 
     /// `solve` inverts `P + rho I`, and `solve_sqrt` applied twice equals `solve`.
