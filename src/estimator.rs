@@ -234,7 +234,9 @@ impl JokerBuilder {
         self.p.solver = s;
         self
     }
-    /// Solve full KRR (squared loss, exact kernel) with Skotch, ASkotch or Nystrom-PCG.
+    /// Solve full KRR (squared loss, exact kernel) with Skotch, ASkotch or Nystrom-PCG. The
+    /// method's own budgets (`cfg.max_iter`, `cfg.tol` on the relative residual) apply; a time
+    /// limit set here with [`time_limit`](Self::time_limit) bounds it too.
     pub fn full_krr(mut self, cfg: KrrConfig) -> Self {
         self.p.full_krr = Some(cfg);
         self
@@ -324,12 +326,10 @@ impl JokerBuilder {
             if p.loss != Loss::SquaredError || p.n_components.is_some() {
                 return Err(invalid(
                     "full_krr",
-                    "Skotch, ASkotch and Nystrom-PCG solve exact kernel ridge regression: use the squared loss and .exact()",
+                    "Skotch, ASkotch and Nystrom-PCG solve exact kernel ridge regression: use the squared loss and the exact kernel (.exact())",
                 ));
             }
-            if k.rank == 0 {
-                return Err(invalid("rank", "the Nystrom rank must be >= 1"));
-            }
+            k.validate()?;
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
             return Err(invalid(
@@ -699,7 +699,15 @@ impl Joker {
                         "full KRR solves one target column without sample or class weights",
                     ));
                 }
-                full_krr(backend, &x, &kernel, &y, self.lambda, cfg, &mut hooks)?
+                // the fit's time limit bounds full KRR too (the shorter one applies)
+                let cfg = KrrConfig {
+                    time_limit: match (cfg.time_limit, self.solver.time_limit) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
+                    ..cfg.clone()
+                };
+                full_krr(backend, &x, &kernel, &y, self.lambda, &cfg, &mut hooks)?
             }
         };
 

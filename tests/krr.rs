@@ -37,13 +37,16 @@ fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
         y: &data.y,
         lambda,
     };
-    for (method, max_iter) in [
-        (KrrMethod::NystromPcg, 200),
-        (KrrMethod::ASkotch, 4000),
-        (KrrMethod::Skotch, 8000),
+    for (method, max_iter, store) in [
+        (KrrMethod::NystromPcg, 200, false),
+        (KrrMethod::ASkotch, 4000, false),
+        (KrrMethod::ASkotch, 4000, true),
+        (KrrMethod::Skotch, 8000, false),
+        (KrrMethod::Skotch, 8000, true),
     ] {
         let cfg = KrrConfig {
             method,
+            store_preconditioners: store,
             blocks: 4,
             rank: 80,
             max_iter,
@@ -61,13 +64,13 @@ fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
             .sqrt()
             / norm;
         eprintln!(
-            "{method:?}: {} iterations, relative error {err:.2e}, residual {:.2e}",
+            "{method:?} (stored preconditioners: {store}): {} iterations, relative error {err:.2e}, residual {:.2e}",
             sol.iters,
             sol.history.last().unwrap().rel_residual
         );
         assert!(
             err < 1e-6,
-            "{method:?}: relative error {err} after {} iterations",
+            "{method:?} (stored: {store}): relative error {err} after {} iterations",
             sol.iters
         );
     }

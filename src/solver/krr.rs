@@ -55,6 +55,11 @@ pub struct KrrConfig {
     pub power_iters: usize,
     /// Seed of the partition, the sampling and the sketches.
     pub seed: u64,
+    /// Skotch/ASkotch: keep the `B` block preconditioners of the setup (`O(n r)` memory)
+    /// instead of building a fresh one from a new sketch at every step (the paper's choice,
+    /// `O(r b^2)` kernel work per step).
+    #[serde(default)]
+    pub store_preconditioners: bool,
 }
 
 impl Default for KrrConfig {
@@ -70,7 +75,49 @@ impl Default for KrrConfig {
             time_limit: None,
             power_iters: 10,
             seed: 42,
+            store_preconditioners: false,
         }
+    }
+}
+
+impl KrrConfig {
+    /// Checks the settings that do not depend on the data (the number of blocks is checked
+    /// against the number of samples when the solve starts).
+    pub fn validate(&self) -> Result<()> {
+        if self.max_iter == 0 || self.check_every == 0 {
+            return Err(invalid(
+                "max_iter",
+                "iteration budget and check period must be >= 1",
+            ));
+        }
+        if self.rank == 0 {
+            return Err(invalid("rank", "the Nystrom rank must be >= 1"));
+        }
+        if self.method != KrrMethod::NystromPcg && self.blocks == 0 {
+            return Err(invalid("blocks", "must be >= 1"));
+        }
+        if !(self.tol >= 0.0 && self.tol.is_finite()) {
+            return Err(invalid(
+                "tol",
+                format!(
+                    "the relative residual tolerance must be >= 0 and finite, got {}",
+                    self.tol
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.alpha) {
+            return Err(invalid(
+                "alpha",
+                format!(
+                    "the sampling exponent must be in [0, 1], got {}",
+                    self.alpha
+                ),
+            ));
+        }
+        if self.power_iters == 0 {
+            return Err(invalid("power_iters", "must be >= 1"));
+        }
+        Ok(())
     }
 }
 
@@ -235,13 +282,8 @@ pub fn solve_krr<T: Scalar>(
         ));
     }
     prob.kernel.validate()?;
-    if cfg.max_iter == 0 || cfg.check_every == 0 {
-        return Err(invalid(
-            "max_iter",
-            "iteration budget and check period must be >= 1",
-        ));
-    }
-    if cfg.method != KrrMethod::NystromPcg && (cfg.blocks == 0 || cfg.blocks > n) {
+    cfg.validate()?;
+    if cfg.method != KrrMethod::NystromPcg && cfg.blocks > n {
         return Err(invalid(
             "blocks",
             format!(
@@ -320,6 +362,7 @@ fn skotch<T: Scalar>(
         };
     // Per block: preconditioner and preconditioned smoothness L_b (from K_BB, formed once).
     let mut lb = Vec::with_capacity(nb);
+    let mut stored = Vec::with_capacity(if cfg.store_preconditioners { nb } else { 0 });
     for (k, rows) in blocks.iter().enumerate() {
         let kbb = prob.block(backend, rows);
         let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| &kbb * om)?;
@@ -337,6 +380,9 @@ fn skotch<T: Scalar>(
             },
         );
         lb.push(l.max(f64::MIN_POSITIVE));
+        if cfg.store_preconditioners {
+            stored.push(ny);
+        }
     }
     let accelerated = cfg.method == KrrMethod::ASkotch;
     let alpha = if accelerated { 0.5 } else { cfg.alpha };
@@ -366,11 +412,19 @@ fn skotch<T: Scalar>(
         let u = chooser.uniform();
         let k = cdf.iter().position(|&c| u <= c).unwrap_or(nb - 1);
         let rows = &blocks[k];
-        // A fresh sketch per step, straight from the kernel (K_BB is not formed again).
-        let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
-        let ny = precondition(rows.len(), seed, &mut |om| {
-            prob.block_sketch(backend, rows, om)
-        })?;
+        // The stored preconditioner, or a fresh sketch straight from the kernel (K_BB is not
+        // formed again).
+        let fresh;
+        let ny = match stored.get(k) {
+            Some(ny) => ny,
+            None => {
+                let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
+                fresh = precondition(rows.len(), seed, &mut |om| {
+                    prob.block_sketch(backend, rows, om)
+                })?;
+                &fresh
+            }
+        };
         let kw = prob.rows_times(backend, rows, &w);
         let g: Vec<f64> = rows
             .iter()
