@@ -13,7 +13,7 @@
  *  - Input arrays are copied (the caller keeps them); outputs go to caller buffers whose
  *    length in elements is passed and checked (JOKER_STATUS_BUFFER_TOO_SMALL).
  *  - Strings returned are static, thread-local (joker_last_error) or owned by a handle.
- *  - The CUDA backend is not wired in yet: joker_gpu_available() returns 0.
+ *  - joker_gpu_available() says whether a CUDA GPU is usable (always 0 without the cuda feature).
  */
 
 #ifndef JOKER_H
@@ -319,6 +319,39 @@ typedef int32_t JokerClassWeight;
 #endif // __cplusplus
 
 /**
+ * Full kernel ridge regression methods, for `joker_params_set_full_krr`.
+ */
+enum JokerKrrMethod
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * No full-KRR method: DBCD-TR fits the model (the default).
+   */
+  JOKER_KRR_METHOD_NONE = 0,
+  /**
+   * ASkotch: accelerated Nystrom-preconditioned block coordinate descent.
+   */
+  JOKER_KRR_METHOD_ASKOTCH = 1,
+  /**
+   * Skotch: the same without acceleration.
+   */
+  JOKER_KRR_METHOD_SKOTCH = 2,
+  /**
+   * Conjugate gradients with a rank-r Nystrom preconditioner.
+   */
+  JOKER_KRR_METHOD_PCG = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum JokerKrrMethod JokerKrrMethod;
+#else
+typedef int32_t JokerKrrMethod;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * What a prediction function writes, for `joker_model_output_size`.
  */
 enum JokerOutput
@@ -404,6 +437,11 @@ typedef struct JokerProgress {
    * Trust-region steps accepted so far.
    */
   size_t accepted;
+  /**
+   * Full KRR (`joker_params_set_full_krr`): the relative residual
+   * `||(K + lambda I) w - y|| / ||y||`; NaN for DBCD-TR fits.
+   */
+  double rel_residual;
 } JokerProgress;
 
 /**
@@ -647,8 +685,9 @@ JokerStatus joker_params_set_tol(struct JokerParams *params, double tol);
 JokerStatus joker_params_set_time_limit(struct JokerParams *params, double seconds);
 
 /**
- * Sets the monitoring period in iterations (0: once per pass over the data, the default). The
- * progress callback and the validation set are evaluated at every check.
+ * Sets the monitoring period in iterations (0: once per pass over the data, the default; every
+ * 50 iterations for full KRR). The progress callback and the validation set are evaluated at
+ * every check.
  *
  * # Safety
  * As for `joker_params_set_loss`.
@@ -656,7 +695,8 @@ JokerStatus joker_params_set_time_limit(struct JokerParams *params, double secon
 JokerStatus joker_params_set_check_every(struct JokerParams *params, size_t every);
 
 /**
- * Sets the seed of the random features and of the block choice (default 42).
+ * Sets the seed of the random features, of the block choice and of full KRR's sketches
+ * (default 42).
  *
  * # Safety
  * As for `joker_params_set_loss`.
@@ -670,6 +710,33 @@ JokerStatus joker_params_set_seed(struct JokerParams *params, uint64_t seed);
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_max_memory(struct JokerParams *params, size_t bytes);
+
+/**
+ * Sets the rank of the Nystrom preconditioner of the block solver's CG (0: none, the
+ * default; otherwise below the block size). Fewer CG iterations per block, each dearer: it
+ * pays on ill-conditioned blocks (small `lambda`).
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_nystrom_rank(struct JokerParams *params, size_t rank);
+
+/**
+ * Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,
+ * instead of DBCD-TR (`JOKER_KRR_METHOD_NONE` switches back). Needs the squared loss and the
+ * exact kernel (`joker_params_set_exact`), so set those first.
+ *
+ * `blocks` (ASkotch, Skotch; ignored by PCG) and the Nystrom `rank` are `>= 1` (defaults of
+ * the paper: 10 and 100); the solve stops after `max_iter >= 1` iterations, when the relative
+ * residual `||(K + lambda I) w - y|| / ||y||` is at most `tol >= 0`, or at the time limit of
+ * `joker_params_set_time_limit`. The residual is computed every `joker_params_set_check_every`
+ * iterations (0, the default: every 50). `store_preconditioners` non-zero keeps the block preconditioners
+ * (`O(n rank)` memory) instead of a fresh sketch per step.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_full_krr(struct JokerParams *params, int32_t method, size_t blocks, size_t rank, size_t max_iter, double tol, int32_t store_preconditioners);
 
 /**
  * Chooses where fits with these parameters run: `JOKER_DEVICE_AUTO` (the default),

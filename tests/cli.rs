@@ -344,6 +344,104 @@ fn csv_regression() {
 }
 
 #[test]
+fn full_krr_from_the_command_line() {
+    let t = TempDir::new("fullkrr");
+    let mut r = Lcg(8);
+    let mut csv = String::new();
+    for _ in 0..300 {
+        let (a, b) = (2.0 * r.uniform() - 1.0, 2.0 * r.uniform() - 1.0);
+        csv.push_str(&format!("{},{a},{b}\n", (2.0 * a).sin() + 0.5 * b));
+    }
+    t.write("data.csv", &csv);
+    let common = [
+        "train",
+        "--label-column",
+        "first",
+        "--exact",
+        "--loss",
+        "krr",
+        "--lambda",
+        "0.01",
+        "--precision",
+        "f64",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = common.to_vec();
+        args.extend_from_slice(extra);
+        joker(&t.0, &args)
+    };
+    let out = ok(run(&[
+        "--full-krr",
+        "pcg",
+        "--krr-rank",
+        "60",
+        "--krr-tol",
+        "1e-8",
+        "--check-every",
+        "5",
+        "data.csv",
+        "pcg.json",
+    ]));
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(o.contains("stopped: converged, relative residual"), "{o}");
+    assert!(
+        e.contains("NystromPcg, rank 60") && e.contains(" residual "),
+        "{e}"
+    );
+    let rmse = |model: &str| {
+        let err = stderr(&ok(joker(
+            &t.0,
+            &["predict", "--label-column", "first", "data.csv", model],
+        )));
+        err.lines()
+            .find_map(|l| l.strip_prefix("RMSE = "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no RMSE in:\n{err}"))
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert!(rmse("pcg.json") < 0.05);
+    // ASkotch with stored preconditioners, stopped by the iteration budget
+    let out = ok(run(&[
+        "--full-krr",
+        "askotch",
+        "--krr-blocks",
+        "4",
+        "--krr-rank",
+        "30",
+        "--krr-store-preconditioners",
+        "--max-iter",
+        "400",
+        "-q",
+        "data.csv",
+        "askotch.json",
+    ]));
+    assert!(
+        stdout(&out).contains("iterations  400 (stopped: max_iter"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(rmse("askotch.json") < 0.1);
+
+    fails_with(
+        joker(&t.0, &["train", "--full-krr", "pcg", "data.csv"]),
+        "add --exact and --loss krr",
+    );
+    // a full-KRR setting without --full-krr is a usage error (clap's exit status 2)
+    let usage = joker(&t.0, &["train", "--krr-rank", "5", "data.csv"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(
+        stderr(&usage).contains("--full-krr <METHOD>"),
+        "{}",
+        stderr(&usage)
+    );
+    fails_with(
+        run(&["--full-krr", "skotch", "--krr-blocks", "0", "data.csv"]),
+        "blocks",
+    );
+}
+
+#[test]
 fn demo_runs_and_reports_accuracy() {
     let t = TempDir::new("demo");
     let o = ok(joker(&t.0, &["demo", "--n", "2000", "--max-iter", "300"]));

@@ -24,7 +24,8 @@ local({
   kernel = c("gaussian" = 0, "laplacian" = 1, "matern12" = 2, "matern32" = 3, "matern52" = 4),
   bandwidth = c("median" = 0, "msd" = 1),
   precision = c("f32" = 0, "f64" = 1),
-  task = c("auto" = 0, "classification" = 1, "regression" = 2)
+  task = c("auto" = 0, "classification" = 1, "regression" = 2),
+  full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3)
 )
 
 .joker_code <- function(table, key) {
@@ -62,12 +63,19 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' Validated training parameters (each value is checked by the library at once). device:
 #' "auto" (a usable GPU for f32 random-feature models, else the CPU; joker_info(model)$device
 #' says which and why), "cpu", or "cuda" / "cuda:N" / N (fitting fails when it cannot be used).
+#' nystrom_rank: a rank-r Nystrom preconditioner for the block solver's CG (0: none).
+#' full_krr: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
+#' instead of DBCD-TR (needs loss = "krr" and n_components = NULL), with krr_blocks blocks,
+#' Nystrom rank krr_rank, stopping at relative residual krr_tol or after max_iter iterations;
+#' krr_store_preconditioners keeps the block preconditioners instead of a fresh sketch per step.
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
                          normalize_target = TRUE, class_weight = NULL, block_size = 512,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
-                         seed = 42, max_memory = 0, device = "auto") {
+                         seed = 42, max_memory = 0, device = "auto", nystrom_rank = 0,
+                         full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
+                         krr_store_preconditioners = FALSE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .Call("R_joker_params_set", p, name, as.double(value), as.double(param), PACKAGE = "joker_r")
@@ -96,13 +104,17 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("seed", seed)
   set("max_memory", max_memory)
   set("device", .joker_device_code(device))
+  set("nystrom_rank", nystrom_rank)
+  .Call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
+        as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
+        as.logical(krr_store_preconditioners), PACKAGE = "joker_r")
   structure(list(ptr = p), class = "joker_params")
 }
 
 #' Trains a model on the rows of matrix x with labels y. Parameters are given as arguments
 #' (see joker_params) or as params = joker_params(...). validation = list(x = , y = ) is scored
 #' at every check; progress is a function of a named numeric vector (iter, epoch, seconds, gap,
-#' validation) that returns FALSE to stop.
+#' validation, residual: NaN unless full KRR) that returns FALSE to stop.
 joker_fit <- function(x, y, ..., params = NULL, sample_weight = NULL, validation = NULL,
                       progress = NULL) {
   if (is.null(params)) params <- joker_params(...)

@@ -1,7 +1,7 @@
 // The C++ example: kernel logistic regression on covtype (1,000-row sample, or a synthetic set
 // when ../shared/datasets is absent) through the RAII wrapper joker.hpp. Checks accuracy,
-// probabilities, a save/load round trip, exceptions with their statuses, and an exception
-// thrown by the progress callback. Run by bindings/run-tests.sh (under valgrind).
+// probabilities, a save/load round trip, full KRR by Nystrom-PCG, exceptions with their
+// statuses, and an exception thrown by the progress callback. Run by bindings/run-tests.sh (under valgrind).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +96,24 @@ int main(int argc, char **argv) {
         joker::Model back = joker::Model::load("klr.joker.json");
         expect(back.decision_function(test) == model.decision_function(test), "save/load");
         std::remove("klr.joker.json");
+
+        // full KRR by Nystrom-PCG on a smooth target of the first 300 rows: converges to a
+        // relative residual of 1e-9, which the progress callback sees
+        std::size_t nr = 300;
+        std::vector<double> xr(x.begin(), x.begin() + nr * d), yr(nr);
+        for (std::size_t i = 0; i < nr; i++) yr[i] = std::sin(xr[i * d]) + 0.5 * xr[i * d + 1];
+        joker::Params krr;
+        krr.loss(JOKER_LOSS_KRR).exact().lambda(0.1).precision(JOKER_PRECISION_F64)
+            .full_krr(JOKER_KRR_METHOD_PCG, 10, 50, 200, 1e-9);
+        double residual = NAN;
+        joker::Model full = joker::fit(krr, joker::Data::dense(xr, d, yr), {}, nullptr,
+                                       [&](const JokerProgress &p) {
+                                           residual = p.rel_residual;
+                                           return true;
+                                       });
+        std::cout << "full KRR (PCG): stopped " << full.stop_reason() << ", residual "
+                  << residual << "\n";
+        expect(full.stop_reason() == "converged" && residual <= 1e-9, "full KRR converges");
 
         // errors become joker::Error with the C status
         try {

@@ -103,6 +103,10 @@ class Params {
         check(joker_params_set_standardize(get(), yes ? 1 : 0));
         return *this;
     }
+    Params &normalize_target(bool yes) {
+        check(joker_params_set_normalize_target(get(), yes ? 1 : 0));
+        return *this;
+    }
     Params &block_size(std::size_t b) {
         check(joker_params_set_block_size(get(), b));
         return *this;
@@ -121,6 +125,19 @@ class Params {
     }
     Params &seed(std::uint64_t s) {
         check(joker_params_set_seed(get(), s));
+        return *this;
+    }
+    /// Rank of the Nystrom preconditioner of the block solver's CG (0: none).
+    Params &nystrom_rank(std::size_t r) {
+        check(joker_params_set_nystrom_rank(get(), r));
+        return *this;
+    }
+    /// Full KRR by ASkotch, Skotch or PCG (needs the squared loss and `exact()` first).
+    Params &full_krr(JokerKrrMethod method, std::size_t blocks = 10, std::size_t rank = 100,
+                     std::size_t max_iter = 1000, double tol = 1e-6,
+                     bool store_preconditioners = false) {
+        check(joker_params_set_full_krr(get(), method, blocks, rank, max_iter, tol,
+                                        store_preconditioners ? 1 : 0));
         return *this;
     }
     JokerParams *get() const noexcept { return h_.get(); }

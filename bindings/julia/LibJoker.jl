@@ -58,6 +58,7 @@ const KERNELS = Dict("gaussian" => 0, "laplacian" => 1, "matern12" => 2, "matern
 const BANDWIDTHS = Dict("median" => 0, "msd" => 1)
 const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
+const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -134,6 +135,7 @@ struct CProgress
     gap::Float64
     validation::Float64
     accepted::Csize_t
+    rel_residual::Float64
 end
 
 struct Progress
@@ -145,9 +147,11 @@ struct Progress
     gap::Float64
     validation::Union{Float64,Nothing}  # nothing: no validation set
     accepted::Int
+    rel_residual::Union{Float64,Nothing}  # nothing: not a full-KRR fit
 end
 Progress(p::CProgress) = Progress(p.iter, p.epoch, p.seconds, p.primal, p.dual, p.gap,
-    isnan(p.validation) ? nothing : p.validation, p.accepted)
+    isnan(p.validation) ? nothing : p.validation, p.accepted,
+    isnan(p.rel_residual) ? nothing : p.rel_residual)
 
 mutable struct Params
     handle::Ptr{Cvoid}
@@ -163,7 +167,7 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_max_iter, Csize_t), (:joker_params_set_tol, Float64),
     (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
     (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
-    (:joker_params_set_device, Int32)]
+    (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t)]
     @eval $name(h::Ptr{Cvoid}, v) = check(ccall(($(QuoteNode(name)), libjoker), Int32,
         (Ptr{Cvoid}, $T), h, v))
 end
@@ -203,15 +207,19 @@ end
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-          max_memory=nothing, device="auto")
+          max_memory=nothing, device="auto", nystrom_rank=0, full_krr=nothing, krr_blocks=10,
+          krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
+`full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
+(needs `loss="krr"` and `n_components=nothing`).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-    max_memory=nothing, device="auto")
+    max_memory=nothing, device="auto", nystrom_rank=0, full_krr=nothing, krr_blocks=10,
+    krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     p = finalizer(close, Params(out[]))
@@ -254,6 +262,12 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
     joker_params_set_max_memory(h, count_arg("max_memory", something(max_memory, 0)))
     joker_params_set_device(h, device_code(device))
+    joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
+    check(ccall((:joker_params_set_full_krr, libjoker), Int32,
+        (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,
+        pick(KRR_METHODS, full_krr, "full_krr method"), count_arg("krr_blocks", krr_blocks),
+        count_arg("krr_rank", krr_rank), count_arg("max_iter", max_iter), Float64(krr_tol),
+        Int32(krr_store_preconditioners)))
     p
 end
 

@@ -129,6 +129,17 @@ pub enum PrecisionArg {
     F64,
 }
 
+/// Full kernel ridge regression methods (`--full-krr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KrrMethodArg {
+    /// Accelerated Nystrom-preconditioned block coordinate descent (the paper's method).
+    Askotch,
+    /// The same without acceleration.
+    Skotch,
+    /// Conjugate gradients with a rank-r Nystrom preconditioner.
+    Pcg,
+}
+
 /// Task override.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TaskArg {
@@ -262,6 +273,41 @@ pub struct TrainArgs {
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]
     pub seed: u64,
+
+    /// Solve exact kernel ridge regression with ASkotch, Skotch or Nystrom-PCG instead of
+    /// DBCD-TR (needs --exact and --loss krr). It stops at --krr-tol, --max-iter or
+    /// --time-limit; --check-every sets how often the residual is computed [default: 50].
+    #[arg(long, value_enum, value_name = "METHOD", help_heading = "Full KRR")]
+    pub full_krr: Option<KrrMethodArg>,
+    /// Number of blocks B of ASkotch and Skotch [default: 10].
+    #[arg(
+        long,
+        value_name = "B",
+        requires = "full_krr",
+        help_heading = "Full KRR"
+    )]
+    pub krr_blocks: Option<usize>,
+    /// Rank r of the Nystrom preconditioners [default: 100].
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "full_krr",
+        help_heading = "Full KRR"
+    )]
+    pub krr_rank: Option<usize>,
+    /// Stop when the relative residual ||(K + lambda I) w - y|| / ||y|| is at most this
+    /// [default: 1e-6].
+    #[arg(
+        long,
+        value_name = "TOL",
+        requires = "full_krr",
+        help_heading = "Full KRR"
+    )]
+    pub krr_tol: Option<f64>,
+    /// ASkotch, Skotch: keep the B block preconditioners (O(n r) memory) instead of a fresh
+    /// sketch per step.
+    #[arg(long, requires = "full_krr", help_heading = "Full KRR")]
+    pub krr_store_preconditioners: bool,
     /// Working precision.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32, help_heading = "Solver")]
     pub precision: PrecisionArg,

@@ -9,7 +9,7 @@ use joker::{Progress, Task};
 use super::sig;
 
 /// Shows the solver's checks: the iteration count, the relative duality gap, the primal and
-/// dual objectives and the validation metric.
+/// dual objectives, the relative residual (full KRR) and the validation metric.
 pub struct Reporter {
     bar: Option<ProgressBar>,
     lines: bool,
@@ -62,22 +62,33 @@ impl Reporter {
                 sig(p.primal, 5),
                 sig(p.dual, 5)
             );
+            if let Some(r) = p.rel_residual {
+                msg.push_str(&format!(" residual {r:.2e}"));
+            }
             if let Some((name, v)) = &val {
                 msg.push_str(&format!(" val {name} {v}"));
             }
             bar.set_position(p.iter as u64);
             bar.set_message(msg);
         } else if self.lines {
+            // full KRR has no passes over the data to count
+            let epoch = if p.epoch.is_finite() {
+                format!(" epoch {:.2}", p.epoch)
+            } else {
+                String::new()
+            };
             let mut line = format!(
-                "iter {}/{} epoch {:.2} {:.2}s gap {:.3e} primal {} dual {}",
+                "iter {}/{}{epoch} {:.2}s gap {:.3e} primal {} dual {}",
                 p.iter,
                 self.max_iter,
-                p.epoch,
                 p.seconds,
                 p.gap,
                 sig(p.primal, 6),
                 sig(p.dual, 6)
             );
+            if let Some(r) = p.rel_residual {
+                line.push_str(&format!(" residual {r:.3e}"));
+            }
             if let Some((name, v)) = &val {
                 line.push_str(&format!(" val_{name} {v}"));
             }

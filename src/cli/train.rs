@@ -3,12 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Dataset, FitOptions, Joker, KernelKind, Loss, MaternNu, Model, Precision, Scalar,
     Task,
 };
 
-use super::args::{BandwidthArg, KernelArg, LossArg, NuArg, PrecisionArg, TaskArg, TrainArgs};
+use super::args::{
+    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, TaskArg, TrainArgs,
+};
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
 use super::{CliResult, Score, fail, read_data, sig};
@@ -128,6 +131,29 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
     if let Some(w) = &a.class_weight {
         b = b.class_weight(w.clone());
     }
+    if let Some(m) = a.full_krr {
+        if !a.exact || a.loss != LossArg::Krr {
+            return fail(
+                "--full-krr solves exact kernel ridge regression: add --exact and --loss krr",
+            );
+        }
+        let d = KrrConfig::default();
+        b = b.full_krr(KrrConfig {
+            method: match m {
+                KrrMethodArg::Askotch => KrrMethod::ASkotch,
+                KrrMethodArg::Skotch => KrrMethod::Skotch,
+                KrrMethodArg::Pcg => KrrMethod::NystromPcg,
+            },
+            blocks: a.krr_blocks.unwrap_or(d.blocks),
+            rank: a.krr_rank.unwrap_or(d.rank),
+            tol: a.krr_tol.unwrap_or(d.tol),
+            max_iter: a.max_iter,
+            check_every: a.check_every.unwrap_or(d.check_every),
+            store_preconditioners: a.krr_store_preconditioners,
+            seed: a.seed,
+            ..d
+        });
+    }
     if let Some(s) = a.time_limit {
         match Duration::try_from_secs_f64(s) {
             Ok(d) if s > 0.0 => b = b.time_limit(d),
@@ -232,8 +258,24 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 None => String::new(),
             }
         );
+        let solver = match &est.full_krr {
+            Some(k) => {
+                let blocks = match k.method {
+                    KrrMethod::NystromPcg => String::new(),
+                    _ => format!("{} blocks, ", k.blocks),
+                };
+                format!(
+                    "{:?}, {blocks}rank {}, max {} iterations, residual tol {}",
+                    k.method, k.rank, k.max_iter, k.tol
+                )
+            }
+            None => format!(
+                "block {}, max {} iterations, tol {}",
+                est.solver.block_size, est.solver.max_iter, est.solver.tol
+            ),
+        };
         eprintln!(
-            "fit: {}, {} kernel ({}), {}, {}, block {}, max {} iterations, tol {}",
+            "fit: {}, {} kernel ({}), {}, {}, {solver}",
             est.loss.name(),
             describe_kind(est.kernel),
             match est.bandwidth {
@@ -246,9 +288,6 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 None => "exact kernel".into(),
             },
             describe_lambda(est.lambda),
-            est.solver.block_size,
-            est.solver.max_iter,
-            est.solver.tol
         );
     }
 
@@ -285,12 +324,20 @@ fn summary<U: Scalar>(
     model_path: &Path,
 ) -> CliResult<()> {
     let t = &model.training;
-    outln!(
-        "iterations  {} (stopped: {}, {:.1} epochs)",
-        t.iterations,
-        t.stop,
-        model.history.last().map_or(0.0, |p| p.epoch)
-    );
+    let last = model.history.last();
+    match last.and_then(|p| p.rel_residual) {
+        Some(r) => outln!(
+            "iterations  {} (stopped: {}, relative residual {r:.3e})",
+            t.iterations,
+            t.stop
+        ),
+        None => outln!(
+            "iterations  {} (stopped: {}, {:.1} epochs)",
+            t.iterations,
+            t.stop,
+            last.map_or(0.0, |p| p.epoch)
+        ),
+    }
     outln!(
         "gap         {:.3e} (primal {}, dual {})",
         t.gap,

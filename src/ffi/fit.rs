@@ -39,6 +39,9 @@ pub struct JokerProgress {
     pub validation: f64,
     /// Trust-region steps accepted so far.
     pub accepted: usize,
+    /// Full KRR (`joker_params_set_full_krr`): the relative residual
+    /// `||(K + lambda I) w - y|| / ||y||`; NaN for DBCD-TR fits.
+    pub rel_residual: f64,
 }
 
 /// The progress callback: called at every check (see `joker_params_set_check_every`) on the
@@ -176,6 +179,7 @@ pub unsafe extern "C" fn joker_fit(
                     gap: pr.gap,
                     validation: pr.validation.unwrap_or(f64::NAN),
                     accepted: pr.accepted,
+                    rel_residual: pr.rel_residual.unwrap_or(f64::NAN),
                 };
                 // SAFETY: the caller supplied a function safe to call with a valid snapshot
                 // pointer (alive for the call) and its own `user_data` (function contract).

@@ -100,6 +100,20 @@ pub enum JokerClassWeight {
     Balanced = 1,
 }
 
+/// Full kernel ridge regression methods, for `joker_params_set_full_krr`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerKrrMethod {
+    /// No full-KRR method: DBCD-TR fits the model (the default).
+    None = 0,
+    /// ASkotch: accelerated Nystrom-preconditioned block coordinate descent.
+    Askotch = 1,
+    /// Skotch: the same without acceleration.
+    Skotch = 2,
+    /// Conjugate gradients with a rank-r Nystrom preconditioner.
+    Pcg = 3,
+}
+
 pub(crate) fn loss_from(code: i32, param: f64) -> FfiResult<Loss> {
     Ok(match code {
         0 => Loss::SquaredError,
@@ -569,8 +583,9 @@ pub unsafe extern "C" fn joker_params_set_time_limit(
     })
 }
 
-/// Sets the monitoring period in iterations (0: once per pass over the data, the default). The
-/// progress callback and the validation set are evaluated at every check.
+/// Sets the monitoring period in iterations (0: once per pass over the data, the default; every
+/// 50 iterations for full KRR). The progress callback and the validation set are evaluated at
+/// every check.
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
@@ -580,17 +595,32 @@ pub unsafe extern "C" fn joker_params_set_check_every(
     every: usize,
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
-    guard(|| unsafe { update(params, |j| j.solver.check_every = every) })
+    guard(|| unsafe {
+        update(params, |j| {
+            j.solver.check_every = every;
+            if let Some(k) = &mut j.full_krr {
+                k.check_every = if every == 0 { 50 } else { every };
+            }
+        })
+    })
 }
 
-/// Sets the seed of the random features and of the block choice (default 42).
+/// Sets the seed of the random features, of the block choice and of full KRR's sketches
+/// (default 42).
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn joker_params_set_seed(params: *mut JokerParams, seed: u64) -> JokerStatus {
     // SAFETY: see the function's contract.
-    guard(|| unsafe { update(params, |j| j.solver.seed = seed) })
+    guard(|| unsafe {
+        update(params, |j| {
+            j.solver.seed = seed;
+            if let Some(k) = &mut j.full_krr {
+                k.seed = seed;
+            }
+        })
+    })
 }
 
 /// Refuses fits whose estimated memory exceeds `bytes` (0: no limit, the default).
@@ -604,6 +634,79 @@ pub unsafe extern "C" fn joker_params_set_max_memory(
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
     guard(|| unsafe { update(params, |j| j.max_memory = (bytes > 0).then_some(bytes)) })
+}
+
+/// Sets the rank of the Nystrom preconditioner of the block solver's CG (0: none, the
+/// default; otherwise below the block size). Fewer CG iterations per block, each dearer: it
+/// pays on ill-conditioned blocks (small `lambda`).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_nystrom_rank(
+    params: *mut JokerParams,
+    rank: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.trust_region.nystrom_rank = rank) })
+}
+
+/// Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,
+/// instead of DBCD-TR (`JOKER_KRR_METHOD_NONE` switches back). Needs the squared loss and the
+/// exact kernel (`joker_params_set_exact`), so set those first.
+///
+/// `blocks` (ASkotch, Skotch; ignored by PCG) and the Nystrom `rank` are `>= 1` (defaults of
+/// the paper: 10 and 100); the solve stops after `max_iter >= 1` iterations, when the relative
+/// residual `||(K + lambda I) w - y|| / ||y||` is at most `tol >= 0`, or at the time limit of
+/// `joker_params_set_time_limit`. The residual is computed every `joker_params_set_check_every`
+/// iterations (0, the default: every 50). `store_preconditioners` non-zero keeps the block preconditioners
+/// (`O(n rank)` memory) instead of a fresh sketch per step.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_full_krr(
+    params: *mut JokerParams,
+    method: i32,
+    blocks: usize,
+    rank: usize,
+    max_iter: usize,
+    tol: f64,
+    store_preconditioners: i32,
+) -> JokerStatus {
+    use crate::solver::krr::{KrrConfig, KrrMethod};
+    guard(|| {
+        let method = match method {
+            0 => None,
+            1 => Some(KrrMethod::ASkotch),
+            2 => Some(KrrMethod::Skotch),
+            3 => Some(KrrMethod::NystromPcg),
+            _ => {
+                return Err(Failure::invalid(
+                    "method",
+                    format!("{method} is not a JOKER_KRR_METHOD_* value (0 to 3)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe {
+            update(params, |j| {
+                let d = KrrConfig::default();
+                let every = j.solver.check_every;
+                j.full_krr = method.map(|method| KrrConfig {
+                    method,
+                    blocks,
+                    rank,
+                    max_iter,
+                    tol,
+                    check_every: if every == 0 { d.check_every } else { every },
+                    seed: j.solver.seed,
+                    store_preconditioners: store_preconditioners != 0,
+                    ..d
+                });
+            })
+        }
+    })
 }
 
 /// `joker_params_set_device`: a GPU when one is usable and the model runs there (random

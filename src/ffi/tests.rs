@@ -705,3 +705,134 @@ fn device_choice() {
         ok(joker_data_free(train));
     }
 }
+
+/// Records the last relative residual a fit reported.
+///
+/// # Safety
+/// `p` must be a valid snapshot and `user` an `f64` that no one else uses during the call.
+unsafe extern "C" fn last_residual(p: *const JokerProgress, user: *mut c_void) -> i32 {
+    // SAFETY: joker passes a valid snapshot and our `f64`, used on this thread only.
+    unsafe { *user.cast::<f64>() = (*p).rel_residual };
+    0
+}
+
+#[test]
+fn full_krr_and_the_nystrom_metric_through_the_c_abi() {
+    let (n, d, gamma, lambda) = (240, 2, 0.7, 0.05);
+    let mut s = Stream::new(17, 3);
+    let x: Vec<f64> = (0..n * d).map(|_| 4.0 * s.uniform() - 2.0).collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| (2.0 * x[i * d]).sin() + 0.5 * x[i * d + 1] + 0.1 * (s.uniform() - 0.5))
+        .collect();
+    let mut p = null_mut();
+    // SAFETY: valid pointers and buffers of the stated sizes; handles used on this thread only.
+    unsafe {
+        ok(joker_params_new(&mut p));
+        let pcg = JokerKrrMethod::Pcg as i32;
+        // random features: refused until the exact kernel is chosen
+        expect(
+            joker_params_set_full_krr(p, pcg, 10, 50, 200, 1e-10, 0),
+            JokerStatus::InvalidArgument,
+            ".exact()",
+        );
+        ok(joker_params_set_exact(p));
+        for (method, blocks, rank, iters, tol, needle) in [
+            (7, 10, 50, 200, 1e-10, "JOKER_KRR_METHOD"),
+            (1, 0, 50, 200, 1e-10, "blocks"),
+            (3, 10, 0, 200, 1e-10, "rank"),
+            (3, 10, 50, 0, 1e-10, "max_iter"),
+            (3, 10, 50, 200, f64::NAN, "tol"),
+        ] {
+            expect(
+                joker_params_set_full_krr(p, method, blocks, rank, iters, tol, 0),
+                JokerStatus::InvalidArgument,
+                needle,
+            );
+        }
+        ok(joker_params_set_gamma(p, gamma));
+        ok(joker_params_set_lambda(p, lambda));
+        ok(joker_params_set_standardize(p, 0));
+        ok(joker_params_set_normalize_target(p, 0));
+        ok(joker_params_set_precision(p, JokerPrecision::F64 as i32));
+        ok(joker_params_set_full_krr(p, pcg, 10, 50, 200, 1e-10, 0));
+        // a classifier loss conflicts with full KRR
+        expect(
+            joker_params_set_loss(p, JokerLoss::Klr as i32, 0.0),
+            JokerStatus::InvalidArgument,
+            "squared loss",
+        );
+
+        let train = dense(&x, n, d, Some(&y));
+        let mut m = null_mut();
+        let mut residual = f64::NAN;
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            Some(last_residual),
+            (&raw mut residual).cast(),
+            &mut m,
+        ));
+        assert!(residual <= 1e-10, "last residual {residual}");
+        // f = K w with (K + lambda I) w = y, so w = (y - f) / lambda and K w = f: checked with
+        // the kernel written out here
+        let mut f = vec![f64::NAN; n];
+        ok(joker_model_decision_function(m, train, f.as_mut_ptr(), n));
+        let w: Vec<f64> = y.iter().zip(&f).map(|(y, f)| (y - f) / lambda).collect();
+        let (mut err, mut norm) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let kw: f64 = (0..n)
+                .map(|j| {
+                    let r2 = (0..d)
+                        .map(|c| (x[i * d + c] - x[j * d + c]).powi(2))
+                        .sum::<f64>();
+                    (-gamma * r2).exp() * w[j]
+                })
+                .sum();
+            err += (kw - f[i]).powi(2);
+            norm += f[i] * f[i];
+        }
+        let rel = (err / norm).sqrt();
+        assert!(rel < 1e-7, "K w differs from f by {rel:e} (relative)");
+        ok(joker_model_free(m));
+
+        // back to DBCD-TR, with the Nystrom metric in its block solver
+        ok(joker_params_set_full_krr(
+            p,
+            JokerKrrMethod::None as i32,
+            0,
+            0,
+            0,
+            0.0,
+            0,
+        ));
+        ok(joker_params_set_block_size(p, 64));
+        expect(
+            joker_params_set_nystrom_rank(p, 64),
+            JokerStatus::InvalidArgument,
+            "below the block size",
+        );
+        ok(joker_params_set_nystrom_rank(p, 16));
+        ok(joker_params_set_max_iter(p, 40));
+        residual = 0.0;
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            Some(last_residual),
+            (&raw mut residual).cast(),
+            &mut m,
+        ));
+        assert!(
+            residual.is_nan(),
+            "DBCD-TR reports no residual, got {residual}"
+        );
+        ok(joker_model_free(m));
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}

@@ -113,18 +113,33 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "normalize_target")) st = joker_params_set_normalize_target(p, v != 0);
     else if (!strcmp(k, "class_weight")) st = joker_params_set_class_weight(p, (int32_t)v);
     else if (!strcmp(k, "block_size") || !strcmp(k, "max_iter") || !strcmp(k, "check_every") ||
-             !strcmp(k, "seed") || !strcmp(k, "max_memory")) {
+             !strcmp(k, "seed") || !strcmp(k, "max_memory") || !strcmp(k, "nystrom_rank")) {
         if (!(v >= 0)) Rf_error("JOKER_STATUS_INVALID_ARGUMENT: `%s` must be >= 0", k);
         if (!strcmp(k, "block_size")) st = joker_params_set_block_size(p, (size_t)v);
         else if (!strcmp(k, "max_iter")) st = joker_params_set_max_iter(p, (size_t)v);
         else if (!strcmp(k, "check_every")) st = joker_params_set_check_every(p, (size_t)v);
         else if (!strcmp(k, "seed")) st = joker_params_set_seed(p, (uint64_t)v);
+        else if (!strcmp(k, "nystrom_rank")) st = joker_params_set_nystrom_rank(p, (size_t)v);
         else st = joker_params_set_max_memory(p, (size_t)v);
     } else if (!strcmp(k, "tol")) st = joker_params_set_tol(p, v);
     else if (!strcmp(k, "time_limit")) st = joker_params_set_time_limit(p, v);
     else if (!strcmp(k, "device")) st = joker_params_set_device(p, (int32_t)v);
     else Rf_error("unknown joker parameter `%s`", k);
     check(st);
+    return R_NilValue;
+}
+
+/* Full KRR: method code, blocks, rank, iteration budget, residual tolerance, store flag. */
+SEXP R_joker_full_krr(SEXP params, SEXP method, SEXP blocks, SEXP rank, SEXP max_iter, SEXP tol,
+                      SEXP store) {
+    JokerParams *p = (JokerParams *)addr(params, "params");
+    double b = Rf_asReal(blocks), r = Rf_asReal(rank), m = Rf_asReal(max_iter);
+    if (!(b >= 0) || !(r >= 0) || !(m >= 0))
+        Rf_error("JOKER_STATUS_INVALID_ARGUMENT: `krr_blocks`, `krr_rank` and `max_iter` must be >= 0");
+    int s = Rf_asLogical(store);
+    if (s == NA_LOGICAL) Rf_error("JOKER_STATUS_INVALID_ARGUMENT: `krr_store_preconditioners` must be TRUE or FALSE");
+    check(joker_params_set_full_krr(p, (int32_t)Rf_asReal(method), (size_t)b, (size_t)r, (size_t)m,
+                                    Rf_asReal(tol), s));
     return R_NilValue;
 }
 
@@ -148,11 +163,11 @@ typedef struct {
 static void call_progress(void *data) {
     Progress *pr = data;
     const JokerProgress *p = pr->p;
-    const char *nm[] = {"iter", "epoch", "seconds", "gap", "validation"};
-    double val[] = {(double)p->iter, p->epoch, p->seconds, p->gap, p->validation};
-    SEXP v = PROTECT(Rf_allocVector(REALSXP, 5));
-    SEXP names = PROTECT(Rf_allocVector(STRSXP, 5));
-    for (int i = 0; i < 5; i++) {
+    const char *nm[] = {"iter", "epoch", "seconds", "gap", "validation", "residual"};
+    double val[] = {(double)p->iter, p->epoch, p->seconds, p->gap, p->validation, p->rel_residual};
+    SEXP v = PROTECT(Rf_allocVector(REALSXP, 6));
+    SEXP names = PROTECT(Rf_allocVector(STRSXP, 6));
+    for (int i = 0; i < 6; i++) {
         REAL(v)[i] = val[i];
         SET_STRING_ELT(names, i, Rf_mkChar(nm[i]));
     }
@@ -327,6 +342,7 @@ static const R_CallMethodDef calls[] = {
     {"R_joker_params_new", (DL_FUNC)&R_joker_params_new, 0},
     {"R_joker_params_set", (DL_FUNC)&R_joker_params_set, 4},
     {"R_joker_class_weights", (DL_FUNC)&R_joker_class_weights, 3},
+    {"R_joker_full_krr", (DL_FUNC)&R_joker_full_krr, 7},
     {"R_joker_fit", (DL_FUNC)&R_joker_fit, 8},
     {"R_joker_free", (DL_FUNC)&R_joker_free, 1},
     {"R_joker_predict", (DL_FUNC)&R_joker_predict, 3},

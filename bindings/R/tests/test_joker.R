@@ -60,6 +60,22 @@ expect_error(joker_fit(xr[1:400, ], yr[1:400], n_components = 64, block_size = 5
                        progress = function(p) stop("boom")),
              "the progress function raised an error", "error in the progress function")
 
+# full KRR by Nystrom-PCG: f = K (K + lambda I)^-1 y from a dense solve in R
+xk <- xr[1:200, ]
+kk <- exp(-0.7 * as.matrix(dist(xk))^2)
+want <- kk %*% solve(kk + 0.05 * diag(200), yr[1:200])
+res <- c()
+full <- joker_fit(xk, yr[1:200], n_components = NULL, gamma = 0.7, lambda = 0.05,
+                  precision = "f64", standardize = FALSE, normalize_target = FALSE,
+                  full_krr = "pcg", krr_rank = 60, krr_tol = 1e-10, check_every = 5,
+                  progress = function(p) { res <<- c(res, p[["residual"]]); TRUE })
+err <- sqrt(sum((predict(full, xk) - want)^2) / sum(want^2))
+ok(err < 1e-7 && tail(res, 1) <= 1e-10 && joker_info(full)$stop_reason == "converged",
+   sprintf("full KRR (PCG) matches a dense solve: relative error %.1e", err))
+expect_error(joker_params(full_krr = "pcg"), "exact kernel", "full KRR needs the exact kernel")
+expect_error(joker_params(block_size = 64, nystrom_rank = 64), "below the block size",
+             "Nystrom rank not below the block size")
+
 cat("error paths:\n")
 bad <- x
 bad[3, 2] <- NaN

@@ -85,6 +85,7 @@ class _Progress(Structure):
         ("gap", c_double),
         ("validation", c_double),
         ("accepted", c_size_t),
+        ("rel_residual", c_double),
     ]
 
 
@@ -129,6 +130,8 @@ _sig("joker_params_set_check_every", _P, c_size_t)
 _sig("joker_params_set_seed", _P, c_uint64)
 _sig("joker_params_set_max_memory", _P, c_size_t)
 _sig("joker_params_set_device", _P, c_int32)
+_sig("joker_params_set_nystrom_rank", _P, c_size_t)
+_sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_dense_f32", _fp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_csr_f64", c_size_t, c_size_t, _sp, POINTER(c_uint32), _dp, _dp, POINTER(_P))
@@ -157,6 +160,7 @@ KERNELS = {"gaussian": 0, "laplacian": 1, "matern12": 2, "matern32": 3, "matern5
 BANDWIDTHS = {"median": 0, "msd": 1}
 PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
+KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _SHAPE_MISMATCH, _INVALID_ARGUMENT = 5, 3
 
@@ -287,13 +291,16 @@ class _Data:
 class Progress:
     """A snapshot passed to the ``progress`` callback of :meth:`Joker.fit`."""
 
-    __slots__ = ("iter", "epoch", "seconds", "primal", "dual", "gap", "validation", "accepted")
+    __slots__ = ("iter", "epoch", "seconds", "primal", "dual", "gap", "validation", "accepted",
+                 "rel_residual")
 
     def __init__(self, p):
         for k in self.__slots__:
             setattr(self, k, getattr(p, k))
         if self.validation != self.validation:  # NaN: no validation set
             self.validation = None
+        if self.rel_residual != self.rel_residual:  # NaN: not a full-KRR fit
+            self.rel_residual = None
 
     def __repr__(self):
         return f"Progress(iter={self.iter}, gap={self.gap:.3g}, validation={self.validation})"
@@ -309,7 +316,12 @@ class Joker:
     ``time_limit`` in seconds, ``max_memory`` in bytes. ``device``: "auto" (a usable GPU for
     f32 random-feature models, else the CPU, the reason kept in ``Model.device``), "cpu", or
     "cuda" / "cuda:N" / N for a given GPU (fitting fails with JokerError when it cannot be
-    used). Invalid values raise JokerError here.
+    used). ``nystrom_rank``: a rank-r Nystrom preconditioner for the block solver's CG (0:
+    none). ``full_krr``: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with
+    that method instead of DBCD-TR (needs ``loss="krr"`` and ``n_components=None``), with
+    ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
+    or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
+    preconditioners instead of a fresh sketch per step. Invalid values raise JokerError here.
     """
 
     def __init__(
@@ -336,6 +348,12 @@ class Joker:
         seed=42,
         max_memory=None,
         device="auto",
+        nystrom_rank=0,
+        full_krr=None,
+        krr_blocks=10,
+        krr_rank=100,
+        krr_tol=1e-6,
+        krr_store_preconditioners=False,
     ):
         self._h = _P()
         _check(_lib.joker_params_new(byref(self._h)))
@@ -386,6 +404,18 @@ class Joker:
         _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
         _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory or 0)))
         _check(_lib.joker_params_set_device(h, _device_code(device)))
+        _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
+        _check(
+            _lib.joker_params_set_full_krr(
+                h,
+                pick(KRR_METHODS, full_krr, "full_krr method"),
+                _count("krr_blocks", krr_blocks),
+                _count("krr_rank", krr_rank),
+                _count("max_iter", max_iter),
+                float(krr_tol),
+                int(bool(krr_store_preconditioners)),
+            )
+        )
 
     def fit(self, X, y, sample_weight=None, validation=None, progress=None):
         """Trains on ``X`` (2-d numpy array, float32 or float64, or a scipy.sparse matrix) and

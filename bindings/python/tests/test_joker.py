@@ -161,6 +161,36 @@ class TestApi(unittest.TestCase):
         self.assertEqual(model.decision_function(x).shape, (450, 3))
         self.assertGreater(model.score(x, y), 0.9)
 
+    def test_full_krr_matches_a_dense_solve(self):
+        rng = np.random.default_rng(6)
+        x = rng.uniform(-2, 2, size=(300, 2))
+        y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1] + 0.05 * rng.standard_normal(300)
+        gamma, lam = 0.7, 0.05
+        k = np.exp(-gamma * ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+        want = k @ np.linalg.solve(k + lam * np.eye(300), y)
+        residuals = []
+        for method in ["pcg", "askotch"]:
+            est = joker.Joker("krr", n_components=None, gamma=gamma, lambda_=lam, precision="f64",
+                              standardize=False, normalize_target=False, full_krr=method,
+                              krr_blocks=3, krr_rank=60, krr_tol=1e-9, max_iter=20000, check_every=10,
+                              krr_store_preconditioners=method == "askotch")
+            model = est.fit(x, y, progress=lambda p: residuals.append(p.rel_residual))
+            self.assertEqual(model.stop_reason, "converged", method)
+            err = np.linalg.norm(model.decision_function(x) - want) / np.linalg.norm(want)
+            print(f"full KRR {method}: relative error {err:.2e} against numpy's dense solve")
+            self.assertLess(err, 1e-7, method)
+        self.assertTrue(all(r is not None for r in residuals) and residuals[-1] <= 1e-9)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "exact kernel", joker.Joker, full_krr="pcg")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown full_krr method 'cg'", joker.Joker,
+                              n_components=None, full_krr="cg")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "below the block size", joker.Joker,
+                              block_size=64, nystrom_rank=64)
+        nys = joker.Joker("l2-svc", n_components=None, block_size=64, nystrom_rank=16, max_iter=100)
+        seen = []
+        self.assertGreater(nys.fit(self.X, self.y, progress=lambda p: seen.append(p.rel_residual))
+                           .score(self.X, self.y), 0.9)
+        self.assertTrue(seen and all(r is None for r in seen))
+
     def test_save_load_round_trip(self):
         model = joker.Joker("l2-svc", n_components=128, block_size=64, max_iter=50).fit(self.X, self.y)
         with tempfile.TemporaryDirectory() as d:
