@@ -126,7 +126,8 @@ impl KrrConfig {
 pub struct KrrProgress {
     /// Iterations done.
     pub iter: usize,
-    /// Seconds since the start, excluding the time of the residual checks themselves.
+    /// Seconds since the start, excluding the time of the checks (the residual and the
+    /// progress callback).
     pub seconds: f64,
     /// `||(K + lambda I) w - y|| / ||y||`.
     pub rel_residual: f64,
@@ -134,7 +135,8 @@ pub struct KrrProgress {
     pub primal: f64,
     /// Dual objective `-(1/2 w^T K w + sum_i (lambda w_i^2 / 2 - y_i w_i))`.
     pub dual: f64,
-    /// Wall-clock seconds at the end of this check (checks included).
+    /// Wall-clock seconds at the end of this check, checks included (the progress callback
+    /// sees the time before it was called; the history, after).
     pub check_end: f64,
 }
 
@@ -320,7 +322,7 @@ fn check<T: Scalar>(
             "the residual became non-finite at iteration {iter}"
         )));
     }
-    let p = KrrProgress {
+    let mut p = KrrProgress {
         iter,
         seconds,
         rel_residual,
@@ -329,6 +331,8 @@ fn check<T: Scalar>(
         check_end: start.elapsed().as_secs_f64(),
     };
     let go = progress(&p, w);
+    // the callback's own work (a validation score, say) is monitoring, not solving
+    p.check_end = start.elapsed().as_secs_f64();
     history.push(p);
     let timed_out = cfg.time_limit.is_some_and(|l| start.elapsed() >= l);
     Ok((rel_residual <= cfg.tol, go && !timed_out))
