@@ -121,7 +121,7 @@ fn write_csv(path: &std::path::Path, x: &Features<f64>, y: &[f64]) {
 }
 
 /// One method's line of the table.
-struct Result_ {
+struct Line {
     method: String,
     t2: Option<f64>,
     t4: Option<f64>,
@@ -225,7 +225,7 @@ fn main() -> joker::Result<()> {
         let exact_rmse = dense_rmse(&s, &kernel, lambda);
         let dense_s = t0.elapsed().as_secs_f64();
         let target = exact_rmse * 1.01;
-        let mut results: Vec<Result_> = Vec::new();
+        let mut results: Vec<Line> = Vec::new();
         let configs = [
             (
                 "ASkotch (B 10, r 100)",
@@ -290,7 +290,7 @@ fn main() -> joker::Result<()> {
                 }
                 true
             })?;
-            results.push(Result_ {
+            results.push(Line {
                 method: label.into(),
                 t2,
                 t4,
@@ -334,7 +334,7 @@ fn main() -> joker::Result<()> {
         let fit = start.elapsed().as_secs_f64();
         let w = model.dual.clone().unwrap_or_default();
         let (res, _, _) = prob.assess(&Cpu, &w);
-        results.push(Result_ {
+        results.push(Line {
             method: "Joker-KRR DBCD-TR (block 1024)".into(),
             t2: None,
             t4: None,
@@ -344,7 +344,7 @@ fn main() -> joker::Result<()> {
             fit_s: fit,
             iters: Some(model.training.iterations),
         });
-        results.push(Result_ {
+        results.push(Line {
             method: "dense Cholesky (f64, joker's own reference)".into(),
             t2: None,
             t4: None,
@@ -369,7 +369,7 @@ fn main() -> joker::Result<()> {
             if let Some(o) = out.ok().filter(|o| o.status.success()) {
                 let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
                 let fit_s = v["fit_s"].as_f64().unwrap_or(f64::NAN);
-                results.push(Result_ {
+                results.push(Line {
                     method: "scikit-learn KernelRidge (dense)".into(),
                     t2: None,
                     t4: None,
