@@ -576,14 +576,30 @@ impl Joker {
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
 
         // Memory, before the big allocations.
-        let need =
-            memory_estimate(n, d, self.n_components, tt, b) + n * d * std::mem::size_of::<T>();
+        let data_bytes = n * d * std::mem::size_of::<T>();
+        let need = match &self.full_krr {
+            Some(k) => k.memory(n, d, std::mem::size_of::<T>()) + data_bytes,
+            None => memory_estimate(n, d, self.n_components, tt, b) + data_bytes,
+        };
         if let Some(limit) = self.max_memory {
             if need > limit {
+                let what = match &self.full_krr {
+                    Some(k) => format!(
+                        "{:?}, {} blocks, rank {}{}",
+                        k.method,
+                        k.blocks,
+                        k.rank,
+                        if k.store_preconditioners {
+                            ", stored preconditioners"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => format!("M = {:?}, T = {tt}, block {b}", self.n_components),
+                };
                 return Err(JokerError::Memory(format!(
-                    "the fit needs about {} MB (n = {n}, d = {d}, M = {:?}, T = {tt}, block {b}), over the limit of {} MB",
+                    "the fit needs about {} MB (n = {n}, d = {d}, {what}), over the limit of {} MB",
                     need / (1 << 20),
-                    self.n_components,
                     limit / (1 << 20)
                 )));
             }

@@ -224,3 +224,62 @@ fn full_krr_through_the_estimator() {
         .unwrap_err();
     assert!(err.to_string().contains("exact"));
 }
+
+/// The memory estimate of full KRR: linear in `n` (no kernel block is formed), the stored
+/// preconditioners add their `n r` doubles, and a fit over `max_memory` is refused before it
+/// allocates, with the method's own estimate (not DBCD-TR's).
+#[test]
+fn full_krr_memory_is_estimated_and_capped() {
+    use joker::{Joker, Loss, Precision};
+    let askotch = KrrConfig {
+        method: KrrMethod::ASkotch,
+        blocks: 10,
+        rank: 100,
+        ..Default::default()
+    };
+    let stored = KrrConfig {
+        store_preconditioners: true,
+        ..askotch.clone()
+    };
+    let pcg = KrrConfig {
+        method: KrrMethod::NystromPcg,
+        ..askotch.clone()
+    };
+    let (n, d) = (1_000_000, 90);
+    let m = askotch.memory(n, d, 4);
+    // about four length-n vectors plus one block of 100,000 rows: far below one n x n / 10
+    // block of kernel values (80 GB)
+    assert!(
+        m > 32_000_000 && m < 1_000_000_000,
+        "ASkotch at n = 1e6: {m} bytes"
+    );
+    assert!(askotch.memory(2 * n, d, 4) < 2 * m + 1_000_000);
+    let extra = stored.memory(n, d, 4) - m;
+    assert!(
+        extra >= n * 100 * 8 && extra < n * 101 * 8 + 10_000_000,
+        "stored preconditioners add {extra} bytes"
+    );
+    assert!(pcg.memory(n, d, 4) >= n * 100 * 8 * 5);
+
+    let data = common::regression(2000, 3, 35);
+    let fit = |cfg: KrrConfig, limit: usize| {
+        Joker::builder()
+            .loss(Loss::SquaredError)
+            .exact()
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(Precision::F64)
+            .max_memory(limit)
+            .full_krr(KrrConfig {
+                max_iter: 20,
+                ..cfg
+            })
+            .build()
+            .unwrap()
+            .fit(&data)
+    };
+    let need = pcg.memory(2000, 3, 8) + 2000 * 3 * 8;
+    let err = fit(pcg.clone(), need - 1).unwrap_err().to_string();
+    assert!(err.contains("over the limit"), "{err}");
+    fit(pcg, need).unwrap();
+}

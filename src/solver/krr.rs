@@ -3,8 +3,9 @@
 //! descent, accelerated in ASkotch) and conjugate gradients with a Nystrom preconditioner.
 //! Engineering notes and the paper's printed errors: `../shared/docs/papers/askotch.md`.
 //!
-//! Every kernel product is streamed in tiles through the backend, so memory stays `O(n + b^2)`
-//! (plus `O(n r)` for the PCG preconditioner).
+//! Every kernel product, the block ones included, is streamed in tiles through the backend:
+//! no kernel block is ever formed, so memory stays `O(n + b r)` (plus `O(n r)` for the PCG
+//! preconditioner or the stored block preconditioners; see [`KrrConfig::memory`]).
 
 use std::time::{Duration, Instant};
 
@@ -119,6 +120,35 @@ impl KrrConfig {
         }
         Ok(())
     }
+
+    /// Bytes a solve on `n` points of `d` features needs beyond the data itself: the
+    /// length-`n` vectors, the sketch and factors of one block (`b = ceil(n / B)` rows), the
+    /// stored preconditioners or PCG's `n x r` factor, and the kernel tiles of the streamed
+    /// products (`elem` bytes per feature value).
+    pub fn memory(&self, n: usize, d: usize, elem: usize) -> usize {
+        let f64s = 8;
+        let r = self.rank.min(n);
+        let tiles = 2 * super::decision::CHUNK_ROWS * super::decision::CHUNK_ROWS.min(n) * f64s;
+        match self.method {
+            KrrMethod::NystromPcg => {
+                // y, w, residual, z, p, A p; the sketch Omega, Q, Y, B and U (n x r each)
+                6 * n * f64s + 5 * n * r * f64s + tiles
+            }
+            KrrMethod::Skotch | KrrMethod::ASkotch => {
+                let b = n.div_ceil(self.blocks.max(1));
+                let r = r.min(b);
+                // y, w, z, x and a block's gathered rows, gradient and step; the block sketch
+                let vectors = 4 * n * f64s + b * (d * elem + 3 * f64s);
+                let sketch = 5 * b * r * f64s + 3 * r * r * f64s;
+                let stored = if self.store_preconditioners {
+                    self.blocks * (b * r + r * r + r) * f64s
+                } else {
+                    0
+                };
+                vectors + sketch + stored + tiles
+            }
+        }
+    }
 }
 
 /// One monitoring point.
@@ -195,33 +225,31 @@ impl<T: Scalar> KrrProblem<'_, T> {
         .decision(backend, self.x, 1)
     }
 
-    /// The Nystrom sketch `K(X_rows, X_rows) Omega` (`b x r`) as one kernel product, without
-    /// forming `K_BB` where the backend fuses the two (the GPU's `exact_matvec`).
-    fn block_sketch(
-        &self,
-        backend: &dyn Backend<T>,
-        rows: &[usize],
-        omega: MatRef<'_, f64>,
-    ) -> Mat<f64> {
-        let (b, d, r) = (rows.len(), self.x.ncols(), omega.ncols());
-        let mut xb = vec![T::default(); b * d];
+    /// The rows `rows` of `X`, gathered densely (`b x d`, row-major).
+    fn gather(&self, rows: &[usize]) -> Vec<T> {
+        let mut xb = vec![T::default(); rows.len() * self.x.ncols()];
         self.x.gather_dense(rows, &mut xb);
+        xb
+    }
+
+    /// `K(X_B, X_B) V` for gathered rows `xb` (`b x d`) and `V` (`b x k`, column-major), as one
+    /// streamed kernel product: `K_BB` is never formed (the GPU's `exact_matvec`).
+    fn block_times(&self, backend: &dyn Backend<T>, xb: &[T], v: &[f64], k: usize) -> Vec<f64> {
+        let d = self.x.ncols();
+        let b = xb.len() / d.max(1);
+        let mut out = vec![0.0; b * k];
+        backend.kernel_matvec(self.kernel, xb, b, xb, b, d, v, k, &mut out, b);
+        out
+    }
+
+    /// The Nystrom sketch `K(X_B, X_B) Omega` (`b x r`).
+    fn block_sketch(&self, backend: &dyn Backend<T>, xb: &[T], omega: MatRef<'_, f64>) -> Mat<f64> {
+        let (b, r) = (omega.nrows(), omega.ncols());
         let v: Vec<f64> = (0..r)
             .flat_map(|c| (0..b).map(move |i| omega[(i, c)]))
             .collect();
-        let mut out = vec![0.0; b * r];
-        backend.kernel_matvec(self.kernel, &xb, b, &xb, b, d, &v, r, &mut out, b);
+        let out = self.block_times(backend, xb, &v, r);
         Mat::from_fn(b, r, |i, c| out[c * b + i])
-    }
-
-    /// `K(X_rows, X_rows)`, row-major.
-    fn block(&self, backend: &dyn Backend<T>, rows: &[usize]) -> Mat<f64> {
-        let (b, d) = (rows.len(), self.x.ncols());
-        let mut xb = vec![T::default(); b * d];
-        self.x.gather_dense(rows, &mut xb);
-        let mut k = vec![0.0; b * b];
-        backend.kernel_tile(self.kernel, &xb, b, &xb, b, d, &mut k);
-        Mat::from_fn(b, b, |i, j| k[i * b + j])
     }
 
     /// `||(K + lambda I) w - y|| / ||y||`, and the primal and dual objectives of Joker's KRR
@@ -254,12 +282,6 @@ impl<T: Scalar> KrrProblem<'_, T> {
             -(0.5 * wkw + f),
         )
     }
-}
-
-fn matvec(a: &Mat<f64>, v: &[f64]) -> Vec<f64> {
-    (0..a.nrows())
-        .map(|i| (0..a.ncols()).map(|j| a[(i, j)] * v[j]).sum())
-        .collect()
 }
 
 /// Solves full KRR with the configured method; `progress` sees every check with the current
@@ -368,15 +390,17 @@ fn skotch<T: Scalar>(
     let mut lb = Vec::with_capacity(nb);
     let mut stored = Vec::with_capacity(if cfg.store_preconditioners { nb } else { 0 });
     for (k, rows) in blocks.iter().enumerate() {
-        let kbb = prob.block(backend, rows);
-        let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| &kbb * om)?;
+        let xb = prob.gather(rows);
+        let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| {
+            prob.block_sketch(backend, &xb, om)
+        })?;
         let l = smoothness(
             rows.len(),
             Some(&ny),
             cfg.power_iters,
             cfg.seed + k as u64,
             |v| {
-                matvec(&kbb, v)
+                prob.block_times(backend, &xb, v, 1)
                     .iter()
                     .zip(v)
                     .map(|(a, b)| a + lam * b)
@@ -423,8 +447,9 @@ fn skotch<T: Scalar>(
             Some(ny) => ny,
             None => {
                 let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
+                let xb = prob.gather(rows);
                 fresh = precondition(rows.len(), seed, &mut |om| {
-                    prob.block_sketch(backend, rows, om)
+                    prob.block_sketch(backend, &xb, om)
                 })?;
                 &fresh
             }
