@@ -37,16 +37,19 @@ fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
         y: &data.y,
         lambda,
     };
-    for (method, max_iter, store) in [
-        (KrrMethod::NystromPcg, 200, false),
-        (KrrMethod::ASkotch, 4000, false),
-        (KrrMethod::ASkotch, 4000, true),
-        (KrrMethod::Skotch, 8000, false),
-        (KrrMethod::Skotch, 8000, true),
+    // (method, iterations, stored preconditioners, K_BB formed for the setup)
+    for (method, max_iter, store, gram) in [
+        (KrrMethod::NystromPcg, 200, false, true),
+        (KrrMethod::ASkotch, 4000, false, true),
+        (KrrMethod::ASkotch, 4000, false, false),
+        (KrrMethod::ASkotch, 4000, true, true),
+        (KrrMethod::Skotch, 8000, false, true),
+        (KrrMethod::Skotch, 8000, true, false),
     ] {
         let cfg = KrrConfig {
             method,
             store_preconditioners: store,
+            max_block_gram_bytes: if gram { usize::MAX } else { 0 },
             blocks: 4,
             rank: 80,
             max_iter,
@@ -64,7 +67,7 @@ fn skotch_askotch_and_pcg_converge_to_the_dense_solution() {
             .sqrt()
             / norm;
         eprintln!(
-            "{method:?} (stored preconditioners: {store}): {} iterations, relative error {err:.2e}, residual {:.2e}",
+            "{method:?} (stored preconditioners: {store}, K_BB formed: {gram}): {} iterations, relative error {err:.2e}, residual {:.2e}",
             sol.iters,
             sol.history.last().unwrap().rel_residual
         );

@@ -3,8 +3,9 @@
 //! descent, accelerated in ASkotch) and conjugate gradients with a Nystrom preconditioner.
 //! Engineering notes and the paper's printed errors: `../shared/docs/papers/askotch.md`.
 //!
-//! Every kernel product, the block ones included, is streamed in tiles through the backend:
-//! no kernel block is ever formed, so memory stays `O(n + b r)` (plus `O(n r)` for the PCG
+//! Every kernel product is streamed in tiles through the backend. The only kernel block ever
+//! formed is a Skotch/ASkotch block's `K_BB` during the setup, and only while it takes at most
+//! [`KrrConfig::max_block_gram_bytes`]; so memory stays `O(n + b r)` plus that (plus `O(n r)` for the PCG
 //! preconditioner or the stored block preconditioners; see [`KrrConfig::memory`]).
 
 use std::time::{Duration, Instant};
@@ -19,6 +20,10 @@ use crate::kernel::Kernel;
 use crate::nystrom::{Nystrom, smoothness};
 use crate::rng::Stream;
 use crate::scalar::Scalar;
+
+/// The default of [`KrrConfig::max_block_gram_bytes`]: a block's `K_BB` is formed for the
+/// setup up to about 5,800 rows.
+pub const GRAM_BYTES: usize = 1 << 28;
 
 /// Which full-KRR method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,6 +66,16 @@ pub struct KrrConfig {
     /// `O(r b^2)` kernel work per step).
     #[serde(default)]
     pub store_preconditioners: bool,
+    /// Skotch/ASkotch: form a block's `K_BB` for the setup (the sketch and the power
+    /// iterations) when it takes at most this many bytes; otherwise stream its products
+    /// (`1 + power_iters` kernel passes over the block instead of one). Default
+    /// [`GRAM_BYTES`].
+    #[serde(default = "gram_bytes_default")]
+    pub max_block_gram_bytes: usize,
+}
+
+fn gram_bytes_default() -> usize {
+    GRAM_BYTES
 }
 
 impl Default for KrrConfig {
@@ -77,6 +92,7 @@ impl Default for KrrConfig {
             power_iters: 10,
             seed: 42,
             store_preconditioners: false,
+            max_block_gram_bytes: GRAM_BYTES,
         }
     }
 }
@@ -140,12 +156,17 @@ impl KrrConfig {
                 // y, w, z, x and a block's gathered rows, gradient and step; the block sketch
                 let vectors = 4 * n * f64s + b * (d * elem + 3 * f64s);
                 let sketch = 5 * b * r * f64s + 3 * r * r * f64s;
+                let gram = if b * b * f64s <= self.max_block_gram_bytes {
+                    b * b * f64s
+                } else {
+                    0
+                };
                 let stored = if self.store_preconditioners {
                     self.blocks * (b * r + r * r + r) * f64s
                 } else {
                     0
                 };
-                vectors + sketch + stored + tiles
+                vectors + sketch + gram + stored + tiles
             }
         }
     }
@@ -240,6 +261,15 @@ impl<T: Scalar> KrrProblem<'_, T> {
         let mut out = vec![0.0; b * k];
         backend.kernel_matvec(self.kernel, xb, b, xb, b, d, v, k, &mut out, b);
         out
+    }
+
+    /// `K(X_B, X_B)` for gathered rows `xb` (`b x b`).
+    fn block_gram(&self, backend: &dyn Backend<T>, xb: &[T]) -> Mat<f64> {
+        let d = self.x.ncols();
+        let b = xb.len() / d.max(1);
+        let mut k = vec![0.0; b * b];
+        backend.kernel_tile(self.kernel, xb, b, xb, b, d, &mut k);
+        Mat::from_fn(b, b, |i, j| k[i * b + j])
     }
 
     /// The Nystrom sketch `K(X_B, X_B) Omega` (`b x r`).
@@ -391,8 +421,31 @@ fn skotch<T: Scalar>(
     let mut stored = Vec::with_capacity(if cfg.store_preconditioners { nb } else { 0 });
     for (k, rows) in blocks.iter().enumerate() {
         let xb = prob.gather(rows);
+        // The sketch and the power iterations take `1 + power_iters` products with K_BB:
+        // formed once when it is small, streamed (never formed) when it is not.
+        let kbb = (rows.len() * rows.len() * 8 <= cfg.max_block_gram_bytes)
+            .then(|| prob.block_gram(backend, &xb));
+        let times = |v: &[f64], c: usize| -> Vec<f64> {
+            match &kbb {
+                Some(g) => {
+                    let b = g.nrows();
+                    let vm = MatRef::from_column_major_slice(v, b, c);
+                    let out = g * vm;
+                    (0..c)
+                        .flat_map(|j| (0..b).map(move |i| (i, j)))
+                        .map(|(i, j)| out[(i, j)])
+                        .collect()
+                }
+                None => prob.block_times(backend, &xb, v, c),
+            }
+        };
         let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| {
-            prob.block_sketch(backend, &xb, om)
+            let (b, r) = (om.nrows(), om.ncols());
+            let v: Vec<f64> = (0..r)
+                .flat_map(|c| (0..b).map(move |i| om[(i, c)]))
+                .collect();
+            let out = times(&v, r);
+            Mat::from_fn(b, r, |i, c| out[c * b + i])
         })?;
         let l = smoothness(
             rows.len(),
@@ -400,7 +453,7 @@ fn skotch<T: Scalar>(
             cfg.power_iters,
             cfg.seed + k as u64,
             |v| {
-                prob.block_times(backend, &xb, v, 1)
+                times(v, 1)
                     .iter()
                     .zip(v)
                     .map(|(a, b)| a + lam * b)
