@@ -704,7 +704,9 @@ JokerStatus joker_params_set_check_every(struct JokerParams *params, size_t ever
 JokerStatus joker_params_set_seed(struct JokerParams *params, uint64_t seed);
 
 /**
- * Refuses fits whose estimated memory exceeds `bytes` (0: no limit, the default).
+ * Refuses fits whose estimated memory exceeds `bytes` (0: no limit). Without this call the
+ * limit is 80% of the memory available when the fit starts (the smallest of the system's
+ * available memory, the cgroup's allowance and the address-space limit).
  *
  * # Safety
  * As for `joker_params_set_loss`.
@@ -749,6 +751,20 @@ JokerStatus joker_params_set_full_krr(struct JokerParams *params, int32_t method
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_device(struct JokerParams *params, int32_t device);
+
+/**
+ * Sets an interrupt flag: while a fit with these parameters runs, it reads `*flag` once per
+ * iteration (one block solve; full KRR at its checks) and stops as soon as it is nonzero,
+ * returning the model so far with stop reason "cancelled" (like a progress callback that
+ * returns nonzero, but without waiting for the next check). This is how a Ctrl-C handler, or
+ * another thread, stops a long fit within a second. NULL removes the flag (the default).
+ *
+ * # Safety
+ * As for `joker_params_set_loss`; `flag` must be NULL or point to a 4-byte-aligned `int32_t`
+ * that stays valid while any fit with these parameters runs, and that other threads or signal
+ * handlers change only by plain aligned stores (atomic in effect on every supported target).
+ */
+JokerStatus joker_params_set_interrupt(struct JokerParams *params, const int32_t *flag);
 
 /**
  * Copies a dense row-major `n_rows x n_cols` matrix of doubles (entry `(i, j)` at

@@ -24,13 +24,14 @@ use crate::error::{JokerError, Result, invalid};
 use crate::features::{FeatureMap, FeatureSpec};
 use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
 use crate::loss::Loss;
+use crate::memory::MemoryLimit;
 use crate::model::{
     FORMAT_NAME, FORMAT_VERSION, Model, Precision, Representation, Task, TrainingInfo, accuracy,
     rmse, stop_name,
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
-use crate::solver::dbcd::{Hooks, Problem, ProgressFn, Repr, memory_estimate, solve};
+use crate::solver::dbcd::{Hooks, InterruptFn, Problem, ProgressFn, Repr, memory_estimate, solve};
 use crate::solver::decision::Predictor;
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
 use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason};
@@ -73,8 +74,9 @@ pub struct Joker {
     pub class_weight: ClassWeight,
     /// Solver settings.
     pub solver: SolverConfig,
-    /// Refuse to fit when the estimated memory exceeds this many bytes.
-    pub max_memory: Option<usize>,
+    /// Refuse to fit when the estimated memory exceeds this limit (default: a fraction of the
+    /// available memory, see [`MemoryLimit`]).
+    pub max_memory: MemoryLimit,
     /// Solve full KRR with Skotch, ASkotch or Nystrom-PCG instead of DBCD-TR (squared loss
     /// and the exact kernel only).
     pub full_krr: Option<KrrConfig>,
@@ -105,7 +107,7 @@ impl Default for JokerBuilder {
                 normalize_target: true,
                 class_weight: ClassWeight::None,
                 solver: SolverConfig::default(),
-                max_memory: None,
+                max_memory: MemoryLimit::Auto,
                 full_krr: None,
                 device: Device::Auto,
             },
@@ -186,7 +188,7 @@ impl JokerBuilder {
         self.p.class_weight = w;
         self
     }
-    /// Block size `|B|` (default 512).
+    /// Block size `|B|` (default 512; capped at the number of samples).
     pub fn block_size(mut self, b: usize) -> Self {
         self.p.solver.block_size = b;
         self
@@ -241,9 +243,14 @@ impl JokerBuilder {
         self.p.full_krr = Some(cfg);
         self
     }
-    /// Memory limit in bytes.
+    /// Memory limit in bytes (0: none). The default is [`MemoryLimit::Auto`].
     pub fn max_memory(mut self, bytes: usize) -> Self {
-        self.p.max_memory = Some(bytes);
+        self.p.max_memory = MemoryLimit::from_bytes_or_none(bytes);
+        self
+    }
+    /// The memory limit (default [`MemoryLimit::Auto`]).
+    pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
+        self.p.max_memory = limit;
         self
     }
     /// The device to fit on (default [`Device::Auto`]).
@@ -355,6 +362,10 @@ pub struct FitOptions<'a, U> {
     pub progress: Option<ProgressFn<'a>>,
     /// Start from this model's dual coefficients (same training set, same targets).
     pub warm_start: Option<&'a Model>,
+    /// Polled once per iteration; `true` stops the fit at once (stop reason "cancelled",
+    /// the model so far returned). Full KRR polls it at its checks. For example
+    /// `Some(Box::new(|| flag.load(Ordering::Relaxed)))` with a flag a Ctrl-C handler sets.
+    pub interrupt: Option<InterruptFn<'a>>,
 }
 
 impl Joker {
@@ -375,6 +386,16 @@ impl Joker {
     /// Trains on `data`.
     pub fn fit<U: Scalar>(&self, data: &Dataset<U>) -> Result<Model> {
         self.fit_with(data, FitOptions::default())
+    }
+
+    /// The cap on device memory: an explicit limit only (the device's own free memory is
+    /// checked by the engine's memory plan).
+    #[cfg(feature = "cuda")]
+    fn device_memory_limit(&self) -> Option<usize> {
+        match self.max_memory {
+            MemoryLimit::Bytes(b) => Some(b),
+            _ => None,
+        }
     }
 
     /// Whether these parameters can be fitted on a GPU, or why not.
@@ -432,7 +453,7 @@ impl Joker {
         let b = self.solver.block_size.min(n.max(1));
         if self.n_components.is_none() {
             // Exact kernels run only under an explicit Device::Cuda (see gpu_support).
-            let g = Cuda::new(index)?.with_memory_limit(self.max_memory);
+            let g = Cuda::new(index)?.with_memory_limit(self.device_memory_limit());
             let note = if self.full_krr.is_some() {
                 format!(
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
@@ -460,7 +481,7 @@ impl Joker {
             return self.fit_in::<U, f32>(data, opts, &g, note);
         }
         let gpu = Cuda::new(index).and_then(|g| {
-            let g = g.with_memory_limit(self.max_memory);
+            let g = g.with_memory_limit(self.device_memory_limit());
             g.memory_plan(n, d, m, tt, b).map(|plan| (g, plan))
         });
         match gpu {
@@ -507,13 +528,13 @@ impl Joker {
         let start = std::time::Instant::now();
         let (n, d) = (data.x.nrows(), data.x.ncols());
         let task = self.task();
-        let b = self.solver.block_size;
-        if b > n && self.full_krr.is_none() {
-            return Err(invalid(
-                "block_size",
-                format!("{b} is larger than the number of samples ({n})"),
-            ));
-        }
+        // A block never holds more than the whole data set: the default of 512 works on small
+        // sets too, in every front end.
+        let b = self.solver.block_size.min(n.max(1));
+        let solver = SolverConfig {
+            block_size: b,
+            ..self.solver.clone()
+        };
 
         // Targets.
         let (classes, y, scaler) = match task {
@@ -576,34 +597,35 @@ impl Joker {
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
 
         // Memory, before the big allocations.
-        let data_bytes = n * d * std::mem::size_of::<T>();
+        // the standardised copy of the rows in the working precision
+        let data_bytes = match &data.x {
+            Features::Dense(_) => n.saturating_mul(d).saturating_mul(std::mem::size_of::<T>()),
+            Features::Sparse(c) => c.nnz() * (std::mem::size_of::<T>() + 4) + (n + 1) * 8,
+        };
         let need = match &self.full_krr {
             Some(k) => k.memory(n, d, std::mem::size_of::<T>()) + data_bytes,
             None => memory_estimate(n, d, self.n_components, tt, b) + data_bytes,
         };
-        if let Some(limit) = self.max_memory {
-            if need > limit {
-                let what = match &self.full_krr {
-                    Some(k) => format!(
-                        "{:?}, {} blocks, rank {}{}",
-                        k.method,
-                        k.blocks,
-                        k.rank,
-                        if k.store_preconditioners {
-                            ", stored preconditioners"
-                        } else {
-                            ""
-                        }
-                    ),
-                    None => format!("M = {:?}, T = {tt}, block {b}", self.n_components),
-                };
-                return Err(JokerError::Memory(format!(
-                    "the fit needs about {} MB (n = {n}, d = {d}, {what}), over the limit of {} MB",
-                    need / (1 << 20),
-                    limit / (1 << 20)
-                )));
-            }
-        }
+        self.max_memory.check(need, || {
+            let what = match &self.full_krr {
+                Some(k) => format!(
+                    "{:?}, {} blocks, rank {}{}",
+                    k.method,
+                    k.blocks,
+                    k.rank,
+                    if k.store_preconditioners {
+                        ", stored preconditioners"
+                    } else {
+                        ""
+                    }
+                ),
+                None => match self.n_components {
+                    Some(m) => format!("{m} random features, {tt} target(s), block {b}"),
+                    None => format!("exact kernel, {tt} target(s), block {b}"),
+                },
+            };
+            format!("the fit (n = {n}, d = {d}, {what})")
+        })?;
 
         // Features.
         let standardizer = if self.standardize {
@@ -691,6 +713,7 @@ impl Joker {
             }));
         }
         hooks.progress = opts.progress.take();
+        hooks.interrupt = opts.interrupt.take();
 
         let repr = match &map {
             Some(m) => Repr::Features(m),
@@ -706,7 +729,7 @@ impl Joker {
             eps: &eps,
         };
         let sol = match &self.full_krr {
-            None => solve(backend, &prob, &self.solver, alpha0, &mut hooks)?,
+            None => solve(backend, &prob, &solver, alpha0, &mut hooks)?,
             Some(cfg) => {
                 if tt != 1 || opts.sample_weight.is_some() || self.class_weight != ClassWeight::None
                 {
@@ -824,7 +847,8 @@ fn full_krr<T: Scalar>(
             accepted: kp.iter,
             rel_residual: Some(kp.rel_residual),
         };
-        let go = hooks.progress.as_mut().is_none_or(|f| f(&p));
+        let go = hooks.progress.as_mut().is_none_or(|f| f(&p))
+            && !hooks.interrupt.as_mut().is_some_and(|f| f());
         stopped |= !go;
         history.push(p);
         go
@@ -865,7 +889,7 @@ fn check_class_count(classes: &[f64], n: usize) -> Result<()> {
     let k = classes.len();
     if k > 1000 || (k > 2 && 2 * k > n) {
         return Err(JokerError::InvalidLabels(format!(
-            "{k} distinct labels in {n} samples look like regression targets, not classes; use a regression loss (krr, huber, svr, l1, lp) or Task::Regression"
+            "{k} distinct labels in {n} samples look like regression targets, not classes; use a regression loss (krr, huber, svr, l1, lp) or set the task to regression"
         )));
     }
     Ok(())

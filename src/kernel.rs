@@ -167,10 +167,7 @@ pub fn resolve_gamma<T: Scalar>(
         Bandwidth::MeanSquaredDistance => {
             let s = mean_squared_distance(x);
             if !(s > 0.0) {
-                return Err(JokerError::InvalidLabels(
-                    "all training rows are identical: no bandwidth heuristic applies; set gamma"
-                        .into(),
-                ));
+                return Err(no_scale(x.nrows(), "mean squared distance"));
             }
             match kind {
                 KernelKind::Matern { .. } => 1.0 / s.sqrt(),
@@ -180,9 +177,7 @@ pub fn resolve_gamma<T: Scalar>(
         Bandwidth::Median => {
             let m = median_distance(x, kind == KernelKind::Laplacian, seed);
             if !(m > 0.0) {
-                return Err(JokerError::InvalidLabels(
-                    "the median pairwise distance is zero (many duplicate rows): set gamma".into(),
-                ));
+                return Err(no_scale(x.nrows(), "median pairwise distance"));
             }
             match kind {
                 KernelKind::Gaussian => 0.5 / (m * m),
@@ -193,6 +188,21 @@ pub fn resolve_gamma<T: Scalar>(
     let k = Kernel { kind, gamma };
     k.validate()?;
     Ok(gamma)
+}
+
+/// The error of a bandwidth heuristic that finds no distance to scale by.
+fn no_scale(n: usize, heuristic: &str) -> JokerError {
+    let why = if n < 2 {
+        format!(
+            "the training data has {n} row, so there are no distances to take the {heuristic} of"
+        )
+    } else {
+        format!("the {heuristic} of the training rows is zero (most rows are identical)")
+    };
+    invalid(
+        "gamma",
+        format!("{why}; give the kernel scale gamma explicitly"),
+    )
 }
 
 /// Mean of `||x_i - x_j||^2` over all ordered pairs `i != j`, exactly, in `O(n d)`:

@@ -6,7 +6,7 @@
 //! seed and size with `theta`, or the exact model's support rows with their coefficients.
 //! Random-feature frequencies are regenerated from the seed (see [`crate::features`]).
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -293,18 +293,12 @@ impl Model {
         }
     }
 
-    /// Writes the model file (JSON).
+    /// Writes the model file (JSON), atomically: on any failure (a full disk, say) the file
+    /// that was at `path` stays as it was.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let io = |source| JokerError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut w = BufWriter::new(file);
-        serde_json::to_writer(&mut w, self)
-            .map_err(|e| JokerError::ModelFormat(format!("cannot serialise the model: {e}")))?;
-        w.flush().map_err(io)
+        crate::atomic_file::write_atomically(path.as_ref(), |w| {
+            serde_json::to_writer(w, self).map_err(std::io::Error::from)
+        })
     }
 
     /// Reads a model file, refusing files from a newer format version.

@@ -481,7 +481,7 @@ fn errors_are_reported_cleanly() {
             &t.0,
             &["train", "-b", "32", "--nystrom-rank", "32", "good.svm"],
         ),
-        "nystrom_rank",
+        "invalid --nystrom-rank: must be below the block size",
     );
     fails_with(
         joker(&t.0, &["train", "--lambda", "0", "good.svm"]),
@@ -489,9 +489,15 @@ fn errors_are_reported_cleanly() {
     );
     fails_with(joker(&t.0, &["train", "-c", "-1", "good.svm"]), "`C`");
     fails_with(joker(&t.0, &["train", "--delta", "2", "good.svm"]), "huber");
+    // a block larger than the data is capped at the number of samples
+    let o = ok(joker(
+        &t.0,
+        &["train", "-b", "1000", "-m", "64", "good.svm"],
+    ));
+    assert!(stderr(&o).contains("block 50,"), "{}", stderr(&o));
     fails_with(
-        joker(&t.0, &["train", "-b", "1000", "good.svm"]),
-        "block_size",
+        joker(&t.0, &["train", "-b", "0", "good.svm"]),
+        "invalid -b/--block-size",
     );
     fails_with(
         joker(&t.0, &["train", "good.svm", "no/such/dir/model.json"]),
@@ -609,4 +615,194 @@ fn device_option() {
     let o = joker(&t.0, &["train", "--device", "tpu", "good.svm"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not a device"), "{}", stderr(&o));
+}
+
+/// Runs `joker` through `sh -c` with `limits` (ulimit commands) applied first.
+fn joker_limited(dir: &Path, limits: &str, args: &[&str]) -> Output {
+    let script = format!("{limits}; exec \"$0\" \"$@\"");
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_joker"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("sh runs")
+}
+
+/// The names in `dir` that look like temporary files of an atomic write.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+#[test]
+fn nothing_is_lost_or_overwritten() {
+    let t = TempDir::new("guards");
+    let train = circle_libsvm(400, 3, false);
+    t.write("tr.svm", &train);
+    t.write("te.svm", &train);
+    ok(joker(
+        &t.0,
+        &["train", "-q", "-m", "256", "tr.svm", "m.json"],
+    ));
+    let model = std::fs::read(t.path("m.json")).unwrap();
+
+    // a failed save (the file-size limit stands in for a full disk) keeps the old model
+    let err = fails_with(
+        joker_limited(
+            &t.0,
+            "trap '' XFSZ; ulimit -f 4",
+            &[
+                "train", "-q", "-m", "512", "--seed", "5", "tr.svm", "m.json",
+            ],
+        ),
+        "m.json",
+    );
+    assert!(err.contains("File too large"), "{err}");
+    assert_eq!(std::fs::read(t.path("m.json")).unwrap(), model);
+    assert!(temporaries(&t.0).is_empty(), "{:?}", temporaries(&t.0));
+
+    // `joker train TRAIN TEST` does not replace the test set, nor TRAIN its own input
+    fails_with(
+        joker(&t.0, &["train", "-q", "tr.svm", "te.svm"]),
+        "te.svm exists and is not a joker model",
+    );
+    assert_eq!(std::fs::read_to_string(t.path("te.svm")).unwrap(), train);
+    fails_with(
+        joker(&t.0, &["train", "-q", "tr.svm", "tr.svm"]),
+        "is the training file",
+    );
+    fails_with(
+        joker(&t.0, &["train", "-q", "-v", "te.svm", "tr.svm", "te.svm"]),
+        "is the validation file",
+    );
+    assert_eq!(std::fs::read_to_string(t.path("tr.svm")).unwrap(), train);
+    // ... unless asked to
+    ok(joker(
+        &t.0,
+        &["train", "-q", "-m", "64", "--force", "tr.svm", "te.svm"],
+    ));
+    assert!(joker::Model::load(t.path("te.svm")).is_ok());
+    t.write("te.svm", &train);
+
+    // predictions never overwrite the model or the data
+    fails_with(
+        joker(&t.0, &["predict", "-q", "te.svm", "m.json", "m.json"]),
+        "is the model file",
+    );
+    fails_with(
+        joker(&t.0, &["predict", "-q", "te.svm", "m.json", "te.svm"]),
+        "is the data file",
+    );
+    assert_eq!(std::fs::read(t.path("m.json")).unwrap(), model);
+    assert_eq!(std::fs::read_to_string(t.path("te.svm")).unwrap(), train);
+    ok(joker(&t.0, &["predict", "-q", "te.svm", "m.json", "p.txt"]));
+    assert_eq!(
+        std::fs::read_to_string(t.path("p.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        400
+    );
+    assert!(temporaries(&t.0).is_empty());
+}
+
+#[test]
+fn memory_limits_are_errors_not_aborts() {
+    let t = TempDir::new("memory");
+    t.write("tr.svm", &circle_libsvm(300, 4, false));
+    // ten million random features: refused by the default limit before any allocation
+    let err = fails_with(
+        joker(&t.0, &["train", "-q", "-m", "10000000", "tr.svm", "m.json"]),
+        "memory: the fit",
+    );
+    assert!(err.contains("--max-memory"), "{err}");
+    assert!(!t.path("m.json").exists());
+    // a LIBSVM index of 100,000,000: 1e8-wide rows are never formed
+    t.write("wide.svm", "1 1:0.5 100000000:1\n-1 2:1\n1 1:1\n-1 3:2\n");
+    fails_with(
+        joker(&t.0, &["train", "-q", "wide.svm", "w.json"]),
+        "memory: the fit",
+    );
+    // the same under an address-space limit: the automatic limit follows it (no abort)
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 3000000",
+        &["train", "-q", "-m", "200000", "tr.svm", "m.json"],
+    );
+    fails_with(o, "memory: the fit");
+    // an explicit limit, and none
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "-q", "--max-memory", "1M", "tr.svm", "m.json"],
+        ),
+        "over the limit of 1 MB",
+    );
+    ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-q",
+            "--max-memory",
+            "0",
+            "-m",
+            "64",
+            "tr.svm",
+            "m.json",
+        ],
+    ));
+    let o = joker(&t.0, &["train", "--max-memory", "12X", "tr.svm"]);
+    assert_eq!(o.status.code(), Some(2), "a usage error");
+    assert!(stderr(&o).contains("unknown unit"), "{}", stderr(&o));
+}
+
+#[test]
+fn messages_name_flags_and_causes() {
+    let t = TempDir::new("messages");
+    t.write("tr.svm", &circle_libsvm(50, 5, false));
+    let err = fails_with(
+        joker(&t.0, &["train", "--time-limit", "1e300", "tr.svm"]),
+        "--time-limit must be a positive number of seconds up to 1e12, got 1e300",
+    );
+    assert!(err.len() < 200, "{err}");
+    // one row: no distances for the bandwidth heuristic, said so (not a label problem)
+    t.write("one.svm", "1 1:0.5 2:1\n");
+    let err = fails_with(joker(&t.0, &["train", "one.svm"]), "invalid --gamma");
+    assert!(err.contains("1 row"), "{err}");
+    // a tab-separated file with the label first: the hint names --label-column first
+    let mut tsv = String::new();
+    let mut rng = Lcg(9);
+    for i in 0..60 {
+        let y = if i % 2 == 0 { 1 } else { 0 };
+        tsv.push_str(&format!(
+            "{y}\t{:.4}\t{:.4}\t{:.4}\n",
+            rng.uniform(),
+            rng.uniform(),
+            rng.uniform()
+        ));
+    }
+    t.write("lf.tsv", &tsv);
+    fails_with(
+        joker(&t.0, &["train", "-l", "l2-svc", "lf.tsv"]),
+        "--label-column first",
+    );
+    ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-q",
+            "-l",
+            "l2-svc",
+            "-m",
+            "64",
+            "--label-column",
+            "first",
+            "lf.tsv",
+        ],
+    ));
 }

@@ -1,9 +1,11 @@
 //! GPU tests: every CUDA kernel against its CPU twin, the device engine against the host one,
 //! and an end-to-end fit on the GPU against the same fit on the CPU.
 //!
-//! Each test prints a skip message and returns when no GPU is usable (always on the build
-//! machines; these tests have not run on a GPU yet). Without a GPU the tests that do run
-//! check that asking for one fails cleanly.
+//! The tests that need a GPU are ignored by default, so that a run without one reports them
+//! as ignored rather than passed; `cargo test --release --test gpu -- --ignored` runs them,
+//! and each fails loudly when it finds no usable GPU. The one test that runs everywhere
+//! checks that asking for a GPU that is not there is a clean error and that `Device::Auto`
+//! then trains on the CPU and says why.
 //!
 //! Tolerances (f32 features, `s = sqrt(2/M)`):
 //! - `W`: within 1 f32 ulp of the CPU's (libdevice vs glibc `log`/`cos`/`tan`); `b`: exact.
@@ -27,15 +29,15 @@ use joker::{
     MaternNu, Model,
 };
 
-/// The GPU, or `None` after printing why the test is skipped.
-fn gpu(test: &str) -> Option<Cuda> {
+/// The GPU; a test that needs one fails loudly without it (these tests are ignored unless
+/// asked for with `--ignored`, so a failure here means a GPU run that found none).
+fn gpu(test: &str) -> Cuda {
     let p = probe();
     if !p.available() {
-        eprintln!("{test}: skipped, no usable GPU: {}", p.reason());
-        return None;
+        panic!("{test}: no usable GPU: {}", p.reason());
     }
     match Cuda::new(p.devices[0].index) {
-        Ok(g) => Some(g),
+        Ok(g) => g,
         Err(e) => panic!("{test}: the probe found a GPU but it could not be opened: {e}"),
     }
 }
@@ -100,10 +102,9 @@ const SHAPES: [(usize, usize, usize); 5] = [
 ];
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn weights_match_the_cpu_map() {
-    let Some(g) = gpu("weights_match_the_cpu_map") else {
-        return;
-    };
+    let g = gpu("weights_match_the_cpu_map");
     let seed = run_seed();
     for kind in kernels() {
         for &(_, m, d) in &SHAPES {
@@ -118,10 +119,9 @@ fn weights_match_the_cpu_map() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn features_match_the_f64_reference() {
-    let Some(g) = gpu("features_match_the_f64_reference") else {
-        return;
-    };
+    let g = gpu("features_match_the_f64_reference");
     let seed = run_seed();
     for kind in kernels() {
         for &(n, m, d) in &SHAPES {
@@ -156,10 +156,9 @@ fn features_match_the_f64_reference() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn block_gram_matches_features_gram_project() {
-    let Some(g) = gpu("block_gram_matches_features_gram_project") else {
-        return;
-    };
+    let g = gpu("block_gram_matches_features_gram_project");
     let seed = run_seed();
     for kind in kernels() {
         for &(nb, m, d) in &SHAPES {
@@ -204,10 +203,9 @@ fn block_gram_matches_features_gram_project() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn update_theta_matches_features_accumulate() {
-    let Some(g) = gpu("update_theta_matches_features_accumulate") else {
-        return;
-    };
+    let g = gpu("update_theta_matches_features_accumulate");
     let seed = run_seed();
     for kind in kernels() {
         for &(nb, m, d) in &SHAPES {
@@ -242,10 +240,9 @@ fn update_theta_matches_features_accumulate() {
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn predict_matches_the_cpu_across_chunks() {
-    let Some(g) = gpu("predict_matches_the_cpu_across_chunks") else {
-        return;
-    };
+    let g = gpu("predict_matches_the_cpu_across_chunks");
     let seed = run_seed();
     // 70,001 rows: more than one 65,536-row launch, and not a multiple of 256.
     for &(n, m, d, tt) in &[(70_001usize, 65usize, 7usize, 2usize), (300, 1001, 28, 1)] {
@@ -276,10 +273,9 @@ fn predict_matches_the_cpu_across_chunks() {
 /// sequence of blocks, updates and decisions; and an over-limit request fails with the
 /// estimate.
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn device_engine_matches_host_engine() {
-    let Some(g) = gpu("device_engine_matches_host_engine") else {
-        return;
-    };
+    let g = gpu("device_engine_matches_host_engine");
     let seed = run_seed();
     let (n, d, m, tt, b) = (1000usize, 6usize, 517usize, 2usize, 130usize);
     let xv = f32s(&random(n * d, seed ^ 9));
@@ -377,28 +373,13 @@ fn two_moons(n: usize, seed: u64) -> Dataset<f32> {
 }
 
 /// A fit on the GPU reaches the same solution as the same fit on the CPU.
-/// The CPU and GPU fits of one estimator, or `None` without a GPU, after checking that
-/// `Cuda(0)` is then a clean device error and that Auto trains on the CPU with `auto_note` in
-/// its recorded reason.
+/// The CPU and GPU fits of one estimator, checked to agree.
 fn cpu_and_gpu_fits(
     test: &str,
     est: impl Fn(Device) -> Joker,
     data: &Dataset<f32>,
-    auto_note: &str,
-) -> Option<(Model, Model)> {
-    let Some(_g) = gpu(test) else {
-        match est(Device::Cuda(0)).fit(data) {
-            Err(JokerError::Device(msg)) => assert!(msg.contains("cuda:0"), "{msg}"),
-            other => panic!("expected a device error, got {:?}", other.map(|_| ())),
-        }
-        let m = est(Device::Auto).fit(data).unwrap();
-        assert!(
-            m.training.device.starts_with("cpu (auto") && m.training.device.contains(auto_note),
-            "{}",
-            m.training.device
-        );
-        return None;
-    };
+) -> (Model, Model) {
+    let _g = gpu(test);
     let cpu = est(Device::Cpu).fit(data).unwrap();
     let gpu = est(Device::Cuda(0)).fit(data).unwrap();
     assert!(
@@ -418,10 +399,11 @@ fn cpu_and_gpu_fits(
             "decision value {i}: gpu {a} cpu {b}"
         );
     }
-    Some((cpu, gpu))
+    (cpu, gpu)
 }
 
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn end_to_end_fit_matches_the_cpu() {
     let data = two_moons(3001, 5);
     let est = |dev: Device| {
@@ -436,10 +418,7 @@ fn end_to_end_fit_matches_the_cpu() {
             .build()
             .unwrap()
     };
-    let Some((cpu, gpu)) = cpu_and_gpu_fits("end_to_end_fit_matches_the_cpu", est, &data, "")
-    else {
-        return;
-    };
+    let (cpu, gpu) = cpu_and_gpu_fits("end_to_end_fit_matches_the_cpu", est, &data);
     let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
     assert!(rel <= 1e-4, "primal objectives differ by {rel}");
 }
@@ -452,13 +431,12 @@ fn end_to_end_fit_matches_the_cpu() {
 /// and iterates equal up to rounding (`1e-9` of the largest entry, the bound of the
 /// host-emulator test).
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn tr_solve_matches_the_host_solver() {
     use joker::Scalar;
     use joker::loss::Coord;
     use joker::solver::trust_region::{BlockProblem, TrustRegion, solve_column};
-    let Some(g) = gpu("tr_solve_matches_the_host_solver") else {
-        return;
-    };
+    let g = gpu("tr_solve_matches_the_host_solver");
     let seed = run_seed();
     let losses = [
         Loss::SquaredError,
@@ -589,10 +567,9 @@ fn kernel_f64(kernel: &Kernel, x: &[f32], y: &[f32]) -> f64 {
 /// `sum |k v|` on the products. The `Backend` methods (the ones the solver calls) must agree
 /// with the wrappers.
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn exact_kernels_match_f64_direct_sums() {
-    let Some(g) = gpu("exact_kernels_match_f64_direct_sums") else {
-        return;
-    };
+    let g = gpu("exact_kernels_match_f64_direct_sums");
     let seed = run_seed();
     for (ni, nj, d) in [(1, 1, 1), (70, 130, 37), (64, 64, 32), (129, 5, 90)] {
         for kind in kernels() {
@@ -683,6 +660,7 @@ fn exact_kernels_match_f64_direct_sums() {
 /// CPU: the same accuracy of the dual and close decision values. Without a GPU, asking for one fails cleanly and Auto explains why it stayed on the
 /// CPU.
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn exact_fit_on_the_gpu_matches_the_cpu() {
     let data = two_moons(600, 9);
     let est = |dev: Device| {
@@ -708,12 +686,7 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
     );
     // the setting converges (checked on the CPU, also without a GPU)
     assert!(auto.training.gap <= 1e-6, "gap {}", auto.training.gap);
-    cpu_and_gpu_fits(
-        "exact_fit_on_the_gpu_matches_the_cpu",
-        est,
-        &data,
-        "only when it is asked for",
-    );
+    cpu_and_gpu_fits("exact_fit_on_the_gpu_matches_the_cpu", est, &data);
     // the same rows as CSR (the third coordinate dropped where below 0.3): rows kept sparse
     // on the device
     let Features::Dense(dm) = &data.x else {
@@ -734,12 +707,7 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
         data.y.clone(),
     )
     .unwrap();
-    cpu_and_gpu_fits(
-        "exact_fit_on_the_gpu_matches_the_cpu (csr)",
-        est,
-        &sparse,
-        "only when it is asked for",
-    );
+    cpu_and_gpu_fits("exact_fit_on_the_gpu_matches_the_cpu (csr)", est, &sparse);
 }
 
 /// The resident exact engine (`CudaExact`: rows, `beta = K alpha` and `K_BB` on the device)
@@ -750,10 +718,9 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
 /// accumulation). A memory limit below the engine's need makes `exact_engine` decline (the fit
 /// then sends rows per call) instead of failing.
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn exact_engine_matches_host_exact() {
-    let Some(g) = gpu("exact_engine_matches_host_exact") else {
-        return;
-    };
+    let g = gpu("exact_engine_matches_host_exact");
     let seed = run_seed();
     let (n, d, tt, b) = (1000usize, 7usize, 2usize, 130usize);
     let dense = f32s(&random(n * d, seed ^ 31));
@@ -857,6 +824,7 @@ fn exact_engine_matches_host_exact() {
 /// predictions agree within `1e-3` of the largest (f32 kernel values on both sides). Without a
 /// GPU, naming one fails cleanly.
 #[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn full_krr_on_the_gpu_matches_the_cpu() {
     use joker::solver::krr::{KrrConfig, KrrMethod};
     let data = two_moons(800, 21);
@@ -880,13 +848,7 @@ fn full_krr_on_the_gpu_matches_the_cpu() {
                 .build()
                 .unwrap()
         };
-        if gpu("full_krr_on_the_gpu_matches_the_cpu").is_none() {
-            match est(Device::Cuda(0)).fit(&data) {
-                Err(JokerError::Device(msg)) => assert!(msg.contains("cuda:0"), "{msg}"),
-                other => panic!("expected a device error, got {:?}", other.map(|_| ())),
-            }
-            return;
-        }
+        gpu("full_krr_on_the_gpu_matches_the_cpu");
         let cpu = est(Device::Cpu).fit(&data).unwrap();
         let gpu = est(Device::Cuda(0)).fit(&data).unwrap();
         assert!(
@@ -905,5 +867,43 @@ fn full_krr_on_the_gpu_matches_the_cpu() {
                 "{method:?} prediction {i}: gpu {a} cpu {b}"
             );
         }
+    }
+}
+
+/// Runs everywhere: a CUDA ordinal that does not exist is a clean [`JokerError::Device`] for
+/// random-feature, exact and full-KRR fits, and `Device::Auto` without a usable GPU trains on
+/// the CPU and records why.
+#[test]
+fn a_missing_gpu_is_a_clean_error() {
+    use joker::solver::krr::KrrConfig;
+    let p = probe();
+    let missing = p.devices.len() + 7;
+    let data = two_moons(300, 3);
+    let rff = Joker::builder().loss(Loss::SquaredHinge).n_components(64);
+    let exact = Joker::builder().loss(Loss::SquaredHinge).exact();
+    let krr = Joker::builder()
+        .loss(Loss::SquaredError)
+        .exact()
+        .full_krr(KrrConfig {
+            blocks: 2,
+            rank: 20,
+            ..Default::default()
+        });
+    for b in [rff.clone(), exact, krr] {
+        let est = b.clone().device(Device::Cuda(missing)).build().unwrap();
+        match est.fit(&data) {
+            Err(JokerError::Device(msg)) => {
+                assert!(msg.contains(&format!("cuda:{missing}")), "{msg}")
+            }
+            other => panic!("expected a device error, got {:?}", other.map(|_| ())),
+        }
+    }
+    if !p.available() {
+        let m = rff.max_iter(20).build().unwrap().fit(&data).unwrap();
+        assert!(
+            m.training.device.starts_with("cpu (auto"),
+            "{}",
+            m.training.device
+        );
     }
 }

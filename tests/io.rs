@@ -7,32 +7,26 @@ use std::time::Instant;
 use joker::io::{CsvOptions, LabelColumn, LibsvmOptions, read_auto, read_csv, read_libsvm};
 use joker::{CsrMatrix, Dataset, Features};
 
-fn data_dir() -> Option<PathBuf> {
+fn data_dir() -> PathBuf {
     let dir = std::env::var_os("JOKER_DATA_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/datasets"))
         });
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "skipping: dataset folder {} not found (set JOKER_DATA_DIR)",
-            dir.display()
-        );
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "dataset folder {} not found (set JOKER_DATA_DIR)",
+        dir.display()
+    );
+    dir
 }
 
-/// The file `rel` of the data folder, or `None` (with a message) if it is not there.
-fn data_file(rel: &str) -> Option<PathBuf> {
-    let p = data_dir()?.join(rel);
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found", p.display());
-        None
-    }
+/// The file `rel` of the data folder; a test that needs it fails when it is missing (the tests
+/// run only where the data folder was found when the crate was built).
+fn data_file(rel: &str) -> PathBuf {
+    let p = data_dir().join(rel);
+    assert!(p.is_file(), "{} not found", p.display());
+    p
 }
 
 fn sparse<T>(d: &Dataset<T>) -> &CsrMatrix<T> {
@@ -63,10 +57,12 @@ fn count(y: &[f64], v: f64) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn a9a() {
-    let Some(p) = data_file("libsvm/a9a") else {
-        return;
-    };
+    let p = data_file("libsvm/a9a");
     let opts = LibsvmOptions {
         n_features: Some(123),
         ..Default::default()
@@ -98,10 +94,12 @@ fn a9a() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn ijcnn1() {
-    let Some(p) = data_file("libsvm/ijcnn1") else {
-        return;
-    };
+    let p = data_file("libsvm/ijcnn1");
     let d = timed(&p, || read_libsvm::<f64>(&p, &LibsvmOptions::default())).unwrap();
     let m = sparse(&d);
     assert_eq!((m.nrows(), m.ncols()), (49_990, 22));
@@ -118,10 +116,12 @@ fn ijcnn1() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn cpusmall_is_detected_zero_based() {
-    let Some(p) = data_file("libsvm/cpusmall_scale") else {
-        return;
-    };
+    let p = data_file("libsvm/cpusmall_scale");
     let d = read_libsvm::<f64>(&p, &LibsvmOptions::default()).unwrap();
     let m = sparse(&d);
     assert_eq!((m.nrows(), m.ncols()), (5_734, 12));
@@ -141,15 +141,17 @@ fn cpusmall_is_detected_zero_based() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn other_libsvm_files() {
     for (rel, shape) in [
         ("libsvm/w8a", (49_749, 300)),
         ("libsvm/mushrooms", (8_124, 112)),
         ("libsvm/housing_scale", (506, 13)),
     ] {
-        let Some(p) = data_file(rel) else {
-            return;
-        };
+        let p = data_file(rel);
         let d = read_auto::<f32>(&p).unwrap();
         assert!(matches!(d.x, Features::Sparse(_)), "{rel}");
         assert_eq!((d.x.nrows(), d.x.ncols()), shape, "{rel}");
@@ -157,10 +159,12 @@ fn other_libsvm_files() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn cadata_csv_with_header() {
-    let Some(p) = data_file("cadata/cal_housing.data") else {
-        return;
-    };
+    let p = data_file("cadata/cal_housing.data");
     let d = timed(&p, || read_csv::<f64>(&p, &CsvOptions::default())).unwrap();
     assert_eq!(dense_shape(&d), (20_640, 8));
     assert_eq!(d.y[0], 452_600.0);
@@ -172,10 +176,12 @@ fn cadata_csv_with_header() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn higgs_tsv_label_first() {
-    let Some(p) = data_file("higgs_small/binary.train") else {
-        return;
-    };
+    let p = data_file("higgs_small/binary.train");
     let opts = CsvOptions {
         label_column: LabelColumn::First,
         ..Default::default()
@@ -192,10 +198,12 @@ fn higgs_tsv_label_first() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn covtype_csv_comma_space_label_first() {
-    let Some(p) = data_file("covtype_small/covtype.1000.train.csv") else {
-        return;
-    };
+    let p = data_file("covtype_small/covtype.1000.train.csv");
     let opts = CsvOptions {
         label_column: LabelColumn::Index(0),
         ..Default::default()
@@ -206,11 +214,13 @@ fn covtype_csv_comma_space_label_first() {
 }
 
 #[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
 fn uci_gp_gzip_csv() {
     for (name, shape) in [("kin40k", (40_000, 8)), ("elevators", (16_599, 18))] {
-        let Some(p) = data_file(&format!("uci_gp/{name}/data.csv.gz")) else {
-            return;
-        };
+        let p = data_file(&format!("uci_gp/{name}/data.csv.gz"));
         let d = timed(&p, || read_csv::<f32>(&p, &CsvOptions::default())).unwrap();
         assert_eq!(dense_shape(&d), shape, "{name}");
         assert_eq!(read_auto::<f32>(&p).unwrap(), d, "{name}");

@@ -347,7 +347,12 @@ impl<T: Scalar> Backend<T> for Cpu {
         d: usize,
         out: &mut [f64],
     ) {
-        debug_assert_eq!(out.len(), ni * nj);
+        // a public trait method: a wrong buffer is a caller's bug, said plainly (once per tile)
+        assert!(
+            out.len() == ni * nj && xi.len() >= ni * d && xj.len() >= nj * d,
+            "kernel_tile: out must hold ni x nj = {ni} x {nj} values (has {}), xi and xj ni x d and nj x d",
+            out.len()
+        );
         match kernel.kind {
             KernelKind::Laplacian => {
                 out.par_chunks_mut(nj).enumerate().for_each(|(i, row)| {

@@ -63,7 +63,8 @@ pub trait Backend<T: Scalar>: Send + Sync {
         theta: &mut [f64],
     );
 
-    /// `out (ni x nj) = K(X_I, X_J)` for the exact kernel.
+    /// `out (ni x nj, row-major) = K(X_I, X_J)` for the exact kernel. `out` holds exactly
+    /// `ni * nj` values; the CPU backend panics with a message on any other length.
     #[allow(clippy::too_many_arguments)]
     fn kernel_tile(
         &self,

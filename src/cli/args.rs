@@ -341,6 +341,13 @@ pub struct TrainArgs {
     /// No progress output (the final summary is still printed).
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
+    /// Replace MODEL_FILE even when it holds something other than a joker model.
+    #[arg(long, help_heading = "Output")]
+    pub force: bool,
+    /// Refuse a fit whose estimated memory is larger: bytes, or with a unit (`512M`, `16G`);
+    /// `0` for no limit [default: 80% of the available memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Solver")]
+    pub max_memory: Option<usize>,
 }
 
 /// `joker predict`.
@@ -365,6 +372,9 @@ pub struct PredictArgs {
     /// Do not print the score on stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Write OUTPUT_FILE even when it is one of the input files.
+    #[arg(long)]
+    pub force: bool,
     /// Data format options.
     #[command(flatten)]
     pub data: DataArgs,
@@ -460,6 +470,41 @@ fn parse_class_weight(s: &str) -> Result<joker::ClassWeight, String> {
     Ok(ClassWeight::Custom(pairs))
 }
 
+/// A size in bytes: a number with an optional unit K, M, G or T (powers of 1024, an optional
+/// trailing `B` or `iB`).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (num, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, ' '),
+    };
+    let shift = match unit {
+        ' ' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => {
+            return Err(format!(
+                "unknown unit in `{s}`; use K, M, G or T (e.g. 16G)"
+            ));
+        }
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a size such as 4096, 512M or 16G, got `{s}`"))?;
+    let bytes = v * (1u64 << shift) as f64;
+    if !(bytes >= 0.0 && bytes < usize::MAX as f64) {
+        return Err(format!("`{s}` is not a size in bytes"));
+    }
+    Ok(bytes as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -485,6 +530,11 @@ mod tests {
             "C and lambda conflict"
         );
         assert!(Cli::try_parse_from(["joker", "train", "-m", "10", "--exact", "a"]).is_err());
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("12X").is_err() && parse_size("-1").is_err());
         assert_eq!(
             parse_class_weight("1:2, -1:0.5"),
             Ok(joker::ClassWeight::Custom(vec![(1.0, 2.0), (-1.0, 0.5)]))

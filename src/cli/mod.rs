@@ -37,9 +37,49 @@ pub enum CliError {
 pub type CliResult<T> = Result<T, CliError>;
 
 impl From<JokerError> for CliError {
+    /// The library's message in the command line's words: parameters become flags.
     fn from(e: JokerError) -> Self {
-        CliError::Message(e.to_string())
+        CliError::Message(match e {
+            JokerError::InvalidParameter { name, reason } => {
+                format!("invalid {}: {reason}", flag_of(name))
+            }
+            other => other
+                .to_string()
+                .replace("with max_memory", "with --max-memory"),
+        })
     }
+}
+
+/// The flag that sets a library parameter (the parameter's own name where none does).
+fn flag_of(param: &str) -> String {
+    let flag = match param {
+        "lambda" => "--lambda (or -c)",
+        "c" => "-c",
+        "n_components" => "-m/--n-components",
+        "block_size" => "-b/--block-size",
+        "max_iter" => "--max-iter",
+        "tol" => "--tol",
+        "gamma" => "--gamma",
+        "delta" => "--delta",
+        "epsilon" => "--epsilon",
+        "p" => "--p",
+        "nu" => "--nu",
+        "loss" => "--loss",
+        "kernel" => "--kernel",
+        "task" => "--task",
+        "class_weight" => "--class-weight",
+        "nystrom_rank" => "--nystrom-rank",
+        "full_krr" | "method" => "--full-krr",
+        "blocks" => "--krr-blocks",
+        "rank" => "--krr-rank",
+        "precision" => "--precision",
+        "device" => "--device",
+        "n_features" => "--n-features",
+        "seed" => "--seed",
+        "check_every" => "--check-every",
+        other => return format!("parameter `{other}`"),
+    };
+    flag.to_string()
 }
 
 /// A failure with this message.
@@ -76,6 +116,62 @@ pub fn fmt_num(v: f64) -> String {
     } else {
         format!("{v:e}")
     }
+}
+
+/// Whether two paths name the same existing file (same device and inode on Unix).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        #[cfg(unix)]
+        (Ok(x), Ok(y)) => {
+            use std::os::unix::fs::MetadataExt;
+            x.dev() == y.dev() && x.ino() == y.ino()
+        }
+        #[cfg(not(unix))]
+        (Ok(_), Ok(_)) => a.canonicalize().ok() == b.canonicalize().ok(),
+        _ => false,
+    }
+}
+
+/// Refuses, before any work, to write `output` over one of the `inputs` (`-`, standard input,
+/// is no file), unless the user said `--force`.
+pub fn refuse_overwriting_inputs(
+    output: &Path,
+    what: &str,
+    inputs: &[(&str, &Path)],
+    force: bool,
+) -> CliResult<()> {
+    if force {
+        return Ok(());
+    }
+    for (role, input) in inputs {
+        if *input != Path::new("-") && same_file(output, input) {
+            return fail(format!(
+                "the {what} {} is the {role} {}: writing it would destroy the input; give another output file (or --force)",
+                output.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` holds a joker model file (or is empty), judged by its first bytes: the
+/// `format` field comes first in every model file joker writes.
+pub fn looks_like_model(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if f.take(4096).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    let text = String::from_utf8_lossy(&head);
+    let t = text.trim_start();
+    t.is_empty()
+        || (t.starts_with('{')
+            && t.contains("\"format\"")
+            && t.contains(&format!("\"{}\"", joker::model::FORMAT_NAME)))
 }
 
 /// Reads a data file as the format options say.

@@ -1,6 +1,5 @@
 //! `joker predict`.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -11,6 +10,17 @@ use super::{CliError, CliResult, Score, fmt_num, read_data, sig, write_error};
 
 /// Runs `joker predict`.
 pub fn run(a: PredictArgs) -> CliResult<()> {
+    if let Some(out) = a.output_file.as_deref().filter(|p| *p != Path::new("-")) {
+        super::refuse_overwriting_inputs(
+            out,
+            "output file",
+            &[
+                ("data file", a.data_file.as_path()),
+                ("model file", a.model_file.as_path()),
+            ],
+            a.force,
+        )?;
+    }
     let model = Model::load(&a.model_file)?;
     if a.proba && model.loss != joker::Loss::Logistic {
         return Err(CliError::Message(format!(
@@ -44,33 +54,27 @@ fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
         None => (&pred, 1),
     };
 
-    let (mut out, what): (Box<dyn Write>, String) = match &a.output_file {
-        Some(p) if p != Path::new("-") => (
-            Box::new(BufWriter::new(File::create(p).map_err(|e| {
-                CliError::Message(format!("cannot write {}: {e}", p.display()))
-            })?)),
-            p.display().to_string(),
-        ),
-        _ => (
-            Box::new(BufWriter::new(std::io::stdout().lock())),
-            "standard output".into(),
-        ),
-    };
-    let mut line = String::new();
-    for row in values.chunks_exact(per_row.max(1)) {
-        line.clear();
-        for (k, v) in row.iter().enumerate() {
-            if k > 0 {
-                line.push(' ');
+    let rows = |out: &mut dyn Write| -> std::io::Result<()> {
+        let mut line = String::new();
+        for row in values.chunks_exact(per_row.max(1)) {
+            line.clear();
+            for (k, v) in row.iter().enumerate() {
+                if k > 0 {
+                    line.push(' ');
+                }
+                line.push_str(&fmt_num(*v));
             }
-            line.push_str(&fmt_num(*v));
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
         }
-        line.push('\n');
-        out.write_all(line.as_bytes())
-            .map_err(|e| write_error(&what, e))?;
+        out.flush()
+    };
+    match &a.output_file {
+        // a file is replaced whole or not at all
+        Some(p) if p != Path::new("-") => joker::atomic_file::write_atomically(p, rows)?,
+        _ => rows(&mut BufWriter::new(std::io::stdout().lock()))
+            .map_err(|e| write_error("standard output", e))?,
     }
-    out.flush().map_err(|e| write_error(&what, e))?;
-    drop(out);
 
     if !a.quiet {
         report_score(model, &pred, &data.y, n);

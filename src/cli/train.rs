@@ -155,14 +155,19 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
         });
     }
     if let Some(s) = a.time_limit {
+        // up to about 31,000 years: beyond that a limit is a typo, not a plan
         match Duration::try_from_secs_f64(s) {
-            Ok(d) if s > 0.0 => b = b.time_limit(d),
+            Ok(d) if s > 0.0 && s <= 1e12 => b = b.time_limit(d),
             _ => {
                 return fail(format!(
-                    "invalid parameter `time-limit`: must be a positive number of seconds, got {s}"
+                    "--time-limit must be a positive number of seconds up to 1e12, got {}",
+                    super::fmt_num(s)
                 ));
             }
         }
+    }
+    if let Some(bytes) = a.max_memory {
+        b = b.max_memory(bytes);
     }
     Ok(b.build()?)
 }
@@ -205,13 +210,36 @@ fn check_writable(path: &Path) -> CliResult<()> {
     Ok(())
 }
 
+/// Refuses a model path that would destroy something: an input file, or an existing file that
+/// is not a joker model (`joker train TRAIN TEST` must not replace the test set).
+fn check_model_path(a: &TrainArgs, model_path: &Path) -> CliResult<()> {
+    let mut inputs = vec![("training file", a.train_file.as_path())];
+    if let Some(v) = &a.validation {
+        inputs.push(("validation file", v.as_path()));
+    }
+    super::refuse_overwriting_inputs(model_path, "model file", &inputs, a.force)?;
+    if !a.force && model_path.is_file() && !super::looks_like_model(model_path) {
+        return fail(format!(
+            "{} exists and is not a joker model; refusing to replace it (the second file of `joker train` is where the model is written; use -v FILE for a validation set, or --force to replace the file)",
+            model_path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `joker train`.
 pub fn run(a: TrainArgs) -> CliResult<()> {
     let est = estimator(&a)?;
     let model_path = match &a.model_file {
         Some(p) => p.clone(),
+        None if a.train_file == Path::new("-") => {
+            return fail(
+                "the training data comes from standard input: give MODEL_FILE, where the model is written",
+            );
+        }
         None => default_model_path(&a.train_file)?,
     };
+    check_model_path(&a, &model_path)?;
     check_writable(&model_path)?;
     match est.precision {
         Precision::F32 => train::<f32>(&a, &est, &model_path),
@@ -224,9 +252,8 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     let train: Dataset<U> = read_data(&a.train_file, &a.data, a.n_features, None)?;
     let (n, d) = (train.x.nrows(), train.x.ncols());
     let mut est = est.clone();
-    if a.block_size.is_none() {
-        est.solver.block_size = DEFAULT_BLOCK.min(n);
-    }
+    // the library caps the block at n as well; capped here, the summary shows the real block
+    est.solver.block_size = est.solver.block_size.min(n);
     let task = est.task();
     let classes = match task {
         Task::Classification => Some(distinct(&train.y)),
@@ -236,8 +263,16 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         && (c.len() > MAX_CLASSES
             || (c.len() > MAX_FRACTIONAL_CLASSES && c.iter().any(|v| v.fract() != 0.0)))
     {
+        // a delimited file read with the label in the last column (the default) whose real
+        // label is the first column looks exactly like this
+        let column_hint =
+            if matches!(train.x, joker::Features::Dense(_)) && a.data.label_column.is_none() {
+                "; if the label is the first column of the file, say so with --label-column first"
+            } else {
+                ""
+            };
         return fail(format!(
-            "{}: the labels hold {} distinct values, too many classes for the {} loss; are they regression targets? (use a regression loss, e.g. -l krr)",
+            "{}: the labels hold {} distinct values, too many classes for the {} loss{column_hint}; if they are regression targets, use a regression loss (e.g. -l krr)",
             a.train_file.display(),
             c.len(),
             est.loss.name()

@@ -15,7 +15,7 @@ use crate::estimator::{FitOptions, Joker};
 use crate::model::Model;
 use crate::scalar::Scalar;
 use crate::solver::Progress;
-use crate::solver::dbcd::ProgressFn;
+use crate::solver::dbcd::{InterruptFn, ProgressFn};
 
 /// A snapshot of the optimisation, passed to the progress callback. It is valid only during
 /// the callback; copy what you need.
@@ -80,6 +80,7 @@ fn fit_as<U: Scalar>(
     sample_weight: Option<&[f64]>,
     validation: Option<&DataSet>,
     progress: Option<ProgressFn<'_>>,
+    interrupt: Option<InterruptFn<'_>>,
 ) -> crate::Result<Model> {
     let val = validation.map(view::<U>);
     params.fit_with(
@@ -89,6 +90,7 @@ fn fit_as<U: Scalar>(
             validation: val.as_deref(),
             progress,
             warm_start: None,
+            interrupt,
         },
     )
 }
@@ -186,9 +188,11 @@ pub unsafe extern "C" fn joker_fit(
                 unsafe { f(&snapshot, user_data) == 0 }
             }) as ProgressFn<'_>
         });
+        // SAFETY: the flag outlives the fit (joker_params_set_interrupt's contract).
+        let interrupt = unsafe { super::params::interrupt_of(params) }?;
         let model = match &tr.set {
-            DataSet::F32(d) => fit_as(p, d, weights, val, callback),
-            DataSet::F64(d) => fit_as(p, d, weights, val, callback),
+            DataSet::F32(d) => fit_as(p, d, weights, val, callback, interrupt),
+            DataSet::F64(d) => fit_as(p, d, weights, val, callback, interrupt),
         }?;
         let h = new_model(model);
         // SAFETY: as above.

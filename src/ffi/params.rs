@@ -8,6 +8,7 @@ use crate::device::Device;
 use crate::estimator::{ClassWeight, Joker, JokerBuilder};
 use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
+use crate::memory::MemoryLimit;
 use crate::model::{Precision, Task};
 
 /// Training parameters: an opaque handle made by `joker_params_new`, freed by
@@ -15,6 +16,8 @@ use crate::model::{Precision, Task};
 pub struct JokerParams {
     tag: u64,
     pub(crate) inner: Joker,
+    /// The address of the caller's interrupt flag (0: none); see `joker_params_set_interrupt`.
+    pub(crate) interrupt: usize,
 }
 
 impl_handle!(JokerParams, Kind::Params, 0x4a4b_5250_4152_4d53); // "JKRPARMS"
@@ -204,6 +207,7 @@ pub unsafe extern "C" fn joker_params_new(out: *mut *mut JokerParams) -> JokerSt
         let p = register(JokerParams {
             tag: 0,
             inner: Joker::builder().build()?,
+            interrupt: 0,
         });
         // SAFETY: as above.
         unsafe { write_out(out, p, "out") }
@@ -623,7 +627,9 @@ pub unsafe extern "C" fn joker_params_set_seed(params: *mut JokerParams, seed: u
     })
 }
 
-/// Refuses fits whose estimated memory exceeds `bytes` (0: no limit, the default).
+/// Refuses fits whose estimated memory exceeds `bytes` (0: no limit). Without this call the
+/// limit is 80% of the memory available when the fit starts (the smallest of the system's
+/// available memory, the cgroup's allowance and the address-space limit).
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
@@ -633,7 +639,11 @@ pub unsafe extern "C" fn joker_params_set_max_memory(
     bytes: usize,
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
-    guard(|| unsafe { update(params, |j| j.max_memory = (bytes > 0).then_some(bytes)) })
+    guard(|| unsafe {
+        update(params, |j| {
+            j.max_memory = MemoryLimit::from_bytes_or_none(bytes)
+        })
+    })
 }
 
 /// Sets the rank of the Nystrom preconditioner of the block solver's CG (0: none, the
@@ -746,6 +756,57 @@ pub unsafe extern "C" fn joker_params_set_device(
         // SAFETY: see the function's contract.
         unsafe { update(params, |j| j.device = dev) }
     })
+}
+
+/// Sets an interrupt flag: while a fit with these parameters runs, it reads `*flag` once per
+/// iteration (one block solve; full KRR at its checks) and stops as soon as it is nonzero,
+/// returning the model so far with stop reason "cancelled" (like a progress callback that
+/// returns nonzero, but without waiting for the next check). This is how a Ctrl-C handler, or
+/// another thread, stops a long fit within a second. NULL removes the flag (the default).
+///
+/// # Safety
+/// As for `joker_params_set_loss`; `flag` must be NULL or point to a 4-byte-aligned `int32_t`
+/// that stays valid while any fit with these parameters runs, and that other threads or signal
+/// handlers change only by plain aligned stores (atomic in effect on every supported target).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_interrupt(
+    params: *mut JokerParams,
+    flag: *const i32,
+) -> JokerStatus {
+    guard(|| {
+        if !flag.is_null() && !(flag as usize).is_multiple_of(std::mem::align_of::<i32>()) {
+            return Err(Failure::invalid(
+                "flag",
+                "the interrupt flag must be a 4-byte-aligned int32_t",
+            ));
+        }
+        // SAFETY: exclusive use during the call is the caller's contract.
+        let h = unsafe { get_mut(params, "params") }?;
+        h.interrupt = flag as usize;
+        Ok(())
+    })
+}
+
+/// The interrupt flag of a handle as a poll for the solver, if one is set.
+///
+/// # Safety
+/// The flag set by `joker_params_set_interrupt` must stay valid while the returned closure is
+/// used (that function's contract).
+pub(crate) unsafe fn interrupt_of(
+    params: *const JokerParams,
+) -> FfiResult<Option<crate::solver::dbcd::InterruptFn<'static>>> {
+    // SAFETY: see the function's contract.
+    let addr = unsafe { get(params, "params") }?.interrupt;
+    if addr == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(move || {
+        // SAFETY: `addr` is a live, aligned i32 (the setter checked the alignment; the
+        // caller keeps it alive during the fit), written by others only with aligned stores,
+        // so an atomic load reads a whole value.
+        let flag = unsafe { std::sync::atomic::AtomicI32::from_ptr(addr as *mut i32) };
+        flag.load(std::sync::atomic::Ordering::Relaxed) != 0
+    })))
 }
 
 /// Borrows the validated parameters of a handle.

@@ -206,6 +206,10 @@ pub struct Problem<'a, T> {
 /// A progress callback: sees every check; returning `false` stops the fit.
 pub type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> bool + 'a>;
 
+/// An interruption poll: asked once per iteration (one block solve); `true` stops the fit
+/// at once, without the final check (so a Ctrl-C handler is honoured within an iteration).
+pub type InterruptFn<'a> = Box<dyn FnMut() -> bool + 'a>;
+
 /// A validation callback: the metric of the current predictor.
 pub type ValidateFn<'a, T> = Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>;
 
@@ -216,6 +220,8 @@ pub struct Hooks<'a, T> {
     pub validate: Option<ValidateFn<'a, T>>,
     /// Sees every check; returning `false` stops the fit.
     pub progress: Option<ProgressFn<'a>>,
+    /// Polled every iteration; returning `true` stops the fit.
+    pub interrupt: Option<InterruptFn<'a>>,
 }
 
 /// Bytes the solver will allocate for a problem (checked before allocating).
@@ -226,21 +232,30 @@ pub fn memory_estimate(
     targets: usize,
     block: usize,
 ) -> usize {
-    let f64s = n * targets * 2 + n * 2; // alpha, beta or y, lam/eps
-    let block_bytes = block * block * 8 * 2 + block * d * 8;
+    // in u128, so that absurd sizes saturate instead of wrapping
+    let (n, d, tt, b, c) = (
+        n as u128,
+        d as u128,
+        targets as u128,
+        block as u128,
+        CHUNK_ROWS as u128,
+    );
+    let f64s = n * tt * 2 + n * 2; // alpha, beta or y, lam/eps
+    let block_bytes = b * b * 8 * 2 + b * d * 8;
     // Random features: the map, theta, the current and the staged block's features and
     // K_BB (see `SolverConfig::overlap`), and a chunk of features for the checks.
     let feat = m.map_or(0, |m| {
-        m * d * 8 + m * targets * 8 + 2 * block * m * 8 + block * block * 8 + CHUNK_ROWS * m * 8
+        let m = m as u128;
+        m * d * 8 + m * tt * 8 + 2 * b * m * 8 + b * b * 8 + c * m * 8
     });
     // Exact kernels: the row-chunk tiles of the beta update, and the staged block's rows and
     // K_BB.
     let exact_tile = if m.is_none() {
-        CHUNK_ROWS * block * 8 * 2 + block * d * 8 + block * block * 8
+        c * b * 8 * 2 + b * d * 8 + b * b * 8
     } else {
         0
     };
-    f64s * 8 + block_bytes + feat + exact_tile
+    usize::try_from(f64s * 8 + block_bytes + feat + exact_tile).unwrap_or(usize::MAX)
 }
 
 struct State<'a, T: Scalar> {
@@ -437,6 +452,7 @@ pub fn solve<T: Scalar>(
     let mut history = Vec::new();
     let mut accepted = 0usize;
     let mut stop = StopReason::MaxIter;
+    let mut interrupted = false;
     let mut iter = 0;
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
@@ -604,8 +620,13 @@ pub fn solve<T: Scalar>(
             stop = StopReason::TimeLimit;
             break;
         }
+        if hooks.interrupt.as_mut().is_some_and(|f| f()) {
+            stop = StopReason::Cancelled;
+            interrupted = true;
+            break;
+        }
     }
-    if checked_at != iter {
+    if checked_at != iter && !interrupted {
         let tc = Instant::now();
         let (gap, _, _) = check(&mut st, iter, accepted, timings.check, hooks)?;
         timings.check += tc.elapsed().as_secs_f64();

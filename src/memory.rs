@@ -1,0 +1,184 @@
+//! Memory limits and fallible allocation.
+//!
+//! A fit estimates its memory before it allocates and refuses to start when the estimate is
+//! over the limit; the default limit is a fraction of the memory this process can still get,
+//! so that a typo such as `M = 10,000,000` is an error and not an abort. The large buffers are
+//! then reserved fallibly, so that an allocation refused by the system (an address-space
+//! limit, a container limit) is an error too.
+
+use crate::error::{JokerError, Result};
+
+/// The share of the available memory that [`MemoryLimit::Auto`] allows a fit.
+pub const AUTO_FRACTION: f64 = 0.8;
+
+/// How much memory a fit may use, judged by its estimate before it allocates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryLimit {
+    /// [`AUTO_FRACTION`] of the memory available when the fit starts: the smallest of the
+    /// system's available memory, the cgroup's remaining allowance and the address-space
+    /// limit. No limit where none of these can be read (outside Linux).
+    #[default]
+    Auto,
+    /// No limit.
+    Unlimited,
+    /// At most this many bytes.
+    Bytes(usize),
+}
+
+impl MemoryLimit {
+    /// The limit in bytes now, or `None` for no limit.
+    pub fn bytes(self) -> Option<usize> {
+        match self {
+            MemoryLimit::Auto => available().map(|a| (a as f64 * AUTO_FRACTION) as usize),
+            MemoryLimit::Unlimited => None,
+            MemoryLimit::Bytes(b) => Some(b),
+        }
+    }
+
+    /// The limit of the C ABI and the bindings: 0 means none, anything else bytes.
+    pub fn from_bytes_or_none(bytes: usize) -> Self {
+        if bytes == 0 {
+            MemoryLimit::Unlimited
+        } else {
+            MemoryLimit::Bytes(bytes)
+        }
+    }
+
+    /// Fails with [`JokerError::Memory`] when `need` bytes (for `what`) exceed the limit.
+    pub fn check(self, need: usize, what: impl FnOnce() -> String) -> Result<()> {
+        match self.bytes() {
+            Some(limit) if need > limit => Err(JokerError::Memory(format!(
+                "{} needs about {}, over the limit of {}{}",
+                what(),
+                human(need),
+                human(limit),
+                match self {
+                    MemoryLimit::Auto => format!(
+                        " ({:.0}% of the available memory; set a larger limit, or none, with max_memory)",
+                        AUTO_FRACTION * 100.0
+                    ),
+                    _ => String::new(),
+                }
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Bytes this process can still allocate, where the system says (Linux): the smallest of
+/// `MemAvailable`, the cgroup v2 allowance left and the address-space limit left.
+pub fn available() -> Option<usize> {
+    [meminfo_available(), cgroup_left(), address_space_left()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+fn meminfo_available() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<usize>()
+        .ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+fn cgroup_left() -> Option<usize> {
+    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok();
+    let max = read("memory.max")?.trim().parse::<usize>().ok()?;
+    let used = read("memory.current")
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    Some(max.saturating_sub(used))
+}
+
+fn address_space_left() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let soft = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max address space"))?
+        .split_whitespace()
+        .next()?
+        .parse::<usize>()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let used_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    Some(soft.saturating_sub(used_kb.saturating_mul(1024)))
+}
+
+/// `bytes` as MB or GB for messages.
+pub fn human(bytes: usize) -> String {
+    let mb = bytes as f64 / (1u64 << 20) as f64;
+    if mb >= 10_240.0 {
+        format!("{:.1} GB", mb / 1024.0)
+    } else {
+        format!("{mb:.0} MB")
+    }
+}
+
+/// A vector of `len` copies of `value`, or [`JokerError::Memory`] naming `what` when the
+/// system refuses the allocation (instead of aborting the process).
+pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        JokerError::Memory(format!(
+            "cannot allocate {} for {what}",
+            human(len.saturating_mul(std::mem::size_of::<T>()))
+        ))
+    })?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_limits_refuse_larger_estimates_and_name_the_sizes() {
+        let l = MemoryLimit::Bytes(100 << 20);
+        assert!(l.check(50 << 20, || "x".into()).is_ok());
+        let e = l.check(200 << 20, || "the fit".into()).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("200 MB") && msg.contains("100 MB"), "{msg}");
+        assert!(
+            MemoryLimit::Unlimited
+                .check(usize::MAX, || "x".into())
+                .is_ok()
+        );
+        assert_eq!(MemoryLimit::from_bytes_or_none(0), MemoryLimit::Unlimited);
+        assert_eq!(MemoryLimit::from_bytes_or_none(7), MemoryLimit::Bytes(7));
+    }
+
+    #[test]
+    fn the_automatic_limit_is_a_fraction_of_what_is_available() {
+        // Linux: /proc/meminfo is always there, so the automatic limit is finite and below
+        // the available memory.
+        if cfg!(target_os = "linux") {
+            let avail = available().expect("MemAvailable");
+            let auto = MemoryLimit::Auto.bytes().expect("a limit");
+            assert!(auto > 0 && auto < avail, "{auto} vs {avail}");
+            assert!(
+                MemoryLimit::Auto
+                    .check(usize::MAX / 2, || "x".into())
+                    .is_err()
+            );
+        }
+    }
+
+    #[test]
+    fn refused_allocations_are_errors() {
+        let e = try_filled(usize::MAX / 8, 0.0f64, "the test buffer").unwrap_err();
+        assert!(e.to_string().contains("the test buffer"), "{e}");
+        assert_eq!(try_filled(3, 1u8, "x").unwrap(), vec![1, 1, 1]);
+    }
+}
