@@ -735,6 +735,22 @@ fn memory_limits_are_errors_not_aborts() {
         &["train", "-q", "-m", "200000", "tr.svm", "m.json"],
     );
     fails_with(o, "memory: the fit");
+    // no limit at all and a refused allocation: an error, not an abort
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 600000",
+        &[
+            "train",
+            "-q",
+            "--max-memory",
+            "0",
+            "-m",
+            "100000000",
+            "tr.svm",
+            "m.json",
+        ],
+    );
+    fails_with(o, "cannot allocate");
     // an explicit limit, and none
     fails_with(
         joker(

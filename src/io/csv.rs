@@ -3,9 +3,11 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{Lines, is_blank_or_comment, open, parse_err, parse_number};
+use super::{
+    Lines, is_blank_or_comment, note_misnamed, open, parse_err, parse_number, show, source_name,
+};
 use crate::data::{Dataset, DenseMatrix, Features};
-use crate::error::{Result, invalid};
+use crate::error::{JokerError, Result, invalid};
 use crate::scalar::Scalar;
 
 /// Which field of a row holds the target.
@@ -57,8 +59,9 @@ impl Delim {
 ///
 /// Every row must have the same number of fields (at least two: the target and one
 /// feature), each a finite number; fields may be padded with spaces and wrapped in double
-/// quotes. Blank lines and lines starting with `#` are skipped; lines may end in `\r\n`.
-/// The file may be gzip or bzip2 compressed (see [the module documentation](crate::io)).
+/// quotes. Blank lines and lines starting with `#` are skipped; lines may end in `\r\n` or
+/// `\r`. The file may be gzip or bzip2 compressed, and the path `-` reads standard input
+/// (see [the module documentation](crate::io)).
 ///
 /// # Errors
 /// [`JokerError::Parse`](crate::JokerError::Parse) naming the line of a row with a bad,
@@ -79,7 +82,8 @@ pub fn read_csv<T: Scalar>(path: &Path, opts: &CsvOptions) -> Result<Dataset<T>>
             ),
         ));
     }
-    parse_csv(open(path)?, path, opts)
+    let (reader, compression) = open(path)?;
+    parse_csv(reader, path, opts).map_err(|e| note_misnamed(e, path, compression))
 }
 
 /// [`read_csv`] on an open reader; `path` names the source in errors.
@@ -106,9 +110,9 @@ pub(crate) fn parse_csv<T: Scalar, R: BufRead>(
         Some(d) => Delim::Byte(d),
         None => detect_delimiter(first, head.get(1).map(|(_, l)| &l[..])),
     };
-    let header = opts
-        .has_header
-        .unwrap_or_else(|| looks_like_header(first, delim));
+    // The field that makes the first line look like a header, if any.
+    let non_number = first_non_number(first, delim);
+    let header = opts.has_header.unwrap_or(non_number.is_some());
 
     let mut rows = Rows::<T> {
         path,
@@ -132,10 +136,13 @@ pub(crate) fn parse_csv<T: Scalar, R: BufRead>(
         }
     }
     if rows.y.is_empty() {
-        return Err(crate::error::JokerError::EmptyData(format!(
-            "{}: no data rows after the header",
-            path.display()
-        )));
+        return Err(header_only(
+            path,
+            *first_ln,
+            first,
+            opts.has_header,
+            non_number,
+        ));
     }
     let (nfields, _, _) = rows.shape.expect("set with the first row");
     let x = DenseMatrix::new(rows.y.len(), nfields - 1, rows.data)?;
@@ -166,8 +173,11 @@ impl<T: Scalar> Rows<'_, T> {
                 self.path,
                 ln,
                 format!(
-                    "found {n} field with {} as the delimiter; need at least two (the target \
-                     and a feature); set CsvOptions::delimiter if detection got it wrong",
+                    "found one field, `{}`, with {} as the delimiter, but a row needs at least \
+                     two, the target and a feature: separate the fields by commas, tabs, \
+                     semicolons or spaces (in Rust, `CsvOptions {{ delimiter: Some(b'|'), .. }}` \
+                     names any other delimiter)",
+                    show(line),
                     self.delim.describe()
                 ),
             ));
@@ -181,8 +191,10 @@ impl<T: Scalar> Rows<'_, T> {
                     self.path,
                     ln,
                     format!(
-                        "label column index {k} is out of range: the line has {n} fields \
-                         (indices 0 to {})",
+                        "label column index {k} is out of range: the line has {n} fields, so \
+                         the label column is `first`, `last` or an index from 0 to {} \
+                         (--label-column on the command line, `CsvOptions::label_column` in \
+                         Rust)",
                         n - 1
                     ),
                 ));
@@ -219,7 +231,8 @@ impl<T: Scalar> Rows<'_, T> {
                     self.path,
                     ln,
                     format!(
-                        "field {} is empty (missing values are not supported)",
+                        "field {} is empty: missing values are not supported, so fill them in \
+                         or drop the row",
                         k + 1
                     ),
                 ));
@@ -307,13 +320,38 @@ fn detect_delimiter(first: &[u8], second: Option<&[u8]>) -> Delim {
     }
 }
 
-/// Whether a line has a non-empty field that is not a number.
-fn looks_like_header(line: &[u8], delim: Delim) -> bool {
+/// The first non-empty field of a line that is not a number, as its zero-based position
+/// and text: a line with one is a header (unless told otherwise).
+fn first_non_number(line: &[u8], delim: Delim) -> Option<(usize, &[u8])> {
     let mut fields = Vec::new();
     split_fields(line, delim, &mut fields);
-    fields.iter().any(|&(a, b)| {
+    fields.iter().enumerate().find_map(|(k, &(a, b))| {
         let f = unquote(&line[a..b]);
-        !f.is_empty() && !std::str::from_utf8(f).is_ok_and(|s| s.parse::<f64>().is_ok())
+        let number = std::str::from_utf8(f).is_ok_and(|s| s.parse::<f64>().is_ok());
+        (!f.is_empty() && !number).then_some((k, f))
+    })
+}
+
+/// The error for a source whose only data line was read as a header: says why it was taken
+/// for one, since a line of text that is not data at all ends up here too.
+fn header_only(
+    path: &Path,
+    ln: usize,
+    line: &[u8],
+    has_header: Option<bool>,
+    non_number: Option<(usize, &[u8])>,
+) -> JokerError {
+    let name = source_name(path).display();
+    JokerError::EmptyData(match (has_header, non_number) {
+        (None, Some((k, field))) => format!(
+            "{name}: no data rows: line {ln}, `{}`, is the only non-blank line, and it was \
+             read as a header because its field {}, `{}`, is not a number; a data row holds only numbers \
+             (the target and the features)",
+            show(line),
+            k + 1,
+            show(field)
+        ),
+        _ => format!("{name}: no data rows after the header on line {ln}"),
     })
 }
 
@@ -447,11 +485,11 @@ mod tests {
             ("1,2,3\n4,5,y\n", 2, "field 3: bad target `y`"),
             ("1,2,3\n# c\n4,nan,6\n", 3, "non-finite value"),
             ("1,2,3\n4,5,inf\n", 2, "non-finite target"),
-            ("1\n2\n", 1, "need at least two"),
+            ("1\n2\n", 1, "needs at least two, the target and a feature"),
             (
                 "1|2|3\n4|5|6\n",
                 1,
-                "found 1 field with whitespace as the delimiter",
+                "found one field, `1|2|3`, with whitespace as the delimiter",
             ),
         ];
         for (body, line, needle) in cases {

@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
 use std::path::Path;
 
-use super::{Lines, io_err, open, parse_err, parse_number, show, strip_comment, tokens};
+use super::{
+    Lines, note_misnamed, open, parse_err, parse_number, show, source_name, strip_comment, tokens,
+};
 use crate::data::{CsrMatrix, Dataset, Features};
 use crate::error::{JokerError, Result, invalid};
 use crate::scalar::Scalar;
@@ -31,19 +33,35 @@ pub struct LibsvmOptions {
 /// lines, comments (from `#` to the end of a line) and `qid:` tokens are skipped. Multi-label
 /// lines (`1,3 5:1`) are not supported. Indices are 0- or 1-based as
 /// [`LibsvmOptions::zero_based`] says or detection finds. The file may be gzip or bzip2
-/// compressed (see [the module documentation](crate::io)).
+/// compressed, and the path `-` reads standard input (see
+/// [the module documentation](crate::io)).
 ///
 /// # Errors
 /// [`JokerError::Parse`] naming the line of the first malformed token, [`JokerError::Io`]
 /// if the file cannot be opened or read (or decompressed), [`JokerError::EmptyData`] if it
 /// has no data line or no feature at all (without `n_features`), and
-/// [`JokerError::InvalidParameter`] for `n_features = Some(0)`.
+/// [`JokerError::InvalidParameter`] for `n_features` of 0 or above the column index range
+/// (`u32::MAX`).
 pub fn read_libsvm<T: Scalar>(path: &Path, opts: &LibsvmOptions) -> Result<Dataset<T>> {
-    if opts.n_features == Some(0) {
-        return Err(invalid("n_features", "must be at least 1"));
-    }
-    parse_libsvm(open(path)?, path, opts)
+    check_n_features(opts.n_features)?;
+    let (reader, compression) = open(path)?;
+    parse_libsvm(reader, path, opts).map_err(|e| note_misnamed(e, path, compression))
 }
+
+/// A width the sparse matrix can hold: at least one column, column indices in `u32`.
+fn check_n_features(n: Option<usize>) -> Result<()> {
+    match n {
+        Some(0) => Err(invalid("n_features", "must be at least 1")),
+        Some(n) if n > MAX_COLUMNS => Err(invalid(
+            "n_features",
+            format!("{n} is more columns than a sparse matrix holds (at most {MAX_COLUMNS})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Most columns a sparse matrix holds: its column indices are `u32`.
+const MAX_COLUMNS: usize = u32::MAX as usize;
 
 /// [`read_libsvm`] on an open reader; `path` names the source in errors.
 pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
@@ -94,9 +112,11 @@ pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
             if max_index.is_none_or(|(m, _)| index > m) {
                 max_index = Some((index, ln));
             }
-            if value != 0.0 {
+            // Zeros are not stored, also those that a value too small for `T` becomes.
+            let value = T::from_f64(value);
+            if value.to_f64() != 0.0 {
                 indices.push(index);
-                values.push(T::from_f64(value));
+                values.push(value);
             }
         }
         y.push(label);
@@ -112,8 +132,9 @@ pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
             return Err(parse_err(
                 path,
                 ln,
-                "feature index 0 in a file read as 1-based (LibsvmOptions::zero_based = \
-                 Some(false))",
+                "feature index 0 in a file read as 1-based: its indices start at 0, so read \
+                 it as 0-based (--index-base 0 on the command line, or leave the option out \
+                 to detect it; `LibsvmOptions { zero_based: Some(true), .. }` in Rust)",
             ));
         }
         for j in &mut indices {
@@ -121,28 +142,39 @@ pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
         }
     }
     let shift = usize::from(!zero_based);
+    let base = if zero_based { "0-based" } else { "1-based" };
     let ncols = match (opts.n_features, max_index) {
         (Some(n), Some((m, ln))) if m as usize - shift >= n => {
-            let (base, largest) = if zero_based {
-                ("0-based", n - 1)
-            } else {
-                ("1-based", n)
-            };
+            let largest = n - 1 + shift;
             return Err(parse_err(
                 path,
                 ln,
                 format!(
-                    "feature index {m} is out of range for n_features = {n} (indices are \
-                     {base}, so the largest allowed is {largest})"
+                    "feature index {m} is out of range for {n} features (indices are {base}, \
+                     so the largest allowed is {largest}): the file has more features than \
+                     asked for with --n-features, or than the model was trained on; \
+                     `LibsvmOptions::n_features` in Rust"
                 ),
             ));
         }
         (Some(n), _) => n,
+        (None, Some((m, ln))) if m as usize - shift >= MAX_COLUMNS => {
+            return Err(parse_err(
+                path,
+                ln,
+                format!(
+                    "feature index {m} is too large: with {base} indices the largest is {}",
+                    MAX_COLUMNS - 1 + shift
+                ),
+            ));
+        }
         (None, Some((m, _))) => m as usize - shift + 1,
         (None, None) => {
             return Err(JokerError::EmptyData(format!(
-                "{}: no line has any feature; set LibsvmOptions::n_features",
-                path.display()
+                "{}: no line has a feature (`index:value`), only labels; if every feature is \
+                 zero, give their number (--n-features N on the command line, \
+                 `LibsvmOptions {{ n_features: Some(N), .. }}` in Rust)",
+                source_name(path).display()
             )));
         }
     };
@@ -217,7 +249,11 @@ fn parse_pair<T: Scalar>(tok: &[u8]) -> std::result::Result<(u32, f64), String> 
 /// # Errors
 /// [`JokerError::Io`] if the file cannot be created or written.
 pub fn write_libsvm<T: Scalar>(path: &Path, data: &Dataset<T>) -> Result<()> {
-    let file = File::create(path).map_err(|e| io_err(path, e))?;
+    let io_err = |source| JokerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::create(path).map_err(io_err)?;
     let buf = BufWriter::with_capacity(super::BUF_SIZE, file);
     let ext = path.extension().and_then(|e| e.to_str());
     let mut out = match ext {
@@ -233,7 +269,7 @@ pub fn write_libsvm<T: Scalar>(path: &Path, data: &Dataset<T>) -> Result<()> {
     };
     write_rows(&mut out, data)
         .and_then(|()| out.finish())
-        .map_err(|e| io_err(path, e))
+        .map_err(io_err)
 }
 
 fn write_rows<T: Scalar>(w: &mut impl Write, data: &Dataset<T>) -> std::io::Result<()> {
@@ -403,7 +439,12 @@ mod tests {
             zero_based: Some(false),
             ..Default::default()
         };
-        assert_parse_err(parse::<f64>(zero, &opts), 2, "index 0");
+        assert_parse_err(
+            parse::<f64>(zero, &opts),
+            2,
+            "feature index 0 in a file read as 1-based: its indices start at 0, so read it as \
+             0-based (--index-base 0",
+        );
     }
 
     #[test]
@@ -417,7 +458,12 @@ mod tests {
         assert_eq!(sparse(&d).ncols(), 8);
         let d = parse::<f32>(text, &opts(5)).unwrap();
         assert_eq!(sparse(&d).ncols(), 5);
-        assert_parse_err(parse::<f32>(text, &opts(4)), 3, "n_features = 4");
+        assert_parse_err(
+            parse::<f32>(text, &opts(4)),
+            3,
+            "index 5 is out of range for 4 features (indices are 1-based, so the largest \
+             allowed is 4)",
+        );
         // 0-based: index 5 needs 6 columns.
         let zero = LibsvmOptions {
             zero_based: Some(true),
@@ -470,6 +516,9 @@ mod tests {
             "out of range for f32",
         );
         assert!(parse::<f64>(text, &LibsvmOptions::default()).is_ok());
+        // Too small for f32: a zero, so not stored.
+        let d = parse::<f32>("1 1:1e-50 2:1\n", &LibsvmOptions::default()).unwrap();
+        assert_eq!(sparse(&d).row(0), (&[1u32][..], &[1.0f32][..]));
         // Invalid UTF-8 in a value.
         let bytes = b"1 1:1\n1 2:\xff\n";
         assert_parse_err(
@@ -477,6 +526,32 @@ mod tests {
             2,
             "bad value",
         );
+    }
+
+    #[test]
+    fn indices_beyond_the_column_range_are_parse_errors() {
+        let e = parse::<f64>("1 0:1\n1 4294967295:1\n", &LibsvmOptions::default());
+        assert_parse_err(
+            e,
+            2,
+            "feature index 4294967295 is too large: with 0-based indices the largest is \
+             4294967294",
+        );
+        // 1-based, the same index is the last column there is.
+        let d = parse::<f64>("1 4294967295:1\n", &LibsvmOptions::default()).unwrap();
+        assert_eq!(d.x.ncols(), u32::MAX as usize);
+        let t = TempPath::write("wide.svm", b"1 1:1\n");
+        let opts = LibsvmOptions {
+            n_features: Some(u32::MAX as usize + 1),
+            ..Default::default()
+        };
+        assert!(matches!(
+            read_libsvm::<f32>(&t.0, &opts),
+            Err(JokerError::InvalidParameter {
+                name: "n_features",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -489,7 +564,14 @@ mod tests {
     #[test]
     fn labels_only_needs_n_features() {
         let r = parse::<f64>("1\n-1\n", &LibsvmOptions::default());
-        assert!(matches!(r, Err(JokerError::EmptyData(_))), "{r:?}");
+        assert!(
+            matches!(&r, Err(JokerError::EmptyData(m)) if m.ends_with(
+                "no line has a feature (`index:value`), only labels; if every feature is zero, \
+                 give their number (--n-features N on the command line, \
+                 `LibsvmOptions { n_features: Some(N), .. }` in Rust)"
+            )),
+            "{r:?}"
+        );
         let opts = LibsvmOptions {
             n_features: Some(2),
             ..Default::default()

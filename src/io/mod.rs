@@ -6,14 +6,19 @@
 //! * [`read_auto`] looks at the first data line and picks one of the two,
 //! * [`write_libsvm`] writes any [`Dataset`] in LIBSVM format (1-based indices).
 //!
+//! The path `-` reads standard input (name a file called `-` as `./-`), so data can be
+//! piped in: `zcat train.gz | joker train -`. Standard input is read once, front to back.
+//!
 //! Compression is recognised by the leading magic bytes of the file, so `data.gz`,
 //! `data.bz2` and a compressed file with no telling extension all read transparently;
 //! concatenated gzip members and bzip2 streams are read to the end. A file named `.gz` or
-//! `.bz2` whose content is plain text (as some downloaders leave it) is read as plain text.
+//! `.bz2` whose content is plain text (as some downloaders leave it) is read as plain text,
+//! and its errors say so. Lines may end in `\n`, `\r\n` or a lone `\r`.
 //!
 //! Every malformed line gives [`JokerError::Parse`] with the file, the one-based line number
 //! and the reason; failures to open or read give [`JokerError::Io`]; a file without any data
-//! line gives [`JokerError::EmptyData`].
+//! line gives [`JokerError::EmptyData`]. Messages name standard input as such, and say what
+//! to change, both as a `joker` command-line flag and as a Rust option.
 
 mod csv;
 mod libsvm;
@@ -22,9 +27,11 @@ pub use self::csv::{CsvOptions, LabelColumn, read_csv};
 pub use self::libsvm::{LibsvmOptions, read_libsvm, write_libsvm};
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 
+use self::csv::parse_csv;
+use self::libsvm::parse_libsvm;
 use crate::data::Dataset;
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
@@ -33,25 +40,71 @@ use crate::scalar::Scalar;
 /// serves many lines.
 const BUF_SIZE: usize = 1 << 17;
 
+/// The path that means standard input.
+const STDIN: &str = "-";
+
+/// Whether `path` means standard input.
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+/// How messages name a source: its path, or "standard input" for `-`.
+fn source_name(path: &Path) -> &Path {
+    if is_stdin(path) {
+        Path::new("standard input")
+    } else {
+        path
+    }
+}
+
 /// Reads a data file whose format is guessed from its first data line (blank lines and lines
 /// starting with `#` are passed over): [`read_libsvm`] with default options if it looks like
 /// `label index:value ...` (or is a lone number, a label with no features), otherwise
 /// [`read_csv`] with delimiter and header detection and the label in the last column.
+/// The path `-` reads standard input.
 pub fn read_auto<T: Scalar>(path: &Path) -> Result<Dataset<T>> {
-    let mut lines = Lines::new(open(path)?, path);
-    let mut is_libsvm = None;
-    while let Some((_, line)) = lines.next_line()? {
-        if is_blank_or_comment(line) {
-            continue;
-        }
-        is_libsvm = Some(looks_like_libsvm(line));
-        break;
-    }
-    drop(lines);
+    let (reader, compression) = open(path)?;
+    parse_auto(reader, path).map_err(|e| note_misnamed(e, path, compression))
+}
+
+/// [`read_auto`] on an open reader, which is read once: the lines looked at to pick the
+/// format are replayed to the parser. `path` names the source in errors.
+pub(crate) fn parse_auto<T: Scalar, R: BufRead>(mut reader: R, path: &Path) -> Result<Dataset<T>> {
+    let (head, is_libsvm) = sniff_format(&mut reader, path)?;
+    let reader = Cursor::new(head).chain(reader);
     match is_libsvm {
         None => Err(empty(path)),
-        Some(true) => read_libsvm(path, &LibsvmOptions::default()),
-        Some(false) => read_csv(path, &CsvOptions::default()),
+        Some(true) => parse_libsvm(reader, path, &LibsvmOptions::default()),
+        Some(false) => parse_csv(reader, path, &CsvOptions::default()),
+    }
+}
+
+/// Reads up to the end of the first data line and says whether it looks like LIBSVM
+/// (`None`: the stream has no data line); returns the bytes read with the answer.
+fn sniff_format<R: BufRead>(reader: &mut R, path: &Path) -> Result<(Vec<u8>, Option<bool>)> {
+    let mut head = Vec::new();
+    loop {
+        let start = head.len();
+        let n = reader
+            .read_until(b'\n', &mut head)
+            .map_err(|e| io_err(path, e))?;
+        if n == 0 {
+            return Ok((head, None));
+        }
+        let chunk = if start == 0 {
+            strip_bom(&head)
+        } else {
+            &head[start..]
+        };
+        // Blank segments are skipped, so splitting at every line-end byte covers `\n`,
+        // `\r\n` and a lone `\r` alike.
+        let first = chunk
+            .split(|&b| b == b'\n' || b == b'\r')
+            .find(|l| !is_blank_or_comment(l))
+            .map(looks_like_libsvm);
+        if first.is_some() {
+            return Ok((head, first));
+        }
     }
 }
 
@@ -86,11 +139,14 @@ fn is_pair(tok: &[u8]) -> bool {
 
 /// The compression of a stream, from its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compression {
+pub(crate) enum Compression {
     None,
     Gzip,
     Bzip2,
 }
+
+/// Bytes needed to recognise every compression (bzip2's magic is the longest).
+const MAGIC_LEN: usize = 10;
 
 impl Compression {
     fn sniff(head: &[u8]) -> Self {
@@ -100,7 +156,7 @@ impl Compression {
         }
         // bzip2: "BZh" and a block size digit, then a block header (the BCD digits of pi)
         // or, for an empty stream, the end-of-stream marker (those of sqrt(pi)).
-        if head.len() >= 10
+        if head.len() >= MAGIC_LEN
             && head.starts_with(b"BZh")
             && (b'1'..=b'9').contains(&head[3])
             && (head[4..10] == [0x31, 0x41, 0x59, 0x26, 0x53, 0x59]
@@ -112,38 +168,94 @@ impl Compression {
     }
 }
 
+/// A read error, naming the source as the user gave it.
 pub(crate) fn io_err(path: &Path, source: std::io::Error) -> JokerError {
     JokerError::Io {
-        path: path.to_path_buf(),
+        path: source_name(path).to_path_buf(),
         source,
     }
 }
 
+/// A malformed line, naming the source as the user gave it.
 pub(crate) fn parse_err(path: &Path, line: usize, reason: impl Into<String>) -> JokerError {
     JokerError::Parse {
-        path: path.to_path_buf(),
+        path: source_name(path).to_path_buf(),
         line,
         reason: reason.into(),
     }
 }
 
+/// A source with bytes but no data line.
 fn empty(path: &Path) -> JokerError {
-    JokerError::EmptyData(format!("{}: no data lines", path.display()))
+    JokerError::EmptyData(format!(
+        "{}: no data lines, only blank lines and `#` comments",
+        source_name(path).display()
+    ))
 }
 
-/// Opens `path` for buffered reading, decompressing gzip or bzip2 content. An empty file is
-/// [`JokerError::EmptyData`].
-pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut raw = BufReader::with_capacity(BUF_SIZE, file);
-    let head = raw.fill_buf().map_err(|e| io_err(path, e))?;
-    if head.is_empty() {
-        return Err(JokerError::EmptyData(format!(
-            "{}: the file is empty",
-            path.display()
-        )));
+/// Adds a note to a parse or empty-data error of a plain-text file named `.gz` or `.bz2`:
+/// the name promised compressed data, so the content may not be the data meant (a failed
+/// download, for one, leaves an error page under the data's name).
+fn note_misnamed(e: JokerError, path: &Path, compression: Compression) -> JokerError {
+    let ext = path.extension().and_then(|e| e.to_str());
+    let promised = match ext.map(str::to_ascii_lowercase).as_deref() {
+        Some("gz") => "gzip",
+        Some("bz2") => "bzip2",
+        _ => return e,
+    };
+    if compression != Compression::None {
+        return e;
     }
-    Ok(match Compression::sniff(head) {
+    let note = format!(
+        "; note: the file is named .{} but is plain text, not {promised} data: check that it \
+         is the file you meant",
+        ext.unwrap_or_default()
+    );
+    match e {
+        JokerError::Parse { path, line, reason } => JokerError::Parse {
+            path,
+            line,
+            reason: reason + &note,
+        },
+        JokerError::EmptyData(m) => JokerError::EmptyData(m + &note),
+        other => other,
+    }
+}
+
+/// Opens a data source for buffered reading, decompressing gzip or bzip2 content; `-` is
+/// standard input. Also says how the content was stored. An empty source is
+/// [`JokerError::EmptyData`].
+pub(crate) fn open(path: &Path) -> Result<(Box<dyn BufRead>, Compression)> {
+    if is_stdin(path) {
+        decompress(BufReader::with_capacity(BUF_SIZE, std::io::stdin()), path)
+    } else {
+        let file = File::open(path).map_err(|e| io_err(path, e))?;
+        decompress(BufReader::with_capacity(BUF_SIZE, file), path)
+    }
+}
+
+/// Wraps a raw stream in the decompressor its first bytes call for, reading it only once
+/// (the bytes looked at are replayed), so that it works on pipes.
+fn decompress<R: BufRead + 'static>(
+    mut raw: R,
+    path: &Path,
+) -> Result<(Box<dyn BufRead>, Compression)> {
+    // A pipe may deliver the magic bytes over several reads, so read until there are enough.
+    let mut head = Vec::with_capacity(MAGIC_LEN);
+    raw.by_ref()
+        .take(MAGIC_LEN as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| io_err(path, e))?;
+    if head.is_empty() {
+        return Err(JokerError::EmptyData(if is_stdin(path) {
+            "standard input is empty: no data was piped in".into()
+        } else {
+            format!("{}: the file is empty", path.display())
+        }));
+    }
+    let compression = Compression::sniff(&head);
+    let raw = Cursor::new(head).chain(raw);
+    let reader: Box<dyn BufRead> = match compression {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(BufReader::with_capacity(
             BUF_SIZE,
@@ -153,15 +265,24 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
             BUF_SIZE,
             bzip2::bufread::MultiBzDecoder::new(raw),
         )),
-    })
+    };
+    Ok((reader, compression))
 }
 
-/// Line-by-line reading into one reused buffer, counting lines from 1; strips the line end
-/// (`\n` or `\r\n`) and a UTF-8 byte-order mark on the first line.
+/// A line without a leading UTF-8 byte-order mark.
+fn strip_bom(line: &[u8]) -> &[u8] {
+    line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
+}
+
+/// Line-by-line reading into one reused buffer, counting lines from 1. A line ends at `\n`,
+/// `\r\n` or a lone `\r` (old Mac text), which is not part of it; a UTF-8 byte-order mark
+/// on the first line is dropped.
 pub(crate) struct Lines<'p, R> {
     reader: R,
     path: &'p Path,
     buf: Vec<u8>,
+    /// Where the next line starts in `buf` when a lone `\r` ended the last one early.
+    rest: Option<usize>,
     line: usize,
 }
 
@@ -171,35 +292,46 @@ impl<'p, R: BufRead> Lines<'p, R> {
             reader,
             path,
             buf: Vec::with_capacity(1024),
+            rest: None,
             line: 0,
         }
     }
 
     /// The next line and its one-based number, or `None` at the end.
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &[u8])>> {
-        self.buf.clear();
-        let n = self
-            .reader
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|e| io_err(self.path, e))?;
-        if n == 0 {
-            return Ok(None);
-        }
+        let start = match self.rest.take() {
+            Some(start) => start,
+            None => {
+                self.buf.clear();
+                let n = self
+                    .reader
+                    .read_until(b'\n', &mut self.buf)
+                    .map_err(|e| io_err(self.path, e))?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                let end = trim_line_end(&self.buf).len();
+                self.buf.truncate(end);
+                0
+            }
+        };
         self.line += 1;
-        let mut s = &self.buf[..];
-        if let Some(rest) = s.strip_suffix(b"\n") {
-            s = rest;
+        let mut s = &self.buf[start..];
+        if let Some(cr) = s.iter().position(|&b| b == b'\r') {
+            self.rest = Some(start + cr + 1);
+            s = &s[..cr];
         }
-        if let Some(rest) = s.strip_suffix(b"\r") {
-            s = rest;
-        }
-        if self.line == 1
-            && let Some(rest) = s.strip_prefix(b"\xEF\xBB\xBF")
-        {
-            s = rest;
+        if self.line == 1 {
+            s = strip_bom(s);
         }
         Ok(Some((self.line, s)))
     }
+}
+
+/// A line read up to `\n` without that `\n` or a `\r\n`.
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// The part of a line before a `#`.
@@ -252,14 +384,15 @@ pub(crate) fn parse_number<T: Scalar>(
         })?;
     if !v.is_finite() {
         return Err(format!(
-            "non-finite {what} `{}` in `{}`",
+            "non-finite {what} `{}` in `{}`: missing or infinite values are not supported",
             show(tok),
             show(context)
         ));
     }
     if !T::from_f64(v).to_f64().is_finite() {
         return Err(format!(
-            "{what} `{}` in `{}` is out of range for {}",
+            "{what} `{}` in `{}` is out of range for {}: rescale it, or work in double \
+             precision (train with --precision f64 on the command line, read into f64 in Rust)",
             show(tok),
             show(context),
             T::NAME
@@ -460,5 +593,125 @@ mod tests {
         let t = TempPath::write("auto.csv", b"a,b,target\n1,2,3\n4,5,6\n");
         let d = read_auto::<f64>(&t.0).unwrap();
         assert_eq!(d.y, vec![3.0, 6.0]);
+    }
+
+    /// A stream that hands out one byte per read, as a slow pipe may.
+    struct Trickle(Vec<u8>, usize);
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.get(self.1), buf.first_mut()) {
+                (Some(&b), Some(out)) => {
+                    *out = b;
+                    self.1 += 1;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    /// [`read_auto`] on standard input holding `bytes`, delivered one byte per read.
+    fn auto_stdin(bytes: &[u8]) -> Result<Dataset<f64>> {
+        let stdin = Path::new(STDIN);
+        let pipe = BufReader::with_capacity(1, Trickle(bytes.to_vec(), 0));
+        let (reader, _) = decompress(pipe, stdin)?;
+        parse_auto(reader, stdin)
+    }
+
+    #[test]
+    fn standard_input_is_read_once_compressed_or_not() {
+        for bytes in [SVM.to_vec(), gzip(SVM), bzip2(SVM)] {
+            check_svm(&auto_stdin(&bytes).unwrap());
+        }
+        let csv = b"# comment\na,b,y\n1,2,3\n4,5,6\n";
+        for bytes in [csv.to_vec(), gzip(csv), bzip2(csv)] {
+            assert_eq!(auto_stdin(&bytes).unwrap().y, vec![3.0, 6.0]);
+        }
+        assert!(is_stdin(Path::new("-")));
+        assert!(
+            !is_stdin(Path::new("./-")),
+            "a file named `-` is still reachable"
+        );
+    }
+
+    #[test]
+    fn messages_name_standard_input() {
+        let e = auto_stdin(b"1 1:0.5\n-1 2:x\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "standard input:2: bad value `x` in `2:x`: expected a number"
+        );
+        let e = auto_stdin(b"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "empty data: standard input is empty: no data was piped in"
+        );
+        let e = auto_stdin(&gzip(b"# only a comment\n")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("empty data: standard input: no data lines"),
+            "{e}"
+        );
+        let e = auto_stdin(&gzip(SVM)[..20]).unwrap_err();
+        assert!(
+            matches!(&e, JokerError::Io { path, .. } if path == Path::new("standard input")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn lines_may_end_in_a_lone_carriage_return() {
+        check_svm(&auto_stdin(b"1 1:0.5 3:2\r-1 2:1\r\r+1 1:-1 2:3 3:4\r").unwrap());
+        let d = auto_stdin(b"a,b,y\r1,2,3\r\n4,5,6\r").unwrap();
+        assert_eq!(d.y, vec![3.0, 6.0]);
+        // Each segment is a line of its own, so errors point at the right one.
+        let mut lines = Lines::new(&b"\xEF\xBB\xBFa\rb\r\rc\r\nd\n\r"[..], Path::new("x"));
+        let mut got = Vec::new();
+        while let Some((ln, l)) = lines.next_line().unwrap() {
+            got.push((ln, String::from_utf8(l.to_vec()).unwrap()));
+        }
+        let want = [(1, "a"), (2, "b"), (3, ""), (4, "c"), (5, "d"), (6, "")];
+        assert_eq!(got, want.map(|(ln, l)| (ln, l.to_string())));
+        let r = auto_stdin(b"1 1:1\r1 2:y\r");
+        test_util::assert_parse_err(r, 2, "bad value `y`");
+    }
+
+    #[test]
+    fn plain_text_named_like_a_compressed_file_says_so() {
+        // A line of text alone is taken as a CSV header; the message says why.
+        let t = TempPath::write("x.gz", b"hello world\n");
+        let e = read_auto::<f64>(&t.0).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "no data rows: line 1, `hello world`, is the only non-blank line, and it was \
+                 read as a header because its field 1, `hello`, is not a number"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("note: the file is named .gz but is plain text, not gzip data: check that it is the file you meant"),
+            "{e}"
+        );
+        let t = TempPath::write("y.BZ2", b"1 2:x\n");
+        let e = read_libsvm::<f32>(&t.0, &LibsvmOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("not bzip2 data: check that it is the file you meant")
+        );
+        // No note when the name tells nothing or the content is compressed as named.
+        for (name, bytes) in [
+            ("x.txt", b"hello world\n".to_vec()),
+            ("x.gz", gzip(b"hello world\n")),
+        ] {
+            let t = TempPath::write(name, &bytes);
+            let e = read_csv::<f64>(&t.0, &CsvOptions::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("read as a header") && !e.contains("note"),
+                "{name}: {e}"
+            );
+        }
     }
 }

@@ -18,6 +18,7 @@
 //! the current block is solved ([`SolverConfig::overlap`]): they depend on the rows only, so
 //! the iterates are the same as with the stages in sequence.
 
+use crate::memory::try_filled;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -401,7 +402,7 @@ pub fn solve<T: Scalar>(
     let mut st = State {
         prob,
         n,
-        alpha: vec![0.0; n * tt],
+        alpha: try_filled(n * tt, 0.0, "the dual coefficients")?,
         theta: Vec::new(),
         engine: None,
     };
@@ -446,7 +447,7 @@ pub fn solve<T: Scalar>(
         cfg.check_every
     };
 
-    let mut kbb = vec![0.0; b * b];
+    let mut kbb = try_filled(b * b, 0.0, "the block's kernel matrix K_BB")?;
     let mut gbar = vec![0.0; b * tt];
     let mut delta_max = cfg.delta_max;
     let mut history = Vec::new();
@@ -492,7 +493,11 @@ pub fn solve<T: Scalar>(
     // Whether the engine forms the next block's features and K_BB while the host solves the
     // current block (the two are independent: only the projection needs the new theta).
     let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
-    let mut kbb_next = if staged { vec![0.0; b * b] } else { Vec::new() };
+    let mut kbb_next = if staged {
+        try_filled(b * b, 0.0, "the staged block's K_BB")?
+    } else {
+        Vec::new()
+    };
     // The block staged during the last solve, if any.
     let mut next: Option<usize> = None;
 
