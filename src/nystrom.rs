@@ -161,7 +161,8 @@ impl Nystrom {
     /// `(P + rho I)^-1 v` through `(1/rho) (v - U L^-T L^-1 U^T v)` with
     /// `L L^T = rho Lambda^-1 + U^T U`: exact Woodbury without assuming orthonormal `U`.
     pub fn solve(&self, v: &[f64]) -> Vec<f64> {
-        let mut t = Mat::<f64>::from_fn(self.lambda.len(), 1, |i, _| self.ut(v)[i]);
+        let utv = self.ut(v);
+        let mut t = Mat::<f64>::from_fn(utv.len(), 1, |i, _| utv[i]);
         let llt_solve = |t: &mut Mat<f64>| {
             faer::linalg::triangular_solve::solve_lower_triangular_in_place(
                 self.chol.as_ref(),

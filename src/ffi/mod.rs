@@ -216,8 +216,42 @@ impl From<JokerError> for Failure {
             JokerError::Device(_) => JokerStatus::Device,
             JokerError::Unsupported(_) => JokerStatus::Unsupported,
         };
-        Failure::new(status, e.to_string())
+        let message = match &e {
+            JokerError::InvalidParameter { name, .. } => match setter_of(name) {
+                Some(f) => format!("{e} (set with {f})"),
+                None => e.to_string(),
+            },
+            _ => e
+                .to_string()
+                .replace("with max_memory", "with joker_params_set_max_memory"),
+        };
+        Failure::new(status, message)
     }
+}
+
+/// The C function that sets a library parameter, named in messages about it.
+fn setter_of(param: &str) -> Option<&'static str> {
+    Some(match param {
+        "lambda" => "joker_params_set_lambda",
+        "c" => "joker_params_set_c",
+        "n_components" => "joker_params_set_n_components",
+        "block_size" => "joker_params_set_block_size",
+        "max_iter" => "joker_params_set_max_iter",
+        "tol" => "joker_params_set_tol",
+        "gamma" => "joker_params_set_gamma",
+        "delta" | "epsilon" | "p" | "loss" => "joker_params_set_loss",
+        "nu" | "kernel" => "joker_params_set_kernel",
+        "task" => "joker_params_set_task",
+        "class_weight" => "joker_params_set_class_weights",
+        "nystrom_rank" => "joker_params_set_nystrom_rank",
+        "full_krr" | "method" | "blocks" | "rank" => "joker_params_set_full_krr",
+        "precision" => "joker_params_set_precision",
+        "device" => "joker_params_set_device",
+        "seed" => "joker_params_set_seed",
+        "check_every" => "joker_params_set_check_every",
+        "time_limit" => "joker_params_set_time_limit",
+        _ => return None,
+    })
 }
 
 thread_local! {

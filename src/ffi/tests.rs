@@ -124,6 +124,12 @@ fn parameters_are_validated_when_set() {
             JokerStatus::InvalidArgument,
             "invalid parameter `lambda`",
         );
+        // messages name the C function that sets the parameter
+        expect(
+            joker_params_set_block_size(p, 0),
+            JokerStatus::InvalidArgument,
+            "(set with joker_params_set_block_size)",
+        );
         expect(
             joker_params_set_lambda(p, f64::NAN),
             JokerStatus::InvalidArgument,
@@ -833,6 +839,66 @@ fn full_krr_and_the_nystrom_metric_through_the_c_abi() {
         );
         ok(joker_model_free(m));
         ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
+
+#[test]
+fn an_interrupt_flag_stops_a_fit_at_the_next_iteration() {
+    let (x, y) = binary(400, 3, 31);
+    let p = params(JokerLoss::L2Svc);
+    let data = dense(&x, 400, 3, Some(&y));
+    // SAFETY: live handles on this thread; the flags outlive the fits that read them.
+    unsafe {
+        ok(joker_params_set_max_iter(p, 10_000));
+        ok(joker_params_set_tol(p, 0.0));
+        let fit = |p: *mut JokerParams| {
+            let mut m = null_mut();
+            ok(joker_fit(
+                p,
+                data,
+                null(),
+                0,
+                null(),
+                None,
+                null_mut(),
+                &mut m,
+            ));
+            let (mut iters, mut stop) = (0usize, null());
+            ok(joker_model_iterations(m, &mut iters));
+            ok(joker_model_stop_reason(m, &mut stop));
+            let stop = CStr::from_ptr(stop).to_str().unwrap().to_owned();
+            ok(joker_model_free(m));
+            (iters, stop)
+        };
+        // raised before the fit: one iteration, then the stop
+        let raised = 1i32;
+        ok(joker_params_set_interrupt(p, &raised));
+        assert_eq!(fit(p), (1, "cancelled".to_string()));
+        // raised by another thread while the fit runs
+        let flag = std::sync::atomic::AtomicI32::new(0);
+        ok(joker_params_set_interrupt(p, flag.as_ptr()));
+        let (iters, stop) = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                flag.store(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            fit(p)
+        });
+        assert_eq!(stop, "cancelled");
+        assert!(iters > 1 && iters < 10_000, "{iters} iterations");
+        // removed: the fit runs to its budget
+        ok(joker_params_set_interrupt(p, null()));
+        ok(joker_params_set_max_iter(p, 30));
+        assert_eq!(fit(p), (30, "max_iter".to_string()));
+        // a misaligned flag is refused
+        let bytes = [0u8; 8];
+        expect(
+            joker_params_set_interrupt(p, bytes.as_ptr().add(1).cast()),
+            JokerStatus::InvalidArgument,
+            "4-byte-aligned",
+        );
+        ok(joker_data_free(data));
         ok(joker_params_free(p));
     }
 }
