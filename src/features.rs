@@ -90,7 +90,8 @@ impl<T: Scalar> FeatureMap<T> {
         }
         let (m, d) = (spec.n_components, spec.dim);
         let len = d.checked_mul(m).unwrap_or(usize::MAX);
-        let mut wt = crate::memory::try_filled(len, T::default(), "the random-feature frequencies")?;
+        let mut wt =
+            crate::memory::try_filled(len, T::default(), "the random-feature frequencies")?;
         use rayon::prelude::*;
         wt.par_chunks_mut(m).enumerate().for_each(|(k, row)| {
             for (j, v) in row.iter_mut().enumerate() {
