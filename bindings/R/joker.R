@@ -7,7 +7,8 @@
 #
 # Every library error is an R error whose message starts with the C status name
 # ("JOKER_STATUS_SHAPE_MISMATCH: ..."). Models are freed by the garbage collector, or at once
-# with joker_free(model) (a freed model then gives JOKER_STATUS_NULL_POINTER).
+# with joker_free(model) (a freed model then gives JOKER_STATUS_NULL_POINTER). Ctrl-C during
+# joker_fit stops the fit within an iteration and raises R's interrupt (no model is returned).
 
 local({
   shim <- Sys.getenv("JOKER_R_SHIM")
@@ -35,6 +36,25 @@ local({
                  paste(names(codes), collapse = ", ")), call. = FALSE)
   codes[[key]]
 }
+
+# The library's message in R's words: a C setter becomes the joker_params argument
+# ("(set with joker_params_set_max_memory)" -> "(set with max_memory =)"), joker_data_from_*
+# the call to joker_fit, the Rust builder's .exact() n_components = NULL.
+.joker_words <- function(msg) {
+  special <- c(c = "C =", class_weights = "class_weight =", exact = "n_components = NULL")
+  m <- gregexpr("joker_params_set_[a-z0-9_]+", msg)
+  regmatches(msg, m) <- lapply(regmatches(msg, m), function(s) vapply(s, function(setter) {
+    name <- sub("^joker_params_set_", "", setter)
+    if (name %in% names(special)) special[[name]] else paste(name, "=")
+  }, ""))
+  msg <- gsub("joker_data_from_*", "joker_fit(x, y)", msg, fixed = TRUE)
+  gsub("(.exact())", "(n_components = NULL)", msg, fixed = TRUE)
+}
+
+# .Call into the shim, with library errors in R's words (interrupts pass through).
+.joker_call <- function(...)
+  tryCatch(.Call(..., PACKAGE = "joker_r"),
+           error = function(e) stop(.joker_words(conditionMessage(e)), call. = FALSE))
 
 .joker_matrix <- function(x) {
   x <- as.matrix(x)
@@ -68,17 +88,20 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' instead of DBCD-TR (needs loss = "krr" and n_components = NULL), with krr_blocks blocks,
 #' Nystrom rank krr_rank, stopping at relative residual krr_tol or after max_iter iterations;
 #' krr_store_preconditioners keeps the block preconditioners instead of a fresh sketch per step.
+#' block_size is capped at the number of samples by the library. max_memory: NULL (the default)
+#' refuses a fit whose estimated memory exceeds 80% of the memory available when it starts
+#' (JOKER_STATUS_MEMORY), 0 sets no limit, any other value is a limit in bytes.
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
                          normalize_target = TRUE, class_weight = NULL, block_size = 512,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
-                         seed = 42, max_memory = 0, device = "auto", nystrom_rank = 0,
+                         seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
-    .Call("R_joker_params_set", p, name, as.double(value), as.double(param), PACKAGE = "joker_r")
+    .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))
   set("loss", .joker_code("loss", loss), loss_param)
   set("kernel", .joker_code("kernel", kernel))
   if (!is.null(gamma)) set("gamma", gamma) else set("bandwidth", .joker_code("bandwidth", bandwidth))
@@ -93,8 +116,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   if (identical(class_weight, "balanced")) {
     set("class_weight", 1)
   } else if (!is.null(class_weight)) {
-    .Call("R_joker_class_weights", p, as.double(names(class_weight)),
-          as.double(unlist(class_weight)), PACKAGE = "joker_r")
+    .joker_call("R_joker_class_weights", p, as.double(names(class_weight)),
+                as.double(unlist(class_weight)))
   }
   set("block_size", block_size)
   set("max_iter", max_iter)
@@ -102,30 +125,42 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("time_limit", time_limit)
   set("check_every", check_every)
   set("seed", seed)
-  set("max_memory", max_memory)
+  if (!is.null(max_memory)) set("max_memory", max_memory)  # NULL: the library's default limit
   set("device", .joker_device_code(device))
   set("nystrom_rank", nystrom_rank)
-  .Call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
-        as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
-        as.logical(krr_store_preconditioners), PACKAGE = "joker_r")
+  .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
+              as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
+              as.logical(krr_store_preconditioners))
   structure(list(ptr = p), class = "joker_params")
 }
 
 #' Trains a model on the rows of matrix x with labels y. Parameters are given as arguments
 #' (see joker_params) or as params = joker_params(...). validation = list(x = , y = ) is scored
-#' at every check; progress is a function of a named numeric vector (iter, epoch, seconds, gap,
-#' validation, residual: NaN unless full KRR) that returns FALSE to stop.
+#' at every check (x with the columns of the training x, one label per row); progress is a
+#' function of a named numeric vector (iter, epoch, seconds, gap, validation, residual: NaN
+#' unless full KRR) that returns FALSE to stop. Ctrl-C stops the fit within an iteration and
+#' raises R's interrupt condition.
 joker_fit <- function(x, y, ..., params = NULL, sample_weight = NULL, validation = NULL,
                       progress = NULL) {
   if (is.null(params)) params <- joker_params(...)
+  x <- .joker_matrix(x)
   vx <- vy <- NULL
   if (!is.null(validation)) {
+    if (is.null(validation$x) || is.null(validation$y))
+      stop("JOKER_STATUS_INVALID_ARGUMENT: validation must be list(x = , y = ) with labels",
+           call. = FALSE)
     vx <- .joker_matrix(validation$x)
     vy <- as.double(validation$y)
+    if (ncol(vx) != ncol(x))
+      stop(sprintf("JOKER_STATUS_SHAPE_MISMATCH: validation: x has %d columns, the training x has %d",
+                   ncol(vx), ncol(x)), call. = FALSE)
+    if (length(vy) != nrow(vx))
+      stop(sprintf("JOKER_STATUS_SHAPE_MISMATCH: validation: x has %d rows but y has %d values",
+                   nrow(vx), length(vy)), call. = FALSE)
   }
   w <- if (is.null(sample_weight)) NULL else as.double(sample_weight)
-  ptr <- .Call("R_joker_fit", params$ptr, .joker_matrix(x), as.double(y), w, vx, vy, progress,
-               environment(), PACKAGE = "joker_r")
+  ptr <- .joker_call("R_joker_fit", params$ptr, x, as.double(y), w, vx, vy, progress,
+                     environment())
   structure(list(ptr = ptr), class = "joker_model")
 }
 
@@ -135,13 +170,13 @@ predict.joker_model <- function(object, newdata, type = c("response", "decision"
   type <- match.arg(type)
   x <- .joker_matrix(newdata)
   kind <- match(type, c("response", "decision", "prob")) - 1L
-  out <- .Call("R_joker_predict", object$ptr, x, kind, PACKAGE = "joker_r")
+  out <- .joker_call("R_joker_predict", object$ptr, x, kind)
   if (type == "response") out else matrix(out, nrow = nrow(x), byrow = TRUE)
 }
 
 #' Accuracy (classifiers) or R^2 (regression) on labelled data.
 joker_score <- function(model, x, y)
-  .Call("R_joker_score", model$ptr, .joker_matrix(x), as.double(y), PACKAGE = "joker_r")
+  .joker_call("R_joker_score", model$ptr, .joker_matrix(x), as.double(y))
 
 joker_save <- function(model, path) invisible(.Call("R_joker_save", model$ptr, path, PACKAGE = "joker_r"))
 

@@ -9,12 +9,18 @@
 #   model = fit(Joker("l2-svc"; c=4.0, n_components=1024), X, y)   # Python: joker.Joker(...).fit(X, y)
 #   labels = predict(model, X_test)                                # Python: model.predict(X_test)
 #
-# The library: $JOKER_LIB, else target/release or target/debug of this repository (or
-# $CARGO_TARGET_DIR), else "libjoker.so.0" on the system's library path.
+# The library: $JOKER_LIB, else target/release or target/debug of $CARGO_TARGET_DIR or of this
+# repository, else "libjoker.so.0" on the system's library path (the Python module's message
+# for a library that cannot be loaded lists these places; here `ccall` reports the path).
+#
+# Differences from Python: Ctrl-C is not turned into a stop during `fit` (Julia delivers it
+# when the call returns): stop a fit with `fit(...; interrupt=flag)` and `set!(flag)` from a
+# task on another thread (julia -t 2). Models and parameters copy with `copy`/`deepcopy`
+# (through the model file) but do not serialize.
 module LibJoker
 
-export Joker, JokerError, Params, Model, fit, predict, decision_function, predict_proba, score, save,
-    load, version, gpu_available, device_count
+export Joker, JokerError, Params, Model, Interrupt, set!, clear!, is_set, fit, predict,
+    decision_function, predict_proba, score, save, load, version, gpu_available, device_count
 
 function find_library()
     haskey(ENV, "JOKER_LIB") && return ENV["JOKER_LIB"]
@@ -40,14 +46,48 @@ JokerError(code::Integer, message::AbstractString) = JokerError(
     code, unsafe_string(ccall((:joker_status_name, libjoker), Cstring, (Int32,), code)), message)
 Base.showerror(io::IO, e::JokerError) = print(io, e.status, ": ", e.message)
 
-const SHAPE_MISMATCH = 5
+const NULL_POINTER = 1
 const INVALID_ARGUMENT = 3
+const SHAPE_MISMATCH = 5
+const INVALID_LABELS = 8
 
-function check(code::Integer)
-    if code != 0
-        msg = unsafe_string(ccall((:joker_last_error, libjoker), Cstring, ()))
-        throw(JokerError(code, msg))
+# The C setters' names in library messages, as the Joker arguments they stand for (as the
+# Python `_SETTER_ARGS`).
+const SETTER_ARGS = Dict("lambda" => "lambda_=", "class_weights" => "class_weight=",
+    "exact" => "n_components=nothing", "loss" => "loss=", "bandwidth" => "bandwidth=",
+    "interrupt" => "fit(interrupt=)")
+# Names that mean one thing wherever the library says them; per call: what the library calls an
+# argument (or a setter) there.
+const GLOBAL_NAMES = Dict("lambda" => "`lambda_`")
+const LOSS_NAMES = Dict("delta" => "`loss_param` (the huber delta)",
+    "epsilon" => "`loss_param` (the svr epsilon)", "p" => "`loss_param` (the lp exponent p)",
+    "joker_params_set_loss" => "loss_param=")
+const FULL_KRR_NAMES = Dict("blocks" => "`krr_blocks`", "rank" => "`krr_rank`",
+    "tol" => "`krr_tol`", "method" => "`full_krr`", "joker_params_set_tol" => "krr_tol=",
+    "joker_params_set_full_krr" => "full_krr=, krr_blocks=, krr_rank= or krr_tol=")
+const FIT_NAMES = Dict("train" => "`X`", "validation" => "`validation`")
+const DATA_NAMES = Dict("data" => "`X`")
+
+"The library's message in this module's words (as the Python `_python_words`)."
+function julia_words(message::AbstractString, names=Dict{String,String}())
+    for (c_name, name) in names
+        startswith(c_name, "joker_") && (message = replace(message, c_name => name))
     end
+    message = replace(message, r"joker_params_set_(\w+)" =>
+        s -> get(SETTER_ARGS, s[18:end], s[18:end] * "="))
+    message = replace(message, r"joker_data_from_\w*\*?" => "fit(X, y)")
+    message = replace(message, "(.exact())" => "(n_components=nothing)")
+    for (c_name, name) in merge(GLOBAL_NAMES, names)
+        startswith(c_name, "joker_") || (message = replace(message, "`$c_name`" => name))
+    end
+    message
+end
+
+last_error(code::Integer, names=Dict{String,String}()) = JokerError(code,
+    julia_words(unsafe_string(ccall((:joker_last_error, libjoker), Cstring, ())), names))
+
+function check(code::Integer, names=Dict{String,String}())
+    code != 0 && throw(last_error(code, names))
     nothing
 end
 
@@ -74,16 +114,18 @@ device_count() = Int(ccall((:joker_device_count, libjoker), Int32, ()))
 mutable struct Data
     handle::Ptr{Cvoid}
     n_rows::Int
+    n_cols::Int
 end
 
-"Copies a dense matrix (n x d, any real element type; Float32 stays Float32) and labels."
-function Data(X::AbstractMatrix, y=nothing)
+"""Copies a dense matrix (n x d, any real element type; Float32 stays Float32) and labels;
+`names`: what the messages call X and y."""
+function Data(X::AbstractMatrix, y=nothing; names=("X", "y"))
     n_rows = size(X, 1)
     yy = nothing
     if y !== nothing
         yy = Vector{Float64}(vec(y))
-        length(yy) == n_rows ||
-            throw(JokerError(SHAPE_MISMATCH, "X has $n_rows rows but y has $(length(yy)) values"))
+        length(yy) == n_rows || throw(JokerError(SHAPE_MISMATCH,
+            "$(names[1]) has $n_rows rows but $(names[2]) has $(length(yy)) values"))
     end
     out = Ref{Ptr{Cvoid}}(C_NULL)
     ypt = yy === nothing ? Ptr{Float64}(C_NULL) : pointer(yy)
@@ -98,12 +140,12 @@ function Data(X::AbstractMatrix, y=nothing)
             (Ptr{Float64}, Csize_t, Csize_t, Ptr{Float64}, Ptr{Ptr{Cvoid}}),
             rows, size(X, 1), size(X, 2), ypt, out))
     end
-    d = Data(out[], n_rows)
+    d = Data(out[], n_rows, size(X, 2))
     finalizer(close, d)
 end
 
-Data(X::AbstractVector, y=nothing) = throw(JokerError(SHAPE_MISMATCH,
-    "X must be a 2-d array (rows x features), got 1-d"))
+Data(X::AbstractVector, y=nothing; names=("X", "y")) = throw(JokerError(SHAPE_MISMATCH,
+    "$(names[1]) must be a 2-d array (rows x features), got 1-d"))
 
 function Base.close(d::Data)
     if d.handle != C_NULL
@@ -120,6 +162,23 @@ function with_data(f, X, y=nothing)
     finally
         close(d)
     end
+end
+
+# The validation set of a fit, with the training set's column count (as the Python
+# `_validation_data`; dense only here, so the counts must be equal).
+function validation_data(validation, train::Data)
+    (validation isa Union{Tuple,AbstractVector} && length(validation) == 2) ||
+        throw(JokerError(INVALID_ARGUMENT, "validation must be a pair (X_val, y_val)"))
+    X_val, y_val = validation
+    y_val === nothing && throw(JokerError(INVALID_LABELS,
+        "validation: y_val is nothing; a validation set needs labels"))
+    val = Data(X_val, y_val; names=("validation: X_val", "y_val"))
+    if val.n_cols != train.n_cols
+        close(val)
+        throw(JokerError(SHAPE_MISMATCH,
+            "validation: X_val has $(val.n_cols) columns, the training X has $(train.n_cols)"))
+    end
+    val
 end
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +214,25 @@ Progress(p::CProgress) = Progress(p.iter, p.epoch, p.seconds, p.primal, p.dual, 
 
 mutable struct Params
     handle::Ptr{Cvoid}
+    args::NamedTuple  # the arguments of Joker: copies and interruptible fits rebuild from them
 end
+
+"""
+    Interrupt()
+
+A flag that stops a running fit (as the Python `joker.Interrupt`): pass it as
+`fit(...; interrupt=flag)` and call `set!(flag)` from a task on another thread. The library
+reads it once per iteration (full KRR: at its checks) and the fit returns the model so far,
+with `stop_reason(model) == "cancelled"`. A flag already set stops the next fit at its first
+iteration; `clear!(flag)` re-arms it.
+"""
+struct Interrupt
+    value::Base.RefValue{Int32}  # what the library reads: keep it alive during the fit
+end
+Interrupt() = Interrupt(Ref{Int32}(0))
+set!(i::Interrupt) = (i.value[] = 1; nothing)
+clear!(i::Interrupt) = (i.value[] = 0; nothing)
+is_set(i::Interrupt) = i.value[] != 0
 
 # ccall needs literal types: one small wrapper per setter
 for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, Float64),
@@ -168,8 +245,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
     (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
     (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t)]
-    @eval $name(h::Ptr{Cvoid}, v) = check(ccall(($(QuoteNode(name)), libjoker), Int32,
-        (Ptr{Cvoid}, $T), h, v))
+    @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
+        check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
 
 # A non-negative integer argument (as the Python `_count`).
@@ -212,7 +289,10 @@ end
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
-(needs `loss="krr"` and `n_components=nothing`).
+(needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
+samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
+memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
+limit, any other value is a limit in bytes.
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -220,56 +300,80 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, full_krr=nothing, krr_blocks=10,
     krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
+    args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
+        precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
+        time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr, krr_blocks,
+        krr_rank, krr_tol, krr_store_preconditioners))
+    finalizer(close, Params(new_params(; args...), args))
+end
+
+"A new JokerParams handle from the arguments of Joker (as the Python `_new_params`)."
+function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
+    precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
+    time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr, krr_blocks,
+    krr_rank, krr_tol, krr_store_preconditioners)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
-    p = finalizer(close, Params(out[]))
-    h = p.handle
-    check(ccall((:joker_params_set_loss, libjoker), Int32, (Ptr{Cvoid}, Int32, Float64), h,
-        pick(LOSSES, loss, "loss"), Float64(loss_param)))
-    joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel"))
-    if gamma !== nothing
-        joker_params_set_gamma(h, Float64(gamma))
-    else
-        joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth"))
+    h = out[]
+    try
+        check(ccall((:joker_params_set_loss, libjoker), Int32, (Ptr{Cvoid}, Int32, Float64), h,
+            pick(LOSSES, loss, "loss"), Float64(loss_param)), LOSS_NAMES)
+        joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel"))
+        if gamma !== nothing
+            joker_params_set_gamma(h, Float64(gamma))
+        else
+            joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth"))
+        end
+        c !== nothing && lambda_ !== nothing &&
+            throw(JokerError(INVALID_ARGUMENT, "give c or lambda_, not both"))
+        c !== nothing && joker_params_set_c(h, Float64(c))
+        lambda_ !== nothing && joker_params_set_lambda(h, Float64(lambda_))
+        if n_components === nothing
+            check(ccall((:joker_params_set_exact, libjoker), Int32, (Ptr{Cvoid},), h))
+        else
+            joker_params_set_n_components(h, count_arg("n_components", n_components))
+        end
+        joker_params_set_precision(h, pick(PRECISIONS, precision, "precision"))
+        joker_params_set_task(h, pick(TASKS, task, "task"))
+        joker_params_set_standardize(h, Int32(standardize))
+        joker_params_set_normalize_target(h, Int32(normalize_target))
+        if class_weight == "balanced"
+            joker_params_set_class_weight(h, 1)
+        elseif class_weight !== nothing
+            labels = Float64[k for k in keys(class_weight)]
+            weights = Float64[class_weight[k] for k in keys(class_weight)]
+            check(ccall((:joker_params_set_class_weights, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}, Csize_t), h, labels, weights,
+                length(labels)),
+                Dict("labels" => "`class_weight` (a label)", "weights" => "`class_weight` (a weight)"))
+        end
+        joker_params_set_block_size(h, count_arg("block_size", block_size))
+        joker_params_set_max_iter(h, count_arg("max_iter", max_iter))
+        joker_params_set_tol(h, Float64(tol))
+        joker_params_set_time_limit(h, Float64(something(time_limit, 0.0)),
+            Dict("seconds" => "`time_limit`"))
+        joker_params_set_check_every(h, count_arg("check_every", check_every))
+        joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
+        # nothing: the library's default limit (80% of the available memory); 0: none
+        max_memory === nothing || joker_params_set_max_memory(h, count_arg("max_memory", max_memory))
+        joker_params_set_device(h, device_code(device))
+        joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
+        check(ccall((:joker_params_set_full_krr, libjoker), Int32,
+            (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,
+            pick(KRR_METHODS, full_krr, "full_krr method"), count_arg("krr_blocks", krr_blocks),
+            count_arg("krr_rank", krr_rank), count_arg("max_iter", max_iter), Float64(krr_tol),
+            Int32(krr_store_preconditioners)),
+            FULL_KRR_NAMES)
+    catch
+        ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), h)
+        rethrow()
     end
-    c !== nothing && lambda_ !== nothing &&
-        throw(JokerError(INVALID_ARGUMENT, "give c or lambda_, not both"))
-    c !== nothing && joker_params_set_c(h, Float64(c))
-    lambda_ !== nothing && joker_params_set_lambda(h, Float64(lambda_))
-    if n_components === nothing
-        check(ccall((:joker_params_set_exact, libjoker), Int32, (Ptr{Cvoid},), h))
-    else
-        joker_params_set_n_components(h, count_arg("n_components", n_components))
-    end
-    joker_params_set_precision(h, pick(PRECISIONS, precision, "precision"))
-    joker_params_set_task(h, pick(TASKS, task, "task"))
-    joker_params_set_standardize(h, Int32(standardize))
-    joker_params_set_normalize_target(h, Int32(normalize_target))
-    if class_weight == "balanced"
-        joker_params_set_class_weight(h, 1)
-    elseif class_weight !== nothing
-        labels = Float64[k for k in keys(class_weight)]
-        weights = Float64[class_weight[k] for k in keys(class_weight)]
-        check(ccall((:joker_params_set_class_weights, libjoker), Int32,
-            (Ptr{Cvoid}, Ptr{Float64}, Ptr{Float64}, Csize_t), h, labels, weights,
-            length(labels)))
-    end
-    joker_params_set_block_size(h, count_arg("block_size", block_size))
-    joker_params_set_max_iter(h, count_arg("max_iter", max_iter))
-    joker_params_set_tol(h, Float64(tol))
-    joker_params_set_time_limit(h, Float64(something(time_limit, 0.0)))
-    joker_params_set_check_every(h, count_arg("check_every", check_every))
-    joker_params_set_seed(h, UInt64(count_arg("seed", seed)))
-    joker_params_set_max_memory(h, count_arg("max_memory", something(max_memory, 0)))
-    joker_params_set_device(h, device_code(device))
-    joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
-    check(ccall((:joker_params_set_full_krr, libjoker), Int32,
-        (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,
-        pick(KRR_METHODS, full_krr, "full_krr method"), count_arg("krr_blocks", krr_blocks),
-        count_arg("krr_rank", krr_rank), count_arg("max_iter", max_iter), Float64(krr_tol),
-        Int32(krr_store_preconditioners)))
-    p
+    h
 end
+
+"A copy with a handle of its own, rebuilt from the arguments."
+Base.copy(p::Params) = finalizer(close, Params(new_params(; p.args...), p.args))
+Base.deepcopy_internal(p::Params, ::IdDict) = copy(p)
 
 function Base.close(p::Params)
     if p.handle != C_NULL
@@ -301,37 +405,69 @@ function progress_trampoline(p::Ptr{CProgress}, user::Ptr{Cvoid})::Int32
 end
 
 """
-    fit(params, X, y; sample_weight=nothing, validation=nothing, progress=nothing) -> Model
+    fit(params, X, y; sample_weight=nothing, validation=nothing, progress=nothing, interrupt=nothing) -> Model
 
 Trains on the rows of `X` with labels `y`. `validation = (X_val, y_val)` is scored at every
-check; `progress(p::Progress)` is called at every check, return `false` to stop early.
+check (`X_val` with the columns of `X`, one label per row); `progress(p::Progress)` is called
+at every check, return `false` to stop early (an exception in it stops the fit and is
+rethrown). `interrupt`: an `Interrupt` whose `set!` stops the fit within an iteration with the
+model so far (stop reason "cancelled").
 """
-function fit(params::Params, X, y; sample_weight=nothing, validation=nothing, progress=nothing)
+function fit(params::Params, X, y; sample_weight=nothing, validation=nothing, progress=nothing,
+    interrupt=nothing)
+    params.handle == C_NULL &&
+        throw(JokerError(NULL_POINTER, "`params` is NULL: these parameters were closed"))
+    interrupt === nothing || interrupt isa Interrupt ||
+        throw(JokerError(INVALID_ARGUMENT, "interrupt must be a LibJoker.Interrupt, got $(repr(interrupt))"))
     with_data(X, y) do train
-        val = validation === nothing ? nothing : Data(validation...)
+        val = validation === nothing ? nothing : validation_data(validation, train)
+        # With a flag: a handle of this fit's own, so that the flag reaches no concurrent fit
+        # with these parameters and cannot outlive this call.
+        h = interrupt === nothing ? params.handle : new_params(; params.args...)
         try
             w = sample_weight === nothing ? nothing : Vector{Float64}(vec(sample_weight))
+            w === nothing || length(w) == train.n_rows || throw(JokerError(SHAPE_MISMATCH,
+                "X has $(train.n_rows) rows but sample_weight has $(length(w)) values"))
+            flag = interrupt === nothing ? nothing : interrupt.value
+            flag === nothing || check(ccall((:joker_params_set_interrupt, libjoker), Int32,
+                (Ptr{Cvoid}, Ptr{Int32}), h, flag))
             st = CallbackState(progress, nothing)
             cb = progress === nothing ? C_NULL :
                  @cfunction(progress_trampoline, Int32, (Ptr{CProgress}, Ptr{Cvoid}))
             out = Ref{Ptr{Cvoid}}(C_NULL)
-            GC.@preserve st w check(ccall((:joker_fit, libjoker), Int32,
+            code = GC.@preserve st w flag ccall((:joker_fit, libjoker), Int32,
                 (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t, Ptr{Cvoid}, Ptr{Cvoid},
                     Ptr{Cvoid}, Ptr{Ptr{Cvoid}}),
-                params.handle, train.handle, w === nothing ? C_NULL : pointer(w),
+                h, train.handle, w === nothing ? C_NULL : pointer(w),
                 w === nothing ? 0 : length(w), val === nothing ? C_NULL : val.handle, cb,
-                pointer_from_objref(st), out))
+                pointer_from_objref(st), out)
+            err = code == 0 ? nothing : last_error(code, FIT_NAMES)
             model = finalizer(close, Model(out[]))
-            if st.error !== nothing
+            if st.error !== nothing || err !== nothing
                 close(model)
-                throw(st.error)
+                throw(st.error !== nothing ? st.error : err)
             end
             return model
         finally
+            if interrupt !== nothing
+                ccall((:joker_params_set_interrupt, libjoker), Int32, (Ptr{Cvoid}, Ptr{Int32}),
+                    h, C_NULL)
+                ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), h)
+            end
             val === nothing || close(val)
         end
     end
 end
+
+"A copy through the model file, with a handle of its own (closing one leaves the other)."
+function Base.copy(m::Model)
+    mktempdir() do d
+        path = joinpath(d, "model.json")
+        save(m, path)
+        load(path)
+    end
+end
+Base.deepcopy_internal(m::Model, ::IdDict) = copy(m)
 
 "Reads a model file written by `save` (or the joker program)."
 function load(path::AbstractString)
@@ -355,13 +491,16 @@ function output(m::Model, kind::Symbol, X)
                 :joker_model_predict_proba
         if fname === :joker_model_predict
             check(ccall((:joker_model_predict, libjoker), Int32,
-                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out,
+                length(out)), DATA_NAMES)
         elseif fname === :joker_model_decision_function
             check(ccall((:joker_model_decision_function, libjoker), Int32,
-                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out,
+                length(out)), DATA_NAMES)
         else
             check(ccall((:joker_model_predict_proba, libjoker), Int32,
-                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out, length(out)))
+                (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}, Csize_t), m.handle, d.handle, out,
+                length(out)), DATA_NAMES)
         end
         return out, d.n_rows
     end
@@ -387,7 +526,7 @@ function score(m::Model, X, y)
     with_data(X, y) do d
         s = Ref{Float64}(0)
         check(ccall((:joker_model_score, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cvoid}, Ptr{Float64}),
-            m.handle, d.handle, s))
+            m.handle, d.handle, s), DATA_NAMES)
         s[]
     end
 end

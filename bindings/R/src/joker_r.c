@@ -9,12 +9,18 @@
  * row-major buffers allocated with R_alloc (reclaimed by R even when an error is raised).
  * Every library failure becomes an R error "JOKER_STATUS_...: message", raised only after
  * the handles made by the call are freed, so no R longjmp ever crosses the library.
+ *
+ * Ctrl-C during a fit: R's SIGINT handler only sets R_interrupts_pending while C code runs.
+ * The fit gets that very variable as its interrupt flag (joker_params_set_interrupt), so it
+ * stops within an iteration; the shim then frees what it made and lets R raise the interrupt.
  */
 #include <string.h>
 
 #include <R.h>
 #include <R_ext/Rdynload.h>
 #include <Rinternals.h>
+/* after Rinternals.h: declares R_interrupts_pending and R_interrupts_suspended */
+#include <R_ext/GraphicsEngine.h>
 
 #include "joker.h"
 
@@ -199,13 +205,25 @@ SEXP R_joker_fit(SEXP params, SEXP x, SEXP y, SEXP weights, SEXP vx, SEXP vy, SE
     JokerStatus st = make_data(x, y, &train);
     if (st == JOKER_STATUS_OK && vx != R_NilValue) st = make_data(vx, vy, &val);
     Progress pr = {progress, env, NULL, 0, 0};
-    if (st == JOKER_STATUS_OK)
+    /* Ctrl-C (R_interrupts_pending: an int R's handler sets) stops the fit; the flag is
+     * removed before anything can longjmp. */
+    if (st == JOKER_STATUS_OK) st = joker_params_set_interrupt(p, &R_interrupts_pending);
+    if (st == JOKER_STATUS_OK) {
         st = joker_fit(p, train, weights == R_NilValue ? NULL : REAL(weights),
                        weights == R_NilValue ? 0 : (size_t)XLENGTH(weights), val,
                        progress == R_NilValue ? NULL : on_progress, &pr, &model);
-    copy_error(msg, sizeof msg);
+        copy_error(msg, sizeof msg);
+        joker_params_set_interrupt(p, NULL);
+    } else {
+        copy_error(msg, sizeof msg);
+    }
     joker_data_free(train);
     joker_data_free(val);
+    if (R_interrupts_pending && !R_interrupts_suspended) { /* Ctrl-C: R raises the interrupt */
+        joker_model_free(model);
+        R_CheckUserInterrupt();
+        Rf_error("the fit was interrupted"); /* not reached */
+    }
     if (st != JOKER_STATUS_OK) Rf_error("%s: %s", joker_status_name(st), msg);
     if (pr.failed) {
         joker_model_free(model);

@@ -72,9 +72,47 @@ full <- joker_fit(xk, yr[1:200], n_components = NULL, gamma = 0.7, lambda = 0.05
 err <- sqrt(sum((predict(full, xk) - want)^2) / sum(want^2))
 ok(err < 1e-7 && tail(res, 1) <= 1e-10 && joker_info(full)$stop_reason == "converged",
    sprintf("full KRR (PCG) matches a dense solve: relative error %.1e", err))
-expect_error(joker_params(full_krr = "pcg"), "exact kernel", "full KRR needs the exact kernel")
+expect_error(joker_params(full_krr = "pcg"), "the exact kernel (n_components = NULL)",
+             "full KRR needs the exact kernel")
+msg <- tryCatch(joker_params(block_size = 0), error = conditionMessage)
+ok(grepl("JOKER_STATUS_INVALID_ARGUMENT", msg, fixed = TRUE) && !grepl("joker_params_set", msg),
+   sprintf("messages name R arguments, not C setters: %s", msg))
 expect_error(joker_params(block_size = 64, nystrom_rank = 64), "below the block size",
              "Nystrom rank not below the block size")
+
+# defaults on small data: block_size 512 and n_components 2048 on 100 rows (the library caps
+# the block at the number of samples)
+small <- joker_fit(x[1:100, ], y[1:100], loss = "l2-svc")
+ok(joker_info(small)$stop_reason %in% c("converged", "max_iter") &&
+     mean(predict(small, x[1:100, ]) == y[1:100]) > 0.7, "l2-svc with the defaults on 100 rows")
+joker_free(small)
+
+# max_memory: NULL (the default) is the library's limit, 0 none, else bytes
+ok(is.null(formals(joker_params)$max_memory), "max_memory defaults to NULL")
+expect_error(joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_memory = 1000),
+             "JOKER_STATUS_MEMORY", "max_memory = 1000 bytes refuses the fit")
+unlimited <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 5, max_memory = 0)
+ok(joker_info(unlimited)$n_features == ncol(x_test), "max_memory = 0: no limit")
+joker_free(unlimited)
+
+# Ctrl-C: a child R process that interrupts itself 1.5 s into a fit that would run for a minute
+child <- file.path(tmp, "ctrl_c.R")
+writeLines(c(
+  sprintf("source(%s)", deparse(file.path(here, "..", "joker.R"))),
+  "set.seed(3)",
+  "xl <- matrix(rnorm(20000 * 8), 20000, 8)",
+  "yl <- ifelse(xl[, 1] + 0.3 * rnorm(20000) > 0, 1, -1)",
+  "system(sprintf('(sleep 1.5; kill -INT %d)', Sys.getpid()), wait = FALSE)",
+  "t0 <- Sys.time()",
+  "r <- tryCatch({ joker_fit(xl, yl, loss = 'l2-svc', n_components = 2048, max_iter = 1e9,",
+  "                          tol = 0, time_limit = 20); 'the fit ended' },",
+  "              interrupt = function(e) 'interrupted')",
+  "cat(r, as.numeric(difftime(Sys.time(), t0, units = 'secs')), '\\n')"), child)
+out <- system2(file.path(R.home("bin"), "Rscript"), child, stdout = TRUE, stderr = TRUE,
+               env = sprintf("JOKER_R_SHIM=%s", Sys.getenv("JOKER_R_SHIM")))
+res <- strsplit(trimws(tail(out, 1)), " ")[[1]]
+ok(length(res) == 2 && res[1] == "interrupted" && as.numeric(res[2]) < 3.5,  # 1.5 s + < 2 s
+   sprintf("Ctrl-C stops a fit within a second (child: %s)", paste(out, collapse = " | ")))
 
 cat("error paths:\n")
 bad <- x
@@ -82,6 +120,12 @@ bad[3, 2] <- NaN
 expect_error(joker_fit(bad, y, loss = "l2-svc", n_components = 64),
              "JOKER_STATUS_NON_FINITE: non-finite value in features at row 2, column 1", "NaN")
 expect_error(joker_fit(x, y[-1], loss = "l2-svc"), "JOKER_STATUS_SHAPE_MISMATCH", "y too short")
+expect_error(joker_fit(x, y, loss = "l2-svc", validation = list(x = x_test[, -1], y = y_test)),
+             sprintf("JOKER_STATUS_SHAPE_MISMATCH: validation: x has %d columns, the training x has %d",
+                     ncol(x) - 1, ncol(x)), "validation one column short")
+expect_error(joker_fit(x, y, loss = "l2-svc", validation = list(x = x_test, y = y_test[-1])),
+             sprintf("JOKER_STATUS_SHAPE_MISMATCH: validation: x has %d rows but y has %d values",
+                     nrow(x_test), nrow(x_test) - 1), "validation y too short")
 expect_error(predict(model, x_test[, -1]),
              sprintf("JOKER_STATUS_SHAPE_MISMATCH: shape mismatch: `data` has %d columns, the model was trained on %d",
                      ncol(x_test) - 1, ncol(x_test)),

@@ -2,8 +2,9 @@
 
 A thin ctypes layer over the C ABI of ``libjoker.so`` (see ``include/joker.h``), with numpy
 arrays in and out. The library is found through ``$JOKER_LIB`` (the path of the ``.so``), or
-else in ``target/release`` / ``target/debug`` of the repository (or ``$CARGO_TARGET_DIR``), or
-else on the system's library path.
+else in ``release`` / ``debug`` of ``$CARGO_TARGET_DIR`` or of the repository's ``target``, or
+else as ``libjoker.so.0`` on the system's library path; when it cannot be loaded, importing
+this module raises ImportError listing those places and how to fix it.
 
     import joker
     model = joker.Joker("l2-svc", c=4.0, n_components=1024).fit(X, y)
@@ -12,15 +13,25 @@ else on the system's library path.
     back = joker.load("model.json")
 
 Every error raises :class:`JokerError`, whose ``status`` names the C status
-(``"JOKER_STATUS_SHAPE_MISMATCH"``, ...) and whose message is the library's. Inputs are copied
-by the library; outputs are new numpy arrays. Models free their memory when garbage collected,
-or at once with ``close()`` (or a ``with`` block).
+(``"JOKER_STATUS_SHAPE_MISMATCH"``, ...) and whose message is the library's, with the C and
+Rust names in it replaced by this module's (``lambda_``, ``time_limit``, ``max_memory=``, ``X``,
+...). Inputs are copied by the library; outputs are new numpy arrays. Models free their memory
+when garbage collected, or at once with ``close()`` (or a ``with`` block); ``copy.copy``,
+``copy.deepcopy`` and pickling copy them through the model file, so every copy owns its own.
+
+Ctrl-C during :meth:`Joker.fit` (in the main thread) stops the fit within an iteration and
+raises KeyboardInterrupt; an :class:`Interrupt` passed to ``fit`` stops it from another thread.
 
 The Julia module ``bindings/julia/LibJoker.jl`` mirrors this file function for function.
 """
 
+import copy
 import ctypes
 import os
+import queue
+import re
+import tempfile
+import threading
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -39,34 +50,77 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Joker", "Model", "JokerError", "load", "version", "gpu_available", "device_count"]
+__all__ = ["Joker", "Model", "Interrupt", "JokerError", "load", "version", "gpu_available",
+           "device_count"]
 
 # ---------------------------------------------------------------------------------------------
 # the library
+
+_SYSTEM_NAME = "libjoker.so.0"  # the SONAME, for the system's loader
+
+
+def _target_dirs():
+    """(description, directory) of the cargo target directories searched, in order."""
+    root = Path(__file__).resolve().parents[3]
+    dirs = []
+    if os.environ.get("CARGO_TARGET_DIR"):
+        dirs.append(("$CARGO_TARGET_DIR", Path(os.environ["CARGO_TARGET_DIR"])))
+    dirs.append(("the repository's target/", root / "target"))
+    return dirs
 
 
 def _find_library():
     env = os.environ.get("JOKER_LIB")
     if env:
         return env
-    root = Path(__file__).resolve().parents[3]
-    targets = [Path(os.environ["CARGO_TARGET_DIR"])] if os.environ.get("CARGO_TARGET_DIR") else []
-    targets.append(root / "target")
-    for t in targets:
+    for _, t in _target_dirs():
         for profile in ("release", "debug"):
             p = t / profile / "libjoker.so"
             if p.exists():
                 return str(p)
-    return "libjoker.so.0"
+    return _SYSTEM_NAME
 
 
-_lib = ctypes.CDLL(_find_library())
+def _not_loaded(path, error):
+    """The ImportError for a library that cannot be loaded: the places looked at, in the order
+    of _find_library, and how to make the library found."""
+    env = os.environ.get("JOKER_LIB")
+    skipped = "not tried ($JOKER_LIB is set)"
+    places = [("$JOKER_LIB", env if env else None, "tried" if env else "not set")]
+    if not os.environ.get("CARGO_TARGET_DIR"):
+        places.append(("$CARGO_TARGET_DIR/{release,debug}/libjoker.so", None, "not set"))
+    for what, t in _target_dirs():
+        for profile in ("release", "debug"):
+            p = t / profile / "libjoker.so"
+            state = (skipped if env else "tried" if str(p) == path else
+                     "exists" if p.exists() else "not found")
+            places.append((f"{what}{'' if what.endswith('/') else '/'}{profile}", str(p), state))
+    places.append(("the system's loader (LD_LIBRARY_PATH, ld.so.conf)", _SYSTEM_NAME,
+                   skipped if env else "tried" if path == _SYSTEM_NAME else "not tried"))
+    lines = [f"cannot load libjoker, the C library of the joker module: {error}",
+             "Where it is looked for, in order (the first place set or found is loaded):"]
+    for k, (what, where, state) in enumerate(places, 1):
+        lines.append(f"  {k}. {what}{': ' + where if where else ''}: {state}")
+    lines.append(
+        "To fix it: build the library in the repository with `cargo build --release` (it lands "
+        "in target/release/libjoker.so), or set JOKER_LIB=/path/to/libjoker.so, or install the "
+        "library where the system's loader finds libjoker.so.0 (bindings/install.sh PREFIX, "
+        "then LD_LIBRARY_PATH=PREFIX/lib or ldconfig).")
+    return ImportError("\n".join(lines), path=path)
+
+
+_lib_path = _find_library()
+try:
+    _lib = ctypes.CDLL(_lib_path)
+except OSError as _e:
+    raise _not_loaded(_lib_path, _e) from None
 
 
 class JokerError(Exception):
     """An error reported by libjoker (or found by this wrapper before calling it).
 
-    ``status`` is the C status name, ``code`` its value, ``message`` the library's text."""
+    ``status`` is the C status name, ``code`` its value, ``message`` the library's text (in this
+    module's words: see :func:`_python_words`)."""
 
     def __init__(self, code, message):
         self.code = code
@@ -95,7 +149,13 @@ _dp, _fp, _sp = POINTER(c_double), POINTER(c_float), POINTER(c_size_t)
 
 
 def _sig(name, *args, restype=c_int32):
-    f = getattr(_lib, name)
+    try:
+        f = getattr(_lib, name)
+    except AttributeError:
+        raise ImportError(
+            f"{_lib_path} has no function {name}: that libjoker is older than this module. "
+            "Rebuild it (`cargo build --release` in the repository) or set "
+            "JOKER_LIB=/path/to/a/current/libjoker.so", path=_lib_path) from None
     f.argtypes = list(args)
     f.restype = restype
 
@@ -132,6 +192,7 @@ _sig("joker_params_set_max_memory", _P, c_size_t)
 _sig("joker_params_set_device", _P, c_int32)
 _sig("joker_params_set_nystrom_rank", _P, c_size_t)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
+_sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_dense_f32", _fp, c_size_t, c_size_t, _dp, POINTER(_P))
 _sig("joker_data_from_csr_f64", c_size_t, c_size_t, _sp, POINTER(c_uint32), _dp, _dp, POINTER(_P))
@@ -162,12 +223,49 @@ PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
-_SHAPE_MISMATCH, _INVALID_ARGUMENT = 5, 3
+_NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
+
+# The C setters' names in library messages, as the Joker arguments they stand for.
+_SETTER_ARGS = {"lambda": "lambda_=", "class_weights": "class_weight=", "exact": "n_components=None",
+                "loss": "loss=", "bandwidth": "bandwidth=", "interrupt": "fit(interrupt=)"}
+# Names of C arguments or Rust items that mean one thing wherever the library says them.
+_GLOBAL_NAMES = {"lambda": "`lambda_`"}
+# Per call: what the library calls an argument (or a setter) there, in this module's words.
+_LOSS_NAMES = {"delta": "`loss_param` (the huber delta)", "epsilon": "`loss_param` (the svr epsilon)",
+               "p": "`loss_param` (the lp exponent p)", "joker_params_set_loss": "loss_param="}
+_FULL_KRR_NAMES = {"blocks": "`krr_blocks`", "rank": "`krr_rank`", "tol": "`krr_tol`",
+                   "method": "`full_krr`", "joker_params_set_tol": "krr_tol=",
+                   "joker_params_set_full_krr": "full_krr=, krr_blocks=, krr_rank= or krr_tol="}
+_FIT_NAMES = {"train": "`X`", "validation": "`validation`"}
+_DATA_NAMES = {"data": "`X`"}
 
 
-def _check(code):
+def _python_words(message, names=None):
+    """The library's message in this module's vocabulary: a C setter becomes the Joker
+    argument (``joker_params_set_max_memory`` -> ``max_memory=``), ``joker_data_from_*`` the
+    call to ``fit``, a Rust builder call the argument, and the backquoted names of ``names``
+    (and ``lambda``) their Python names; setters named in ``names`` take its words."""
+    names = names or {}
+    for c_name, py_name in names.items():
+        if c_name.startswith("joker_"):
+            message = message.replace(c_name, py_name)
+    message = re.sub(r"joker_params_set_(\w+)",
+                     lambda m: _SETTER_ARGS.get(m.group(1), m.group(1) + "="), message)
+    message = re.sub(r"joker_data_from_\w*\*?", "fit(X, y)", message)
+    message = message.replace("(.exact())", "(n_components=None)")
+    for c_name, py_name in {**_GLOBAL_NAMES, **names}.items():
+        message = message.replace(f"`{c_name}`", py_name)
+    return message
+
+
+def _last_error(code, names=None):
+    """The JokerError of the last failed call on this thread."""
+    return JokerError(code, _python_words(_lib.joker_last_error().decode(errors="replace"), names))
+
+
+def _check(code, names=None):
     if code != 0:
-        raise JokerError(code, _lib.joker_last_error().decode(errors="replace"))
+        raise _last_error(code, names)
 
 
 def _count(name, v):
@@ -216,24 +314,27 @@ def device_count():
 
 
 class _Data:
-    """A JokerData handle holding a copy of X (and y)."""
+    """A JokerData handle holding a copy of X (and y). ``names``: what the messages call X and
+    y (and before them, e.g. "validation: ")."""
 
-    def __init__(self, X, y=None):
+    def __init__(self, X, y=None, names=("X", "y")):
         self.handle = _P()
+        xn, yn = names
         n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
         yy = None
         if y is not None:
             yy = np.ascontiguousarray(np.asarray(y, dtype=np.float64).ravel())
             if yy.shape[0] != n_rows:
                 raise JokerError(
-                    _SHAPE_MISMATCH, f"X has {n_rows} rows but y has {yy.shape[0]} values"
+                    _SHAPE_MISMATCH, f"{xn} has {n_rows} rows but {yn} has {yy.shape[0]} values"
                 )
-        if hasattr(X, "tocsr"):  # scipy.sparse
+        self.sparse = hasattr(X, "tocsr")
+        if self.sparse:  # scipy.sparse
             csr = X.tocsr(copy=True)
             try:
                 csr.check_format(full_check=True)  # before scipy itself touches bad indices
             except ValueError as e:
-                raise JokerError(_SHAPE_MISMATCH, f"invalid sparse matrix: {e}") from None
+                raise JokerError(_SHAPE_MISMATCH, f"invalid sparse matrix {xn}: {e}") from None
             csr.sum_duplicates()  # also sorts the column indices
             f32 = csr.dtype == np.float32
             vals = np.ascontiguousarray(csr.data, dtype=np.float32 if f32 else np.float64)
@@ -251,11 +352,12 @@ class _Data:
                     byref(self.handle),
                 )
             )
+            self.n_cols = csr.shape[1]
         else:
             a = np.asarray(X)
             if a.ndim != 2:
                 raise JokerError(
-                    _SHAPE_MISMATCH, f"X must be a 2-d array (rows x features), got {a.ndim}-d"
+                    _SHAPE_MISMATCH, f"{xn} must be a 2-d array (rows x features), got {a.ndim}-d"
                 )
             if a.dtype == np.float32:
                 a = np.ascontiguousarray(a)
@@ -264,6 +366,7 @@ class _Data:
                 a = np.ascontiguousarray(a, dtype=np.float64)
                 fn, ct = _lib.joker_data_from_dense_f64, c_double
             _check(fn(_ptr(a, ct), a.shape[0], a.shape[1], _ptr(yy, c_double), byref(self.handle)))
+            self.n_cols = a.shape[1]
         self.n_rows = n_rows
 
     def close(self):
@@ -282,6 +385,25 @@ class _Data:
             self.close()
         except Exception:
             pass
+
+
+def _validation_data(validation, train):
+    """The validation set of a fit as a _Data, with the training set's column count (a
+    scipy.sparse set may have fewer columns: the missing ones are zero, as for predict)."""
+    try:
+        X_val, y_val = validation
+    except (TypeError, ValueError):
+        raise JokerError(_INVALID_ARGUMENT, "validation must be a pair (X_val, y_val)") from None
+    if y_val is None:
+        raise JokerError(_INVALID_LABELS, "validation: y_val is None; a validation set needs labels")
+    val = _Data(X_val, y_val, names=("validation: X_val", "y_val"))
+    if val.n_cols != train.n_cols and not (val.sparse and val.n_cols < train.n_cols):
+        val.close()
+        raise JokerError(
+            _SHAPE_MISMATCH,
+            f"validation: X_val has {val.n_cols} columns, the training X has {train.n_cols}",
+        )
+    return val
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,6 +428,201 @@ class Progress:
         return f"Progress(iter={self.iter}, gap={self.gap:.3g}, validation={self.validation})"
 
 
+class Interrupt:
+    """A flag that stops a running fit: pass it as ``fit(..., interrupt=flag)`` and call
+    ``flag.set()`` from another thread (or a signal handler). The library reads it once per
+    iteration (full KRR: at its checks) and the fit returns the model so far, with
+    ``stop_reason == "cancelled"``. A flag already set stops the next fit at its first
+    iteration; ``clear()`` re-arms it. Ctrl-C during a fit in the main thread sets it too."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self):
+        self._value = c_int32(0)  # what the library reads; set and cleared by aligned stores
+
+    def set(self):
+        self._value.value = 1
+
+    def clear(self):
+        self._value.value = 0
+
+    def is_set(self):
+        return self._value.value != 0
+
+    def __repr__(self):
+        return f"Interrupt(set={self.is_set()})"
+
+
+def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components, precision,
+                task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
+                time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr,
+                krr_blocks, krr_rank, krr_tol, krr_store_preconditioners):
+    """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
+    h = _P()
+    _check(_lib.joker_params_new(byref(h)))
+
+    def pick(table, key, what):
+        if key not in table:
+            raise JokerError(
+                _INVALID_ARGUMENT, f"unknown {what} {key!r}; one of {sorted(map(str, table))}"
+            )
+        return table[key]
+
+    try:
+        _check(_lib.joker_params_set_loss(h, pick(LOSSES, loss, "loss"), float(loss_param)),
+               _LOSS_NAMES)
+        _check(_lib.joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel")))
+        if gamma is not None:
+            _check(_lib.joker_params_set_gamma(h, float(gamma)))
+        else:
+            _check(_lib.joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth")))
+        if c is not None and lambda_ is not None:
+            raise JokerError(_INVALID_ARGUMENT, "give c or lambda_, not both")
+        if c is not None:
+            _check(_lib.joker_params_set_c(h, float(c)))
+        if lambda_ is not None:
+            _check(_lib.joker_params_set_lambda(h, float(lambda_)))
+        if n_components is None:
+            _check(_lib.joker_params_set_exact(h))
+        else:
+            _check(_lib.joker_params_set_n_components(h, _count("n_components", n_components)))
+        _check(_lib.joker_params_set_precision(h, pick(PRECISIONS, precision, "precision")))
+        _check(_lib.joker_params_set_task(h, pick(TASKS, task, "task")))
+        _check(_lib.joker_params_set_standardize(h, int(bool(standardize))))
+        _check(_lib.joker_params_set_normalize_target(h, int(bool(normalize_target))))
+        if class_weight == "balanced":
+            _check(_lib.joker_params_set_class_weight(h, 1))
+        elif class_weight:
+            labels = np.array(list(class_weight.keys()), dtype=np.float64)
+            weights = np.array(list(class_weight.values()), dtype=np.float64)
+            _check(
+                _lib.joker_params_set_class_weights(
+                    h, _ptr(labels, c_double), _ptr(weights, c_double), len(labels)
+                ),
+                {"labels": "`class_weight` (a label)", "weights": "`class_weight` (a weight)"},
+            )
+        _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
+        _check(_lib.joker_params_set_max_iter(h, _count("max_iter", max_iter)))
+        _check(_lib.joker_params_set_tol(h, float(tol)))
+        _check(_lib.joker_params_set_time_limit(h, float(time_limit or 0.0)),
+               {"seconds": "`time_limit`"})
+        _check(_lib.joker_params_set_check_every(h, _count("check_every", check_every)))
+        _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
+        if max_memory is not None:  # None: the library's default limit
+            _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory)))
+        _check(_lib.joker_params_set_device(h, _device_code(device)))
+        _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
+        _check(
+            _lib.joker_params_set_full_krr(
+                h,
+                pick(KRR_METHODS, full_krr, "full_krr method"),
+                _count("krr_blocks", krr_blocks),
+                _count("krr_rank", krr_rank),
+                _count("max_iter", max_iter),
+                float(krr_tol),
+                int(bool(krr_store_preconditioners)),
+            ),
+            _FULL_KRR_NAMES,
+        )
+    except BaseException:
+        _lib.joker_params_free(h)
+        raise
+    return h
+
+
+def _run_fit(call, progress, flag, names):
+    """Runs ``call(cb, out)`` -- joker_fit with the C progress callback ``cb``, writing the model
+    to ``out`` -- and returns the Model. The ``progress`` function always runs on the calling
+    thread. In the main thread the C call runs in a worker thread (ctypes releases the GIL) while
+    this one waits in slices of 0.1 s, so that Ctrl-C (KeyboardInterrupt, which only the main
+    thread receives) is seen at once: it sets ``flag`` (an Interrupt, read by the library every
+    iteration), waits for the fit to stop, frees the model and re-raises. Any other exception
+    raised here meanwhile (by a signal handler) does the same. Exceptions of ``progress`` stop
+    the fit and are re-raised after it."""
+    out = _P()
+    errors = []  # exceptions of the progress function
+
+    def call_progress(snapshot):
+        try:
+            return 0 if progress(snapshot) is not False else 1
+        except BaseException as e:  # never let an exception into C: stop instead
+            errors.append(e)
+            return 1
+
+    def finish(code, message):
+        if errors or code != 0:
+            if out:
+                _lib.joker_model_free(out)
+            if errors:
+                raise errors[0]
+            raise JokerError(code, _python_words(message, names))
+        return Model(out)
+
+    if threading.current_thread() is not threading.main_thread():
+        # No KeyboardInterrupt here: fit in this thread (`flag` still stops it).
+        cb = (_PROGRESS_FN(lambda p, _user: call_progress(Progress(p.contents)))
+              if progress is not None else _PROGRESS_FN())
+        code = call(cb, out)
+        return finish(code, _lib.joker_last_error().decode(errors="replace") if code else "")
+
+    requests = queue.SimpleQueue()  # (snapshot, answer, reply) from the worker; None at the end
+    result = {}
+
+    def on_progress(p, _user):  # in the worker: hand the snapshot to the caller's thread
+        if flag.is_set():
+            return 1
+        answer, reply = [1], threading.Event()
+        requests.put((Progress(p.contents), answer, reply))
+        while not reply.wait(0.1):
+            if flag.is_set():  # the caller was interrupted and will not answer
+                return 1
+        return answer[0]
+
+    cb = _PROGRESS_FN(on_progress) if progress is not None else _PROGRESS_FN()
+
+    def work():
+        try:
+            code = call(cb, out)
+            result["code"] = code
+            # joker_last_error is per thread: read it here
+            result["message"] = _lib.joker_last_error().decode(errors="replace") if code else ""
+        except BaseException as e:  # a ctypes error: re-raised by the caller
+            result["error"] = e
+        finally:
+            requests.put(None)
+
+    worker = threading.Thread(target=work, name="joker-fit", daemon=True)
+    pending = None  # the KeyboardInterrupt (or other asynchronous exception) to re-raise
+    worker.start()
+    while True:
+        try:
+            try:
+                item = requests.get(timeout=0.1)
+            except queue.Empty:
+                if worker.is_alive():
+                    continue
+                break  # its end marker was lost to an exception here
+            if item is None:
+                break
+            snapshot, answer, reply = item
+            try:
+                answer[0] = 1 if pending is not None else call_progress(snapshot)
+            finally:
+                reply.set()
+        except BaseException as e:  # Ctrl-C: stop the fit, wait for it, then re-raise
+            flag.set()
+            if pending is None:
+                pending = e
+    worker.join()
+    if pending is not None:
+        if out:
+            _lib.joker_model_free(out)
+        raise pending
+    if "error" in result:
+        raise result["error"]
+    return finish(result["code"], result["message"])
+
+
 class Joker:
     """Validated training parameters; :meth:`fit` trains a :class:`Model`.
 
@@ -313,7 +630,11 @@ class Joker:
     epsilon (svr) or p (lp). ``c`` or ``lambda_`` (c = 1/lambda). ``n_components``: random
     features M, or None for the exact kernel. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median" or "msd"). ``class_weight``: None, "balanced" or {label: weight}.
-    ``time_limit`` in seconds, ``max_memory`` in bytes. ``device``: "auto" (a usable GPU for
+    ``block_size``: rows per block (the library caps it at the number of samples).
+    ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
+    memory exceeds 80% of the memory available when it starts (JokerError
+    JOKER_STATUS_MEMORY, saying so), 0 sets no limit, any other value is a limit in bytes.
+    ``device``: "auto" (a usable GPU for
     f32 random-feature models, else the CPU, the reason kept in ``Model.device``), "cpu", or
     "cuda" / "cuda:N" / N for a given GPU (fitting fails with JokerError when it cannot be
     used). ``nystrom_rank``: a rank-r Nystrom preconditioner for the block solver's CG (0:
@@ -322,6 +643,8 @@ class Joker:
     ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
     preconditioners instead of a fresh sketch per step. Invalid values raise JokerError here.
+
+    ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
 
     def __init__(
@@ -355,110 +678,81 @@ class Joker:
         krr_tol=1e-6,
         krr_store_preconditioners=False,
     ):
+        args = dict(locals())
+        del args["self"]
         self._h = _P()
-        _check(_lib.joker_params_new(byref(self._h)))
-        h = self._h
+        # a private copy: every fit builds its own handle from these (see fit)
+        self._args = copy.deepcopy(args)
+        self._h = _new_params(**self._args)
 
-        def pick(table, key, what):
-            if key not in table:
-                raise JokerError(
-                    _INVALID_ARGUMENT, f"unknown {what} {key!r}; one of {sorted(map(str, table))}"
-                )
-            return table[key]
-
-        _check(_lib.joker_params_set_loss(h, pick(LOSSES, loss, "loss"), float(loss_param)))
-        _check(_lib.joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel")))
-        if gamma is not None:
-            _check(_lib.joker_params_set_gamma(h, float(gamma)))
-        else:
-            _check(_lib.joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth")))
-        if c is not None and lambda_ is not None:
-            raise JokerError(_INVALID_ARGUMENT, "give c or lambda_, not both")
-        if c is not None:
-            _check(_lib.joker_params_set_c(h, float(c)))
-        if lambda_ is not None:
-            _check(_lib.joker_params_set_lambda(h, float(lambda_)))
-        if n_components is None:
-            _check(_lib.joker_params_set_exact(h))
-        else:
-            _check(_lib.joker_params_set_n_components(h, _count("n_components", n_components)))
-        _check(_lib.joker_params_set_precision(h, pick(PRECISIONS, precision, "precision")))
-        _check(_lib.joker_params_set_task(h, pick(TASKS, task, "task")))
-        _check(_lib.joker_params_set_standardize(h, int(bool(standardize))))
-        _check(_lib.joker_params_set_normalize_target(h, int(bool(normalize_target))))
-        if class_weight == "balanced":
-            _check(_lib.joker_params_set_class_weight(h, 1))
-        elif class_weight:
-            labels = np.array(list(class_weight.keys()), dtype=np.float64)
-            weights = np.array(list(class_weight.values()), dtype=np.float64)
-            _check(
-                _lib.joker_params_set_class_weights(
-                    h, _ptr(labels, c_double), _ptr(weights, c_double), len(labels)
-                )
-            )
-        _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
-        _check(_lib.joker_params_set_max_iter(h, _count("max_iter", max_iter)))
-        _check(_lib.joker_params_set_tol(h, float(tol)))
-        _check(_lib.joker_params_set_time_limit(h, float(time_limit or 0.0)))
-        _check(_lib.joker_params_set_check_every(h, _count("check_every", check_every)))
-        _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
-        _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory or 0)))
-        _check(_lib.joker_params_set_device(h, _device_code(device)))
-        _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
-        _check(
-            _lib.joker_params_set_full_krr(
-                h,
-                pick(KRR_METHODS, full_krr, "full_krr method"),
-                _count("krr_blocks", krr_blocks),
-                _count("krr_rank", krr_rank),
-                _count("max_iter", max_iter),
-                float(krr_tol),
-                int(bool(krr_store_preconditioners)),
-            )
-        )
-
-    def fit(self, X, y, sample_weight=None, validation=None, progress=None):
+    def fit(self, X, y, sample_weight=None, validation=None, progress=None, interrupt=None):
         """Trains on ``X`` (2-d numpy array, float32 or float64, or a scipy.sparse matrix) and
         labels ``y``. ``sample_weight``: one positive weight per row. ``validation``: a pair
-        ``(X_val, y_val)`` scored at every check. ``progress``: called with a
-        :class:`Progress` at every check; return False to stop early."""
+        ``(X_val, y_val)`` scored at every check, with the columns of ``X`` (a scipy.sparse
+        ``X_val`` may have fewer: the missing ones are zero) and one label per row.
+        ``progress``: called on this thread with a :class:`Progress` at every check; return
+        False to stop early (stop reason "cancelled"); an exception in it stops the fit and is
+        re-raised. ``interrupt``: an :class:`Interrupt` whose ``set()``, from any thread,
+        stops the fit within an iteration with the model so far (stop reason "cancelled").
+
+        Ctrl-C in the main thread stops the fit within an iteration and raises
+        KeyboardInterrupt (the partial model is freed); fits from other threads run as they
+        are, stopped only by ``interrupt``."""
+        if not self._h:
+            raise JokerError(_NULL_POINTER, "`params` is NULL: this Joker was closed")
+        if interrupt is None:
+            interrupt = Interrupt()
+        elif not isinstance(interrupt, Interrupt):
+            raise JokerError(_INVALID_ARGUMENT,
+                             f"interrupt must be a joker.Interrupt, got {interrupt!r}")
         with _Data(X, y) as train:
-            val = _Data(*validation) if validation is not None else None
+            val = _validation_data(validation, train) if validation is not None else None
             try:
                 w = None
                 if sample_weight is not None:
                     w = np.ascontiguousarray(np.asarray(sample_weight, dtype=np.float64).ravel())
-                errors = []
+                    if w.shape[0] != train.n_rows:
+                        raise JokerError(
+                            _SHAPE_MISMATCH,
+                            f"X has {train.n_rows} rows but sample_weight has {w.shape[0]} values",
+                        )
+                # A handle of this fit's own: the flag set on it cannot reach a concurrent fit
+                # with these parameters, nor outlive this call.
+                h = _new_params(**self._args)
+                try:
+                    _check(_lib.joker_params_set_interrupt(h, byref(interrupt._value)))
 
-                def on_progress(p, _user):
-                    try:
-                        return 0 if progress(Progress(p.contents)) is not False else 1
-                    except BaseException as e:  # never let an exception into C: stop instead
-                        errors.append(e)
-                        return 1
+                    def call(cb, out):
+                        return _lib.joker_fit(
+                            h,
+                            train.handle,
+                            _ptr(w, c_double),
+                            0 if w is None else w.shape[0],
+                            val.handle if val is not None else None,
+                            cb,
+                            None,
+                            byref(out),
+                        )
 
-                cb = _PROGRESS_FN(on_progress) if progress is not None else _PROGRESS_FN()
-                out = _P()
-                _check(
-                    _lib.joker_fit(
-                        self._h,
-                        train.handle,
-                        _ptr(w, c_double),
-                        0 if w is None else w.shape[0],
-                        val.handle if val is not None else None,
-                        cb,
-                        None,
-                        byref(out),
-                    )
-                )
-                model = Model(out)
-                if errors:
-                    model.close()
-                    raise errors[0]
-                return model
+                    return _run_fit(call, progress, interrupt, _FIT_NAMES)
+                finally:
+                    _lib.joker_params_set_interrupt(h, None)
+                    _lib.joker_params_free(h)
             finally:
                 if val is not None:
                     val.close()
+
+    def __copy__(self):
+        return type(self)(**self._args)
+
+    def __deepcopy__(self, memo):
+        return type(self)(**self._args)
+
+    def __getstate__(self):
+        return {"args": self._args}
+
+    def __setstate__(self, state):
+        self.__init__(**state["args"])
 
     def close(self):
         if self._h:
@@ -472,8 +766,18 @@ class Joker:
             pass
 
 
+def _load_handle(path):
+    h = _P()
+    _check(_lib.joker_model_load(os.fsencode(path), byref(h)))
+    return h
+
+
 class Model:
-    """A trained model (from :meth:`Joker.fit` or :func:`load`)."""
+    """A trained model (from :meth:`Joker.fit` or :func:`load`).
+
+    ``copy.copy(model)``, ``copy.deepcopy(model)`` and ``pickle`` copy it through its model
+    file: the copy has a handle of its own (closing one leaves the other) and predicts
+    identically."""
 
     def __init__(self, handle):
         self._h = handle
@@ -481,13 +785,40 @@ class Model:
     @classmethod
     def load(cls, path):
         """Reads a model file written by :meth:`save` (or the joker program)."""
-        h = _P()
-        _check(_lib.joker_model_load(os.fsencode(path), byref(h)))
-        return cls(h)
+        return cls(_load_handle(path))
 
     def save(self, path):
         """Writes the model file (JSON)."""
         _check(_lib.joker_model_save(self._h, os.fsencode(path)))
+
+    def _to_bytes(self):
+        """The model file's bytes (what :meth:`save` writes)."""
+        with tempfile.TemporaryDirectory(prefix="joker-") as d:
+            path = os.path.join(d, "model.json")
+            self.save(path)
+            with open(path, "rb") as f:
+                return f.read()
+
+    @staticmethod
+    def _handle_from_bytes(data):
+        with tempfile.TemporaryDirectory(prefix="joker-") as d:
+            path = os.path.join(d, "model.json")
+            with open(path, "wb") as f:
+                f.write(data)
+            return _load_handle(path)
+
+    def __copy__(self):
+        return type(self)(self._handle_from_bytes(self._to_bytes()))
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __getstate__(self):
+        return {"model_file": self._to_bytes()}
+
+    def __setstate__(self, state):
+        self._h = _P()
+        self._h = self._handle_from_bytes(state["model_file"])
 
     def _output(self, kind, X):
         with _Data(X) as d:
@@ -495,11 +826,13 @@ class Model:
             _check(_lib.joker_model_output_size(self._h, d.handle, _OUTPUT[kind], byref(need)))
             out = np.empty(need.value, dtype=np.float64)
             fn = getattr(_lib, f"joker_model_{kind}")
-            _check(fn(self._h, d.handle, _ptr(out, c_double), out.shape[0]))
+            _check(fn(self._h, d.handle, _ptr(out, c_double), out.shape[0]), _DATA_NAMES)
             return out, d.n_rows
 
     def predict(self, X):
-        """Class labels (classifiers) or values (regression), one per row."""
+        """Class labels (classifiers) or values (regression), one per row. ``X`` must have the
+        model's ``n_features`` columns (a scipy.sparse ``X`` may have fewer: the missing ones
+        are zero)."""
         return self._output("predict", X)[0]
 
     def decision_function(self, X):
@@ -516,7 +849,7 @@ class Model:
         """Accuracy (classifiers) or R^2 (regression)."""
         with _Data(X, y) as d:
             s = c_double()
-            _check(_lib.joker_model_score(self._h, d.handle, byref(s)))
+            _check(_lib.joker_model_score(self._h, d.handle, byref(s)), _DATA_NAMES)
             return s.value
 
     def _get(self, name, ctype):

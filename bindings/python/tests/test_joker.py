@@ -3,11 +3,19 @@
 Environment: JOKER_LIB (path of libjoker.so; else target/release or target/debug),
 JOKER_DATA_DIR (default ../shared/datasets). Real data when present, synthetic otherwise.
 """
+import copy
 import ctypes
 import os
+import pickle
+import signal
+import subprocess
 import sys
 import tempfile
+import textwrap
+import threading
+import time
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -49,6 +57,24 @@ def synthetic(n, seed):
     rng = np.random.default_rng(seed)
     x = rng.uniform(-2, 2, size=(n, 3))
     return x, np.where(x[:, 0] ** 2 + x[:, 1] - 1 > 0, 1.0, -1.0)
+
+
+# A fit that runs for a minute unless stopped: 20,000 rows, tol 0, max_iter unbounded.
+LONG_FIT = """
+import numpy as np
+rng = np.random.default_rng(0)
+X_long = rng.normal(size=(20000, 8))
+y_long = np.sign(X_long[:, 0] + 0.3 * rng.normal(size=20000))
+long_fit = joker.Joker("l2-svc", n_components=2048, max_iter=10**9, tol=0.0, time_limit=60)
+"""
+
+
+def python_child(code, **env):
+    """Runs `code` in a new Python with this module's joker importable: a Popen."""
+    prelude = f"import sys\nsys.path.insert(0, {os.path.dirname(HERE)!r})\n"
+    return subprocess.Popen([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                            env=dict(os.environ, **env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 class TestExampleAndRealData(unittest.TestCase):
@@ -151,6 +177,16 @@ class TestApi(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "from the callback"):
             params.fit(self.X, self.y, progress=boom)
 
+        def ctrl_c(p):
+            raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            params.fit(self.X, self.y, progress=ctrl_c)
+        # the fit runs in a worker thread, the progress function on the caller's
+        threads = set()
+        params.fit(self.X, self.y, progress=lambda p: threads.add(threading.current_thread()))
+        self.assertEqual(threads, {threading.current_thread()})
+
     def test_multiclass_one_vs_rest_and_exact_kernel(self):
         rng = np.random.default_rng(4)
         x = rng.uniform(-2, 2, size=(450, 2))
@@ -219,14 +255,17 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_NON_FINITE", "targets at row 7", svc.fit, self.X, yb)
         self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "X has 600 rows but y has 599 values",
                               svc.fit, self.X, self.y[1:])
-        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "has 2 columns, the model was trained on 3",
-                              model.predict, self.Xt[:, :2])
-        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "600 rows but n_weights is 3",
+        for fn in (model.predict, model.decision_function, lambda X: model.score(X, self.yt)):
+            self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "`X` has 2 columns, the model was trained on 3",
+                                  fn, self.Xt[:, :2])
+            self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "`X` has 4 columns, the model was trained on 3",
+                                  fn, np.column_stack([self.Xt, self.Xt[:, 0]]))
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "X has 600 rows but sample_weight has 3 values",
                               svc.fit, self.X, self.y, sample_weight=[1.0, 2.0, 3.0])
         self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "2-d array", model.predict, self.Xt[0])
         self.assertJokerError("JOKER_STATUS_EMPTY_DATA", "0 x 3", model.predict, np.zeros((0, 3)))
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`c`: must be positive", joker.Joker, c=-1.0)
-        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `lambda`", joker.Joker,
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `lambda_`", joker.Joker,
                               lambda_=float("nan"))
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown loss 'hinge'", joker.Joker, "hinge")
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`n_components` must be >= 0, got -5", joker.Joker,
@@ -235,8 +274,9 @@ class TestApi(unittest.TestCase):
                               n_components=0)
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "it cannot do regression", joker.Joker,
                               "klr", task="regression")
-        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "larger than the number of samples",
-                              joker.Joker("l2-svc", block_size=1000).fit, self.X, self.y)
+        # a block larger than the data is capped at the number of samples
+        big_block = joker.Joker("l2-svc", n_components=64, block_size=1000, max_iter=20).fit(self.X, self.y)
+        self.assertGreater(big_block.score(self.Xt, self.yt), 0.8)
         self.assertJokerError("JOKER_STATUS_INVALID_LABELS", "look like regression targets",
                               svc.fit, self.X, np.arange(600.0))
         self.assertJokerError("JOKER_STATUS_UNSUPPORTED", "logistic", model.predict_proba, self.Xt)
@@ -250,6 +290,125 @@ class TestApi(unittest.TestCase):
         model.close()
         self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", model.predict, self.Xt)
         model.close()  # closing twice is harmless
+
+    def test_messages_name_the_python_arguments(self):
+        e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`time_limit`: must be >= 0", joker.Joker,
+                                  time_limit=-1.0)
+        self.assertNotIn("seconds", e.message)  # the C setter's argument
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `loss_param` (the huber delta)",
+                              joker.Joker, "huber", loss_param=-1.0)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `krr_rank`", joker.Joker,
+                              n_components=None, full_krr="pcg", krr_rank=0)
+        e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "invalid parameter `krr_tol`", joker.Joker,
+                                  n_components=None, full_krr="pcg", krr_tol=-1.0)
+        self.assertNotIn("with tol=", e.message)  # the library names joker_params_set_tol
+        for e in (e, self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`block_size`", joker.Joker,
+                                           block_size=0)):
+            self.assertNotIn("joker_", e.message)  # "(set with block_size=)", not the C setter
+        e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "the exact kernel (n_components=None)",
+                                  joker.Joker, full_krr="pcg")
+        self.assertNotIn(".exact()", e.message)  # the Rust builder's call
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`class_weight` (a weight)", joker.Joker,
+                              "l2-svc", class_weight={1.0: -2.0})
+        # C setters and joker_data_from_* in a library message become the Python call
+        self.assertEqual(joker._python_words("over the limit: raise it with joker_params_set_max_memory"),
+                         "over the limit: raise it with max_memory=")
+        self.assertEqual(joker._python_words("set joker_params_set_class_weights or joker_params_set_exact"),
+                         "set class_weight= or n_components=None")
+        self.assertEqual(joker._python_words("`train` has no labels: pass y to joker_data_from_*", joker._FIT_NAMES),
+                         "`X` has no labels: pass y to fit(X, y)")
+        self.assertEqual(joker._python_words("`p`: must be > 1 (set with joker_params_set_loss)", joker._LOSS_NAMES),
+                         "`loss_param` (the lp exponent p): must be > 1 (set with loss_param=)")
+        with mock.patch.object(joker._lib, "joker_last_error", return_value=b"use joker_params_set_gamma"):
+            e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "use gamma=", joker._check, 3)
+        self.assertEqual(str(e), "JOKER_STATUS_INVALID_ARGUMENT: use gamma=")
+
+    def test_max_memory_none_is_the_library_default(self):
+        real = joker._lib.joker_params_set_max_memory
+        with mock.patch.object(joker._lib, "joker_params_set_max_memory", side_effect=real) as setter:
+            joker.Joker("l2-svc")  # None: the library's limit (80% of the available memory)
+            self.assertEqual(setter.call_count, 0)
+            joker.Joker("l2-svc", max_memory=0)  # no limit
+            joker.Joker("l2-svc", max_memory=10**9)
+            self.assertEqual([c.args[1] for c in setter.call_args_list], [0, 10**9])
+        self.assertEqual(joker.Joker("l2-svc", n_components=64, max_iter=5, max_memory=0)
+                         .fit(self.X, self.y).n_features, 3)
+        self.assertJokerError("JOKER_STATUS_MEMORY", "needs about", joker.Joker("l2-svc", max_memory=1000).fit,
+                              self.X, self.y)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`max_memory` must be >= 0", joker.Joker,
+                              max_memory=-1)
+        # The default limit, end to end: 1 GiB of address space left, a fit estimated at 1.5 GB
+        # is refused before it starts (with no limit it would be tried).
+        child = python_child("""
+            import resource
+            import numpy as np
+            import joker
+            with open("/proc/self/status") as f:
+                vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize"))
+            resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, vm + 2**30))
+            X = np.random.default_rng(0).normal(size=(2000, 3))
+            try:
+                joker.Joker("l2-svc", n_components=100000, max_iter=1).fit(X, np.sign(X[:, 0]))
+            except joker.JokerError as e:
+                print(e)
+            """)
+        out, err = child.communicate(timeout=120)
+        self.assertEqual(child.returncode, 0, err[-2000:])
+        self.assertIn("JOKER_STATUS_MEMORY", out)
+        self.assertIn("80% of the available memory", out)
+        self.assertIn("max_memory=", out)  # the library says joker_params_set_max_memory
+
+    def test_defaults_work_on_small_data(self):
+        # block_size 512 and n_components 2048 (the defaults) on 100 rows
+        model = joker.Joker("l2-svc").fit(self.X[:100], self.y[:100])
+        self.assertIn(model.stop_reason, ("converged", "max_iter"))
+        self.assertGreater(model.score(self.Xt, self.yt), 0.8)
+
+    def test_validation_must_match_the_training_columns(self):
+        svc = joker.Joker("l2-svc", n_components=64, max_iter=20, check_every=5)
+        for cols in (self.Xt[:, :2], np.column_stack([self.Xt, self.Xt[:, 0]])):
+            self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH",
+                                  f"validation: X_val has {cols.shape[1]} columns, the training X has 3",
+                                  svc.fit, self.X, self.y, validation=(cols, self.yt))
+        self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "validation: X_val has 300 rows but y_val has 299",
+                              svc.fit, self.X, self.y, validation=(self.Xt, self.yt[1:]))
+        self.assertJokerError("JOKER_STATUS_INVALID_LABELS", "validation: y_val is None",
+                              svc.fit, self.X, self.y, validation=(self.Xt, None))
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "a pair (X_val, y_val)",
+                              svc.fit, self.X, self.y, validation=(self.Xt,))
+        seen = []
+        svc.fit(self.X, self.y, validation=(self.Xt, self.yt), progress=lambda p: seen.append(p.validation))
+        self.assertTrue(seen and all(0.5 < v <= 1.0 for v in seen))
+        if sp is not None:  # CSR may have fewer columns (zeros), as in predict
+            narrow = sp.csr_matrix(np.column_stack([self.X[:, :2], np.zeros(600)]))[:, :2]
+            full = sp.csr_matrix(np.column_stack([self.X[:, :2], np.zeros(600)]))
+            a, b = [], []
+            svc.fit(full, self.y, validation=(narrow, self.y), progress=lambda p: a.append(p.validation))
+            svc.fit(full, self.y, validation=(full, self.y), progress=lambda p: b.append(p.validation))
+            self.assertEqual(a, b)
+            self.assertJokerError("JOKER_STATUS_SHAPE_MISMATCH", "X_val has 3 columns, the training X has 2",
+                                  svc.fit, narrow, self.y, validation=(full, self.y))
+
+    def test_copies_and_pickles_own_their_handles(self):
+        est = joker.Joker("l2-svc", n_components=128, block_size=64, max_iter=50, class_weight={1.0: 2.0})
+        model = est.fit(self.X, self.y)
+        want = model.decision_function(self.Xt)
+        for make in (copy.copy, copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))):
+            other = make(model)
+            self.assertIsNot(other._h, model._h)
+            np.testing.assert_array_equal(other.decision_function(self.Xt), want)
+            other.close()  # frees the copy only
+            np.testing.assert_array_equal(model.decision_function(self.Xt), want)
+            self.assertEqual((other._h.value, model.n_features), (None, 3))
+        for make in (copy.copy, copy.deepcopy, lambda j: pickle.loads(pickle.dumps(j))):
+            other = make(est)
+            self.assertIsNot(other._h, est._h)
+            np.testing.assert_array_equal(other.fit(self.X, self.y).decision_function(self.Xt), want)
+            other.close()
+            np.testing.assert_array_equal(est.fit(self.X, self.y).decision_function(self.Xt), want)
+        closed = est.fit(self.X, self.y)
+        closed.close()
+        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", pickle.dumps, closed)
 
     def test_freed_and_foreign_handles_through_the_raw_abi(self):
         lib = joker._lib
@@ -268,6 +427,95 @@ class TestApi(unittest.TestCase):
         m32 = joker.Joker("l2-svc", n_components=128, block_size=64, max_iter=60, precision="f64").fit(
             self.X.astype(np.float32), self.y)
         self.assertGreater(m32.score(self.Xt.astype(np.float32), self.yt), 0.9)
+
+
+class TestInterruptAndLoading(unittest.TestCase):
+    def test_ctrl_c_stops_a_fit_within_a_second(self):
+        child = python_child("import joker\n" + LONG_FIT + textwrap.dedent("""
+            import signal
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
+            print("fitting", flush=True)
+            try:
+                long_fit.fit(X_long, y_long)
+            except KeyboardInterrupt:
+                print("KeyboardInterrupt", flush=True)
+                sys.exit(0)
+            print("the fit ended", flush=True)
+            """))
+        try:
+            self.assertEqual(child.stdout.readline().strip(), "fitting")
+            time.sleep(1.5)
+            child.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            out, err = child.communicate(timeout=20)
+            elapsed = time.monotonic() - sent
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            self.fail("Ctrl-C did not stop the fit within 20 s")
+        print(f"Ctrl-C: the fit stopped and the process exited {elapsed:.2f} s after SIGINT")
+        self.assertEqual((child.returncode, out.strip()), (0, "KeyboardInterrupt"), err)
+        self.assertLess(elapsed, 2.0)
+
+    def test_interrupt_from_another_thread(self):
+        ns = {"joker": joker}
+        exec(LONG_FIT, ns)
+        flag = joker.Interrupt()
+        timer = threading.Timer(0.5, flag.set)
+        start = time.monotonic()
+        timer.start()
+        model = ns["long_fit"].fit(ns["X_long"], ns["y_long"], interrupt=flag)
+        elapsed = time.monotonic() - start
+        self.assertEqual(model.stop_reason, "cancelled")
+        self.assertLess(elapsed, 5.0)
+        self.assertGreater(model.score(ns["X_long"][:2000], ns["y_long"][:2000]), 0.8)  # the model so far
+        # a set flag stops the next fit at once; clear() re-arms it
+        X, y = synthetic(300, 1)
+        est = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=100)
+        self.assertEqual(est.fit(X, y, interrupt=flag).stop_reason, "cancelled")
+        flag.clear()
+        self.assertIn(est.fit(X, y, interrupt=flag).stop_reason, ("converged", "max_iter"))
+        with self.assertRaises(joker.JokerError):
+            est.fit(X, y, interrupt=ctypes.c_int32(1))
+
+    def test_fit_from_another_thread(self):
+        X, y = synthetic(600, 1)
+        est = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=40, check_every=10)
+        ns = {"joker": joker}
+        exec(LONG_FIT, ns)
+        flag = joker.Interrupt()
+        out = {}
+
+        def run():
+            try:
+                seen = set()
+                out["model"] = est.fit(X, y, progress=lambda p: seen.add(threading.current_thread()))
+                out["threads"] = seen
+                out["long"] = ns["long_fit"].fit(ns["X_long"], ns["y_long"], interrupt=flag)
+            except BaseException as e:  # pragma: no cover
+                out["error"] = e
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(1.0)
+        flag.set()
+        worker.join(30)
+        self.assertFalse(worker.is_alive())
+        self.assertNotIn("error", out)
+        self.assertEqual(out["threads"], {worker})
+        self.assertGreater(out["model"].score(X, y), 0.8)
+        self.assertEqual(out["long"].stop_reason, "cancelled")
+
+    def test_import_error_says_where_the_library_was_looked_for(self):
+        child = python_child("import joker", JOKER_LIB="/nonexistent/libjoker.so")
+        out, err = child.communicate(timeout=60)
+        self.assertNotEqual(child.returncode, 0)
+        self.assertIn("ImportError: cannot load libjoker", err)
+        for needle in ["/nonexistent/libjoker.so", "$JOKER_LIB", "$CARGO_TARGET_DIR", "target/release",
+                       "libjoker.so.0", "cargo build --release", "JOKER_LIB=/path/to/libjoker.so",
+                       "install the library"]:
+            self.assertIn(needle, err)
+        print(err.strip().splitlines()[-1][:200])
 
 
 class TestBindingsAgainstTheHeader(unittest.TestCase):
@@ -303,8 +551,13 @@ class TestBindingsAgainstTheHeader(unittest.TestCase):
         self.assertEqual(julia_kw, python_kw)
         for name in ["fit", "predict", "decision_function", "predict_proba", "score", "save", "load",
                      "version", "gpu_available", "device_count", "n_features", "n_classes", "classes",
-                     "n_components", "stop_reason", "device", "sample_weight=nothing, validation=nothing, progress=nothing"]:
-            self.assertIn(name, jl)
+                     "n_components", "stop_reason", "device",
+                     "sample_weight=nothing, validation=nothing, progress=nothing, interrupt=nothing",
+                     "Interrupt", "joker_params_set_interrupt"]:
+            self.assertTrue(name in jl, f"LibJoker.jl lacks {name}")
+        # max_memory=nothing leaves the library's default limit: the setter is called only when given
+        self.assertNotIn("something(max_memory", jl)
+        self.assertIn("max_memory === nothing ||", jl)
 
 
 if __name__ == "__main__":
