@@ -673,8 +673,22 @@ impl Joker {
             None => None,
         };
 
-        // Validation hook.
+        // Validation hook. Dense validation rows must have the training width (zero-padding
+        // them would score something else); sparse rows may omit trailing zero features.
         let val = match opts.validation {
+            Some(v) if matches!(v.x, Features::Dense(_)) && v.x.ncols() != d => {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "the validation set has {} columns, the training set {d}",
+                    v.x.ncols()
+                )));
+            }
+            Some(v) if v.y.len() != v.x.nrows() => {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "the validation set has {} rows but {} labels",
+                    v.x.nrows(),
+                    v.y.len()
+                )));
+            }
             Some(v) => {
                 let xv: Features<T> = standardizer.transform(&v.x)?;
                 Some((xv, v.y.clone()))

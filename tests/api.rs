@@ -106,6 +106,22 @@ fn bad_data_is_refused_with_its_location() {
         CsrMatrix::<f32>::new(1, 2, vec![0, 1], vec![5], vec![1.0]),
         Err(JokerError::ShapeMismatch(_))
     ));
+    // a dense validation set of another width is refused, not zero-padded
+    let data4 = common::binary(60, 4, 2);
+    let narrow = common::binary(20, 3, 3);
+    let e = small_svc()
+        .fit_with(
+            &data4,
+            joker::FitOptions {
+                validation: Some(&narrow),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&e, JokerError::ShapeMismatch(m) if m.contains("3 columns, the training set 4")),
+        "{e:?}"
+    );
     // a block larger than n is capped at n: the default block of 512 fits small data too
     let data = common::binary(30, 2, 1);
     let m = small_svc().fit(&data).unwrap();

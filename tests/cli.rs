@@ -751,6 +751,22 @@ fn memory_limits_are_errors_not_aborts() {
         ],
     );
     fails_with(o, "cannot allocate");
+    // ... and where the frequencies fit but the block's features do not
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 1000000",
+        &[
+            "train",
+            "-q",
+            "--max-memory",
+            "0",
+            "-m",
+            "20000000",
+            "tr.svm",
+            "m.json",
+        ],
+    );
+    fails_with(o, "for the block's random features");
     // an explicit limit, and none
     fails_with(
         joker(

@@ -298,7 +298,7 @@ fn device_engine_matches_host_engine() {
         other => panic!("expected a memory error, got {other:?}"),
     }
 
-    let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b);
+    let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b).unwrap();
     let mut engines: Vec<Box<dyn BlockEngine<f32> + '_>> = vec![
         g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
         streamed
@@ -774,7 +774,7 @@ fn exact_engine_matches_host_exact() {
                 .is_none(),
             "{kind:?} {rows}: the engine must decline under a tight limit"
         );
-        let mut host = HostExact::new(&Cpu, &kernel, x, &order, tt, b);
+        let mut host = HostExact::new(&Cpu, &kernel, x, &order, tt, b).unwrap();
         let mut dev = g
             .exact_engine(&kernel, x, &order, tt, b)
             .unwrap()

@@ -41,7 +41,7 @@ def main(data_dir=os.environ.get("JOKER_DATA_DIR", "../shared/datasets")):
     try:
         model.predict(X_test[:, 1:])  # one column short
     except joker.JokerError as e:
-        print(e.status, e.message)  # JOKER_STATUS_SHAPE_MISMATCH shape mismatch: `data` has 53 ...
+        print(e.status, e.message)  # JOKER_STATUS_SHAPE_MISMATCH shape mismatch: `X` has 53 ...
     # [/readme-python]
     print(f"Python example: test accuracy {accuracy:.4f}")
     os.remove("covtype.joker.json")

@@ -26,8 +26,9 @@ use crate::error::Result;
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
 use crate::loss::{Coord, Loss};
+use crate::memory::try_filled;
 use crate::scalar::Scalar;
-use crate::solver::decision::{CHUNK_ROWS, Predictor};
+use crate::solver::decision::{CHUNK_ROWS, Predictor, chunk_rows};
 use crate::solver::trust_region::{BlockStats, TrustRegion};
 
 /// The primitives a DBCD-TR iteration and prediction need.
@@ -273,21 +274,21 @@ impl<'a, T: Scalar> HostRff<'a, T> {
         order: &'a [usize],
         targets: usize,
         block: usize,
-    ) -> Self {
+    ) -> Result<Self> {
         let (m, d) = (map.m(), x.ncols());
-        HostRff {
+        Ok(HostRff {
             backend,
             map,
             x,
             order,
             targets,
-            theta: vec![0.0; m * targets],
-            xb: vec![T::default(); block * d],
-            phi: vec![T::default(); block * m],
+            theta: try_filled(m * targets, 0.0, "theta")?,
+            xb: try_filled(block * d, T::default(), "the block's rows")?,
+            phi: try_filled(block * m, T::default(), "the block's random features")?,
             nb: 0,
             next_phi: Vec::new(),
             next_nb: 0,
-        }
+        })
     }
 }
 
@@ -329,10 +330,11 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
     fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
         let (n, d, m, tt) = (self.x.nrows(), self.x.ncols(), self.map.m(), self.targets);
         self.theta.fill(0.0);
-        let mut xc = vec![T::default(); CHUNK_ROWS.min(n) * d];
-        let mut phi = vec![T::default(); CHUNK_ROWS.min(n) * m];
-        for start in (0..n).step_by(CHUNK_ROWS) {
-            let rows = CHUNK_ROWS.min(n - start);
+        let chunk = chunk_rows(d + m, std::mem::size_of::<T>()).min(n.max(1));
+        let mut xc = vec![T::default(); chunk * d];
+        let mut phi = vec![T::default(); chunk * m];
+        for start in (0..n).step_by(chunk) {
+            let rows = chunk.min(n - start);
             self.x.gather_range(start, &mut xc[..rows * d]);
             self.backend
                 .features(self.map, &xc[..rows * d], rows, &mut phi[..rows * m]);
@@ -413,19 +415,19 @@ impl<'a, T: Scalar> HostExact<'a, T> {
         order: &'a [usize],
         targets: usize,
         block: usize,
-    ) -> Self {
-        HostExact {
+    ) -> Result<Self> {
+        Ok(HostExact {
             backend,
             kernel,
             x,
             order,
             targets,
-            beta: vec![0.0; x.nrows() * targets],
-            xb: vec![T::default(); block * x.ncols()],
+            beta: try_filled(x.nrows() * targets, 0.0, "beta = K alpha")?,
+            xb: try_filled(block * x.ncols(), T::default(), "the block's rows")?,
             cur: (0, 0),
             next_xb: Vec::new(),
             next: (0, 0),
-        }
+        })
     }
 }
 

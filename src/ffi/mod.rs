@@ -244,7 +244,9 @@ fn setter_of(param: &str) -> Option<&'static str> {
         "task" => "joker_params_set_task",
         "class_weight" => "joker_params_set_class_weights",
         "nystrom_rank" => "joker_params_set_nystrom_rank",
-        "full_krr" | "method" | "blocks" | "rank" => "joker_params_set_full_krr",
+        "full_krr" | "method" | "krr_blocks" | "krr_rank" | "krr_tol" | "alpha" | "power_iters" => {
+            "joker_params_set_full_krr"
+        }
         "precision" => "joker_params_set_precision",
         "device" => "joker_params_set_device",
         "seed" => "joker_params_set_seed",

@@ -429,13 +429,13 @@ pub fn solve<T: Scalar>(
             st.theta = vec![0.0; map.m() * tt];
             st.engine = Some(match backend.rff_engine(map, prob.x, &perm, tt, b)? {
                 Some(e) => e,
-                None => Box::new(HostRff::new(backend, map, prob.x, &perm, tt, b)),
+                None => Box::new(HostRff::new(backend, map, prob.x, &perm, tt, b)?),
             });
         }
         Repr::Exact(kernel) => {
             st.engine = Some(match backend.exact_engine(kernel, prob.x, &perm, tt, b)? {
                 Some(e) => e,
-                None => Box::new(HostExact::new(backend, kernel, prob.x, &perm, tt, b)),
+                None => Box::new(HostExact::new(backend, kernel, prob.x, &perm, tt, b)?),
             });
         }
     }

@@ -10,6 +10,16 @@ use crate::scalar::Scalar;
 /// Rows per chunk when streaming over data.
 pub const CHUNK_ROWS: usize = 1024;
 
+/// The most bytes one chunk's buffers take: very wide rows (a huge `M`, or sparse data with a
+/// huge index) are streamed in fewer rows at a time rather than allocated 1024 at a time.
+const CHUNK_BYTES: usize = 256 << 20;
+
+/// Rows per chunk for buffers of `width` values of `elem` bytes per row: [`CHUNK_ROWS`], or
+/// fewer (at least one) where that would take more than [`CHUNK_BYTES`].
+pub fn chunk_rows(width: usize, elem: usize) -> usize {
+    (CHUNK_BYTES / width.saturating_mul(elem).max(1)).clamp(1, CHUNK_ROWS)
+}
+
 /// What a decision function is made of.
 pub enum Predictor<'a, T> {
     /// `f_t(x) = psi(x)^T theta_t` (`theta` column-major `M x T`).
@@ -37,14 +47,19 @@ impl<T: Scalar> Predictor<'_, T> {
     pub fn decision(&self, backend: &dyn Backend<T>, x: &Features<T>, targets: usize) -> Vec<f64> {
         let (n, d) = (x.nrows(), x.ncols());
         let mut out = vec![0.0; n * targets];
-        let mut xc = vec![T::default(); CHUNK_ROWS * d];
+        let width = match self {
+            Predictor::Features { map, .. } => d + map.m(),
+            Predictor::Exact { .. } => d,
+        };
+        let chunk = chunk_rows(width, std::mem::size_of::<T>()).min(n.max(1));
+        let mut xc = vec![T::default(); chunk * d];
         match self {
             Predictor::Features { map, theta } => {
                 let m = map.m();
-                let mut phi = vec![T::default(); CHUNK_ROWS * m];
-                let mut part = vec![0.0; CHUNK_ROWS * targets];
-                for start in (0..n).step_by(CHUNK_ROWS) {
-                    let rows = CHUNK_ROWS.min(n - start);
+                let mut phi = vec![T::default(); chunk * m];
+                let mut part = vec![0.0; chunk * targets];
+                for start in (0..n).step_by(chunk) {
+                    let rows = chunk.min(n - start);
                     x.gather_range(start, &mut xc[..rows * d]);
                     backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
                     backend.project(
@@ -88,8 +103,8 @@ impl<T: Scalar> Predictor<'_, T> {
                             *o = alpha[t * ns + j];
                         }
                     }
-                    for start in (0..n).step_by(CHUNK_ROWS) {
-                        let rows = CHUNK_ROWS.min(n - start);
+                    for start in (0..n).step_by(chunk) {
+                        let rows = chunk.min(n - start);
                         x.gather_range(start, &mut xc[..rows * d]);
                         backend.kernel_matvec(
                             kernel,

@@ -108,14 +108,14 @@ impl KrrConfig {
             ));
         }
         if self.rank == 0 {
-            return Err(invalid("rank", "the Nystrom rank must be >= 1"));
+            return Err(invalid("krr_rank", "the Nystrom rank must be >= 1"));
         }
         if self.method != KrrMethod::NystromPcg && self.blocks == 0 {
-            return Err(invalid("blocks", "must be >= 1"));
+            return Err(invalid("krr_blocks", "must be >= 1"));
         }
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(invalid(
-                "tol",
+                "krr_tol",
                 format!(
                     "the relative residual tolerance must be >= 0 and finite, got {}",
                     self.tol
@@ -339,7 +339,7 @@ pub fn solve_krr<T: Scalar>(
     cfg.validate()?;
     if cfg.method != KrrMethod::NystromPcg && cfg.blocks > n {
         return Err(invalid(
-            "blocks",
+            "krr_blocks",
             format!(
                 "must be between 1 and the number of samples ({n}), got {}",
                 cfg.blocks
