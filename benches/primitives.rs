@@ -10,11 +10,11 @@
 //! `<target>/criterion/joker-summary.json`)
 
 use criterion::{Criterion, Throughput};
+use joker::backend::predict::Predictor;
 use joker::backend::{Backend, cpu::Cpu};
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::loss::{Coord, Loss};
 use joker::rng::Stream;
-use joker::solver::decision::Predictor;
 use joker::solver::trust_region::{BlockProblem, TrustRegion, solve_column};
 use joker::{DenseMatrix, Features};
 use joker::{Kernel, KernelKind};

@@ -24,9 +24,9 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use joker::backend::Backend;
 use joker::backend::cpu::Cpu;
+use joker::backend::predict::Predictor;
 use joker::io::{CsvOptions, read_csv};
 use joker::kernel::{KernelKind, median_distance};
-use joker::solver::decision::Predictor;
 use joker::solver::krr::{KrrConfig, KrrMethod, KrrProblem, solve_krr};
 use joker::{Dataset, DenseMatrix, Features, Kernel};
 

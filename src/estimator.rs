@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::backend::Backend;
 use crate::backend::cpu::Cpu;
+use crate::backend::predict::Predictor;
 use crate::data::{Dataset, Features};
 use crate::device::{Device, Placement, Resolved, resolve};
 use crate::error::{JokerError, Result, invalid};
@@ -32,7 +33,6 @@ use crate::model::{
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::{Hooks, InterruptFn, Problem, ProgressFn, Repr, memory_estimate, solve};
-use crate::solver::decision::Predictor;
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
 use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason};
 

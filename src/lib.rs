@@ -15,6 +15,7 @@ pub mod error;
 pub mod io;
 pub mod rng;
 pub mod scalar;
+pub mod simd;
 
 pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
 pub use error::{JokerError, Result};

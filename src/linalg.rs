@@ -3,6 +3,8 @@
 
 use rayon::prelude::*;
 
+use crate::simd::has_avx2;
+
 #[inline(always)]
 fn dot_body(a: &[f64], b: &[f64]) -> f64 {
     let mut acc = [0.0f64; 8];
@@ -43,19 +45,6 @@ fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
         }
     }
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
-}
-
-/// Whether the CPU has AVX2 and FMA (the vector kernels' requirement).
-#[inline]
-pub(crate) fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// `sum_i a_i b_i`.
@@ -160,7 +149,7 @@ fn split_products<A: Sync>(
     if split_rows(out.len(), out.len() * n) {
         let per = rows_per_task(out.len());
         out.par_chunks_mut(per).enumerate().for_each(|(c, o)| {
-            crate::backend::cpu::clear_upper_state();
+            crate::simd::clear_upper_state();
             rows(&a[c * per * n..(c * per + o.len()) * n], v, o);
         });
     } else {

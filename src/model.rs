@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::cpu::Cpu;
+use crate::backend::predict::Predictor;
 use crate::data::{Dataset, DenseMatrix, Features};
 use crate::error::{JokerError, Result};
 use crate::features::{FeatureMap, FeatureSpec};
@@ -19,7 +20,6 @@ use crate::kernel::Kernel;
 use crate::loss::Loss;
 use crate::preprocess::{Standardizer, TargetScaler};
 use crate::scalar::Scalar;
-use crate::solver::decision::Predictor;
 use crate::solver::{Progress, StopReason, Timings};
 
 /// The model file format's name, in every file's `format` field.
@@ -358,6 +358,12 @@ impl Model {
             return bad("standardizer length differs from n_features".into());
         }
         if let Some(c) = &self.classes {
+            if c.len() < 2 {
+                return bad(format!(
+                    "{} class labels, but a classifier has at least two",
+                    c.len()
+                ));
+            }
             let want = if c.len() == 2 { 1 } else { c.len() };
             if want != t {
                 return bad(format!(
@@ -366,17 +372,18 @@ impl Model {
                 ));
             }
         }
+        // The sizes come from the file, so their products may overflow: no array is that
+        // long then.
         match &self.representation {
             Representation::RandomFeatures {
                 n_components,
                 theta,
                 ..
             } => {
-                if *n_components == 0 || theta.len() != n_components * t {
+                if *n_components == 0 || n_components.checked_mul(t) != Some(theta.len()) {
                     return bad(format!(
-                        "theta has {} values, expected M x T = {}",
-                        theta.len(),
-                        n_components * t
+                        "theta has {} values, expected M x T = {n_components} x {t}",
+                        theta.len()
                     ));
                 }
             }
@@ -385,7 +392,9 @@ impl Model {
                 support,
                 alpha,
             } => {
-                if support.len() != n_support * d || alpha.len() != n_support * t {
+                if n_support.checked_mul(d) != Some(support.len())
+                    || n_support.checked_mul(t) != Some(alpha.len())
+                {
                     return bad("support or alpha size differs from n_support".into());
                 }
             }
@@ -412,5 +421,58 @@ pub(crate) fn stop_name(s: StopReason) -> &'static str {
         StopReason::MaxIter => "max_iter",
         StopReason::TimeLimit => "time_limit",
         StopReason::Cancelled => "cancelled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Device, Joker};
+
+    /// The JSON of a tiny binary classifier.
+    fn classifier_json() -> serde_json::Value {
+        let x: Vec<f64> = (0..12)
+            .map(|i| ((i * 7 + 3) % 11) as f64 / 5.0 - 1.0)
+            .collect();
+        let x = Features::Dense(DenseMatrix::new(6, 2, x).unwrap());
+        let data = Dataset::new(x, vec![-1.0, 1.0, -1.0, 1.0, -1.0, 1.0]).unwrap();
+        let model = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(4)
+            .max_iter(3)
+            .device(Device::Cpu)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap();
+        serde_json::to_value(&model).unwrap()
+    }
+
+    /// `from_json` of `v` with `edit` applied, as an error message.
+    fn refused(v: &serde_json::Value, edit: impl FnOnce(&mut serde_json::Value)) -> String {
+        let mut v = v.clone();
+        edit(&mut v);
+        match Model::from_json(&v.to_string()) {
+            Err(JokerError::ModelFormat(m)) => m,
+            other => panic!("expected a model format error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn inconsistent_model_files_are_refused_not_panicked_on() {
+        let v = classifier_json();
+        assert!(Model::from_json(&v.to_string()).is_ok());
+        // One class: prediction would index the missing second one.
+        let m = refused(&v, |v| v["classes"] = serde_json::json!([-1.0]));
+        assert!(m.contains("1 class labels"), "{m}");
+        // Sizes whose product wraps around to the length of an empty array.
+        let m = refused(&v, |v| {
+            v["task"] = "regression".into();
+            v["classes"] = serde_json::Value::Null;
+            v["n_targets"] = 2.into();
+            v["representation"]["n_components"] = (1u64 << 63).into();
+            v["representation"]["theta"] = serde_json::json!([]);
+        });
+        assert!(m.contains("theta has 0 values"), "{m}");
     }
 }

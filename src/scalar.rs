@@ -1,5 +1,6 @@
 //! The floating-point types joker computes in: `f32` (the default, as in the paper) and `f64`.
 
+pub use crate::simd::cos_f32;
 use std::fmt::Debug;
 
 mod sealed {
@@ -127,7 +128,7 @@ impl Scalar for f32 {
         scale: f32,
         out: &mut [f32],
     ) -> bool {
-        crate::backend::cpu::fused_features_f32(x, d, wt, shift, scale, out)
+        crate::simd::fused_features_f32(x, d, wt, shift, scale, out)
     }
 }
 
@@ -144,32 +145,6 @@ fn scaled_cos_avx2(z: &mut [f32], shift: &[f32], scale: f32) {
     for (v, s) in z.iter_mut().zip(shift) {
         *v = scale * cos_f32(*v + s);
     }
-}
-
-/// Branch-free `cos` for `f32` with absolute error below 1e-6 for |x| < 2e7: reduction by
-/// 2 pi in two parts (Cody-Waite), then the Taylor series to x^16 on [-pi, pi]. Written so the
-/// compiler vectorises it; the random-feature map evaluates `b M` of these per block.
-#[inline(always)]
-pub fn cos_f32(x: f32) -> f32 {
-    const INV_TAU: f32 = 0.159_154_94;
-    const TAU_HI: f32 = 6.281_25; // exact in few bits, so k * TAU_HI is exact
-    const TAU_LO: f32 = 1.935_307_2e-3; // 2 pi - TAU_HI
-    // round to nearest by the 1.5 * 2^23 trick (valid for |x| < 2^22 * 2 pi; plain `round`
-    // does not vectorise without SSE4.1)
-    const MAGIC: f32 = 12_582_912.0;
-    let k = (x * INV_TAU + MAGIC) - MAGIC;
-    let r = (x - k * TAU_HI) - k * TAU_LO;
-    let r2 = r * r;
-    // cos r = sum (-1)^n r^(2n) / (2n)!, n = 0..8, in Horner form.
-    let mut p = 1.0 / 20_922_789_888_000.0; // 1/16!
-    p = p * r2 - 1.0 / 87_178_291_200.0; // 1/14!
-    p = p * r2 + 1.0 / 479_001_600.0; // 1/12!
-    p = p * r2 - 1.0 / 3_628_800.0; // 1/10!
-    p = p * r2 + 1.0 / 40_320.0; // 1/8!
-    p = p * r2 - 1.0 / 720.0;
-    p = p * r2 + 1.0 / 24.0;
-    p = p * r2 - 0.5;
-    p * r2 + 1.0
 }
 
 #[cfg(test)]

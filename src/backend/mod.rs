@@ -20,6 +20,7 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod predict;
 
 use crate::data::Features;
 use crate::error::Result;
@@ -28,8 +29,8 @@ use crate::kernel::Kernel;
 use crate::loss::{Coord, Loss};
 use crate::memory::try_filled;
 use crate::scalar::Scalar;
-use crate::solver::decision::{CHUNK_ROWS, Predictor, chunk_rows};
 use crate::solver::trust_region::{BlockStats, TrustRegion};
+use predict::{CHUNK_ROWS, Predictor, chunk_rows};
 
 /// The primitives a DBCD-TR iteration and prediction need.
 pub trait Backend<T: Scalar>: Send + Sync {

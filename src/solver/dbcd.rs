@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::decision::{CHUNK_ROWS, Predictor};
 use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
+use crate::backend::predict::{CHUNK_ROWS, Predictor};
 use crate::backend::{Backend, BlockEngine, BlockSolve, HostExact, HostRff};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use faer::{Mat, MatRef};
 
-use super::decision::Predictor;
 use crate::backend::Backend;
+use crate::backend::predict::Predictor;
 use crate::data::{DenseMatrix, Features};
 use crate::error::{JokerError, Result, invalid};
 use crate::kernel::Kernel;
@@ -144,7 +144,10 @@ impl KrrConfig {
     pub fn memory(&self, n: usize, d: usize, elem: usize) -> usize {
         let f64s = 8;
         let r = self.rank.min(n);
-        let tiles = 2 * super::decision::CHUNK_ROWS * super::decision::CHUNK_ROWS.min(n) * f64s;
+        let tiles = 2
+            * crate::backend::predict::CHUNK_ROWS
+            * crate::backend::predict::CHUNK_ROWS.min(n)
+            * f64s;
         match self.method {
             KrrMethod::NystromPcg => {
                 // y, w, residual, z, p, A p; the sketch Omega, Q, Y, B and U (n x r each)

@@ -1,8 +1,8 @@
-//! Solvers: the DBCD-TR outer loop ([`dbcd`]) and its block solver ([`trust_region`]), plus
-//! the decision function they share with prediction ([`decision`]).
+//! Solvers: the DBCD-TR outer loop ([`dbcd`]) and its block solver ([`trust_region`]), and
+//! full kernel ridge regression ([`krr`]). The decision function they share with prediction
+//! is [`crate::backend::predict`].
 
 pub mod dbcd;
-pub mod decision;
 pub mod krr;
 pub mod trust_region;
 

@@ -1,7 +1,7 @@
 //! Decision values `f(x)` of a (partial or final) solution, streamed in row chunks so that no
 //! `n x M` or `n x n` matrix is ever formed.
 
-use crate::backend::Backend;
+use super::Backend;
 use crate::data::Features;
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
