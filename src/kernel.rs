@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
-use crate::rng::Stream;
+use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
 
 /// Smoothness of a Matern kernel.
@@ -235,7 +235,7 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let (n, d) = (x.nrows(), x.ncols());
     let mut idx: Vec<usize> = (0..n).collect();
     if n > HEURISTIC_ROWS {
-        Stream::new(seed, 0xB4D).shuffle(&mut idx);
+        Stream::new(seed, streams::BANDWIDTH_SUBSAMPLE).shuffle(&mut idx);
         idx.truncate(HEURISTIC_ROWS);
     }
     let k = idx.len();

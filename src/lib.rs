@@ -15,6 +15,7 @@ pub mod error;
 pub mod io;
 pub mod rng;
 pub mod scalar;
+#[doc(hidden)]
 pub mod simd;
 
 pub use data::{CsrMatrix, Dataset, DenseMatrix, Features};
@@ -25,8 +26,10 @@ pub mod backend;
 pub mod device;
 pub mod estimator;
 pub mod features;
+#[doc(hidden)]
 pub mod ffi;
 pub mod kernel;
+#[doc(hidden)]
 pub mod linalg;
 pub mod loss;
 pub mod memory;
@@ -41,4 +44,5 @@ pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;
 pub use memory::MemoryLimit;
 pub use model::{Model, Precision, Task};
+pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{Progress, RadiusRule, SolverConfig, StopReason, TrustRegion};

@@ -80,6 +80,7 @@ fn xlogx_diff(x: f64, s: f64) -> f64 {
 
 impl Loss {
     /// The loss's id and parameter in the CUDA kernels (`cuda/loss.cuh`).
+    #[doc(hidden)]
     pub fn device_id(&self) -> (i32, f64) {
         match *self {
             Loss::SquaredError => (0, 0.0),

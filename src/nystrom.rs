@@ -8,7 +8,7 @@
 use faer::{Mat, MatRef, Side};
 
 use crate::error::{JokerError, Result};
-use crate::rng::{Stream, normal_from};
+use crate::rng::{Stream, normal_from, streams};
 
 /// A rank-`r` Nystrom approximation `U diag(Lambda) U^T` with its shift `rho`.
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ impl Nystrom {
                 format!("the damping must be positive, got {rho}"),
             ));
         }
-        let mut s = Stream::new(seed, 0x4E59);
+        let mut s = Stream::new(seed, streams::NYSTROM_SKETCH);
         let omega = Mat::<f64>::from_fn(p, r, |_, _| {
             normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()])
         });
@@ -220,7 +220,7 @@ pub fn smoothness(
     seed: u64,
     mut h: impl FnMut(&[f64]) -> Vec<f64>,
 ) -> f64 {
-    let mut s = Stream::new(seed, 0x5A0F);
+    let mut s = Stream::new(seed, streams::POWER_ITERATION);
     let mut v: Vec<f64> = (0..p)
         .map(|_| normal_from([s.next_u32(), s.next_u32(), s.next_u32(), s.next_u32()]))
         .collect();

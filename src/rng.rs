@@ -70,6 +70,23 @@ pub struct Stream {
     used: usize,
 }
 
+/// The stream ids of the library, one per purpose, so that two uses of one seed never draw
+/// the same numbers (and changing one use leaves the others' draws as they were).
+pub mod streams {
+    /// The random partition of the samples into blocks (DBCD-TR, Skotch/ASkotch).
+    pub const BLOCK_PARTITION: u32 = 0xB10C;
+    /// The block chosen at each iteration.
+    pub const BLOCK_CHOICE: u32 = 0xC401;
+    /// The Gaussian test matrix of a randomized Nystrom approximation.
+    pub const NYSTROM_SKETCH: u32 = 0x4E59;
+    /// The start vector of the power iteration for the preconditioned smoothness.
+    pub const POWER_ITERATION: u32 = 0x5A0F;
+    /// The subsample of the median-distance bandwidth heuristic.
+    pub const BANDWIDTH_SUBSAMPLE: u32 = 0xB4D;
+    /// The demo's synthetic data.
+    pub const DEMO_DATA: u32 = 0xDE70;
+}
+
 impl Stream {
     /// A generator for `seed` on the given stream id.
     pub fn new(seed: u64, stream: u32) -> Self {

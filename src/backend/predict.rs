@@ -15,7 +15,7 @@ pub const CHUNK_ROWS: usize = 1024;
 const CHUNK_BYTES: usize = 256 << 20;
 
 /// Rows per chunk for buffers of `width` values of `elem` bytes per row: [`CHUNK_ROWS`], or
-/// fewer (at least one) where that would take more than [`CHUNK_BYTES`].
+/// fewer (at least one) where that would take more than `CHUNK_BYTES` (256 MB).
 pub fn chunk_rows(width: usize, elem: usize) -> usize {
     (CHUNK_BYTES / width.saturating_mul(elem).max(1)).clamp(1, CHUNK_ROWS)
 }

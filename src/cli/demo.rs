@@ -3,7 +3,7 @@
 use std::f64::consts::PI;
 use std::time::Instant;
 
-use joker::rng::Stream;
+use joker::rng::{Stream, streams};
 use joker::{Dataset, DenseMatrix, Features, FitOptions, Joker, Model, Task};
 
 use super::args::DemoArgs;
@@ -25,7 +25,7 @@ const NOISE: f64 = 0.04;
 /// random one of `R^dim`. Gaussian noise of standard deviation [`NOISE`] is added to every
 /// coordinate.
 pub fn spirals(n: usize, dim: usize, seed: u64) -> CliResult<Dataset<f32>> {
-    let mut rng = Stream::new(seed, 0xDE70);
+    let mut rng = Stream::new(seed, streams::DEMO_DATA);
     let gauss = |rng: &mut Stream| {
         // Box-Muller
         let (u, v) = (rng.uniform(), rng.uniform());

@@ -31,7 +31,7 @@ use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
 use crate::loss::{Coord, Loss};
-use crate::rng::Stream;
+use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
 
 /// Outer-loop settings.
@@ -178,6 +178,7 @@ pub struct Solution {
 }
 
 /// How the kernel is represented.
+#[doc(hidden)]
 pub enum Repr<'a, T> {
     /// Random Fourier features.
     Features(&'a FeatureMap<T>),
@@ -187,6 +188,7 @@ pub enum Repr<'a, T> {
 
 /// The problem data: features, loss, targets (`n x T` column-major, `+-1` for classifiers)
 /// and per-sample `lambda_i` and KLR box margins.
+#[doc(hidden)]
 pub struct Problem<'a, T> {
     /// Training features.
     pub x: &'a Features<T>,
@@ -215,6 +217,7 @@ pub type InterruptFn<'a> = Box<dyn FnMut() -> bool + 'a>;
 pub type ValidateFn<'a, T> = Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>;
 
 /// Optional hooks into the loop.
+#[doc(hidden)]
 #[derive(Default)]
 pub struct Hooks<'a, T> {
     /// Returns the validation metric for the current predictor.
@@ -397,7 +400,7 @@ pub fn solve<T: Scalar>(
     }
     // Fixed blocks over one seeded shuffle.
     let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
+    Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = State {
         prob,
@@ -440,7 +443,7 @@ pub fn solve<T: Scalar>(
         }
     }
     st.sync_from_alpha()?;
-    let mut chooser = Stream::new(cfg.seed, 0xC401);
+    let mut chooser = Stream::new(cfg.seed, streams::BLOCK_CHOICE);
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
     } else {

@@ -18,7 +18,7 @@ use crate::data::{DenseMatrix, Features};
 use crate::error::{JokerError, Result, invalid};
 use crate::kernel::Kernel;
 use crate::nystrom::{Nystrom, smoothness};
-use crate::rng::Stream;
+use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
 
 /// The default of [`KrrConfig::max_block_gram_bytes`]: a block's `K_BB` is formed for the
@@ -403,7 +403,7 @@ fn skotch<T: Scalar>(
     let (n, lam) = (prob.x.nrows(), prob.lambda);
     // Fixed random partition into B nearly equal blocks.
     let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(cfg.seed, 0xB10C).shuffle(&mut perm);
+    Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let nb = cfg.blocks;
     let blocks: Vec<Vec<usize>> = (0..nb)
         .map(|k| {
@@ -488,7 +488,7 @@ fn skotch<T: Scalar>(
     let mut z = vec![0.0; n];
     // ASkotch evaluates gradients at the coupling point w and returns x (the stepped point).
     let mut x = vec![0.0; n];
-    let mut chooser = Stream::new(cfg.seed, 0xC401);
+    let mut chooser = Stream::new(cfg.seed, streams::BLOCK_CHOICE);
     let mut history = Vec::new();
     let mut converged = false;
     let mut iter = 0;
