@@ -32,7 +32,9 @@ use crate::model::{
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
-use crate::solver::dbcd::{Hooks, InterruptFn, Problem, ProgressFn, Repr, memory_estimate, solve};
+use crate::solver::dbcd::{
+    Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, memory_estimate, solve,
+};
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
 use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason};
 
@@ -518,6 +520,9 @@ impl Joker {
         )))
     }
 
+    /// A fit on `backend` in the working precision `T`, in named steps: targets, per-sample
+    /// regularisation, the memory check, features, warm start, validation, the solve and the
+    /// model.
     fn fit_in<U: Scalar, T: Scalar>(
         &self,
         data: &Dataset<U>,
@@ -527,7 +532,6 @@ impl Joker {
     ) -> Result<Model> {
         let start = std::time::Instant::now();
         let (n, d) = (data.x.nrows(), data.x.ncols());
-        let task = self.task();
         // A block never holds more than the whole data set: the default of 512 works on small
         // sets too, in every front end.
         let b = self.solver.block_size.min(n.max(1));
@@ -535,97 +539,11 @@ impl Joker {
             block_size: b,
             ..self.solver.clone()
         };
-
-        // Targets.
-        let (classes, y, scaler) = match task {
-            Task::Classification => {
-                let classes = classes_of(&data.y)?;
-                check_class_count(&classes, n)?;
-                let y = encode_labels(&data.y, &classes)?;
-                (Some(classes), y, TargetScaler::identity())
-            }
-            Task::Regression => {
-                let s = if self.normalize_target {
-                    TargetScaler::fit(&data.y)
-                } else {
-                    TargetScaler::identity()
-                };
-                (None, data.y.iter().map(|&v| s.forward(v)).collect(), s)
-            }
-        };
-        let tt = y.len() / n;
-
-        // Weights -> per-sample lambda.
-        let mut w = vec![1.0; n];
-        if let Some(sw) = opts.sample_weight {
-            if sw.len() != n {
-                return Err(JokerError::ShapeMismatch(format!(
-                    "{n} samples but {} sample weights",
-                    sw.len()
-                )));
-            }
-            for (i, &v) in sw.iter().enumerate() {
-                if !v.is_finite() {
-                    return Err(JokerError::NonFinite {
-                        what: "sample weights",
-                        row: i,
-                        col: 0,
-                    });
-                }
-                if v <= 0.0 {
-                    return Err(invalid(
-                        "sample_weight",
-                        format!("weights must be positive, sample {i} has {v}"),
-                    ));
-                }
-            }
-            w.copy_from_slice(sw);
-        }
-        if let Some(classes) = &classes {
-            let cw = class_weights(&self.class_weight, classes, &data.y)?;
-            for (wi, yi) in w.iter_mut().zip(&data.y) {
-                let k = classes.binary_search_by(|c| c.total_cmp(yi)).unwrap_or(0);
-                *wi *= cw[k];
-            }
-        } else if self.class_weight != ClassWeight::None {
-            return Err(invalid(
-                "class_weight",
-                "class weights apply to classifiers only",
-            ));
-        }
-        let lam: Vec<f64> = w.iter().map(|wi| self.lambda / wi).collect();
+        let targets = self.encode_targets(&data.y)?;
+        let tt = targets.y.len() / n;
+        let lam = self.sample_lambdas(&data.y, targets.classes.as_deref(), opts.sample_weight)?;
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
-
-        // Memory, before the big allocations.
-        // the standardised copy of the rows in the working precision
-        let data_bytes = match &data.x {
-            Features::Dense(_) => n.saturating_mul(d).saturating_mul(std::mem::size_of::<T>()),
-            Features::Sparse(c) => c.nnz() * (std::mem::size_of::<T>() + 4) + (n + 1) * 8,
-        };
-        let need = match &self.full_krr {
-            Some(k) => k.memory(n, d, std::mem::size_of::<T>()) + data_bytes,
-            None => memory_estimate(n, d, self.n_components, tt, b) + data_bytes,
-        };
-        self.max_memory.check(need, || {
-            let what = match &self.full_krr {
-                Some(k) => format!(
-                    "{:?}, {} blocks, rank {}{}",
-                    k.method,
-                    k.blocks,
-                    k.rank,
-                    if k.store_preconditioners {
-                        ", stored preconditioners"
-                    } else {
-                        ""
-                    }
-                ),
-                None => match self.n_components {
-                    Some(m) => format!("{m} random features, {tt} target(s), block {b}"),
-                    None => format!("exact kernel, {tt} target(s), block {b}"),
-                },
-            };
-            format!("the fit (n = {n}, d = {d}, {what})")
-        })?;
+        self.check_memory::<U, T>(&data.x, tt, b)?;
 
         // Features.
         let standardizer = if self.standardize {
@@ -649,96 +567,28 @@ impl Joker {
             None => None,
         };
 
-        // Warm start.
-        let alpha0 = match opts.warm_start {
-            Some(m) => {
-                let dual = m
-                    .dual
-                    .as_ref()
-                    .ok_or_else(|| invalid("warm_start", "the model holds no dual coefficients"))?;
-                if dual.len() != n * tt || m.loss != self.loss || m.n_features != d {
-                    return Err(invalid(
-                        "warm_start",
-                        format!(
-                            "the model was trained on other data ({} duals for {} targets, loss {}), this fit has {n} samples, {tt} targets, loss {}",
-                            dual.len(),
-                            m.n_targets,
-                            m.loss.name(),
-                            self.loss.name()
-                        ),
-                    ));
-                }
-                Some(dual.clone())
-            }
-            None => None,
-        };
-
-        // Validation hook. Dense validation rows must have the training width (zero-padding
-        // them would score something else); sparse rows may omit trailing zero features.
-        let val = match opts.validation {
-            Some(v) if matches!(v.x, Features::Dense(_)) && v.x.ncols() != d => {
-                return Err(JokerError::ShapeMismatch(format!(
-                    "the validation set has {} columns, the training set {d}",
-                    v.x.ncols()
-                )));
-            }
-            Some(v) if v.y.len() != v.x.nrows() => {
-                return Err(JokerError::ShapeMismatch(format!(
-                    "the validation set has {} rows but {} labels",
-                    v.x.nrows(),
-                    v.y.len()
-                )));
-            }
-            Some(v) => {
-                let xv: Features<T> = standardizer.transform(&v.x)?;
-                Some((xv, v.y.clone()))
-            }
-            None => None,
-        };
-        let mut hooks = Hooks::<T>::default();
-        if let Some((xv, yv)) = &val {
-            let classes = classes.clone();
-            hooks.validate = Some(Box::new(move |pred| {
-                let cols = pred.decision(&Cpu, xv, tt);
-                let nv = xv.nrows();
-                match &classes {
-                    Some(c) => {
-                        let labels: Vec<f64> = (0..nv)
-                            .map(|i| {
-                                if tt == 1 {
-                                    if cols[i] >= 0.0 { c[1] } else { c[0] }
-                                } else {
-                                    let k = (0..tt)
-                                        .max_by(|&a, &b| {
-                                            cols[a * nv + i].total_cmp(&cols[b * nv + i])
-                                        })
-                                        .unwrap_or(0);
-                                    c[k]
-                                }
-                            })
-                            .collect();
-                        accuracy(&labels, yv)
-                    }
-                    None => rmse(
-                        &cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(),
-                        yv,
-                    ),
-                }
-            }));
-        }
-        hooks.progress = opts.progress.take();
-        hooks.interrupt = opts.interrupt.take();
-
-        let repr = match &map {
-            Some(m) => Repr::Features(m),
-            None => Repr::Exact(&kernel),
+        let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
+        let mut hooks = Hooks::<T> {
+            validate: validation_hook(
+                opts.validation,
+                &standardizer,
+                d,
+                targets.classes.clone(),
+                targets.scaler,
+                tt,
+            )?,
+            progress: opts.progress.take(),
+            interrupt: opts.interrupt.take(),
         };
         let prob = Problem {
             x: &x,
-            repr,
+            repr: match &map {
+                Some(m) => Repr::Features(m),
+                None => Repr::Exact(&kernel),
+            },
             loss: self.loss,
             targets: tt,
-            y: &y,
+            y: &targets.y,
             lam: &lam,
             eps: &eps,
         };
@@ -760,33 +610,18 @@ impl Joker {
                     },
                     ..cfg.clone()
                 };
-                full_krr(backend, &x, &kernel, &y, self.lambda, &cfg, &mut hooks)?
+                full_krr(
+                    backend,
+                    &x,
+                    &kernel,
+                    &targets.y,
+                    self.lambda,
+                    &cfg,
+                    &mut hooks,
+                )?
             }
         };
-
-        let representation = match (sol.theta, &map) {
-            (Some(theta), Some(m)) => Representation::RandomFeatures {
-                n_components: m.m(),
-                seed: self.solver.seed,
-                theta,
-            },
-            _ => {
-                let rows: Vec<usize> = (0..n)
-                    .filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0))
-                    .collect();
-                let mut sup = vec![T::default(); rows.len() * d];
-                x.gather_dense(&rows, &mut sup);
-                let mut alpha = Vec::with_capacity(rows.len() * tt);
-                for t in 0..tt {
-                    alpha.extend(rows.iter().map(|&i| sol.alpha[t * n + i]));
-                }
-                Representation::Exact {
-                    n_support: rows.len(),
-                    support: sup.iter().map(|v| v.to_f64()).collect(),
-                    alpha,
-                }
-            }
-        };
+        let representation = representation_of(&sol, map.as_ref(), &x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
         Ok(Model {
             format: FORMAT_NAME.into(),
@@ -796,12 +631,12 @@ impl Joker {
             kernel,
             lambda: self.lambda,
             precision: self.precision,
-            task,
-            classes,
+            task: self.task(),
+            classes: targets.classes,
             n_features: d,
             n_targets: tt,
             standardizer,
-            target_scaler: scaler,
+            target_scaler: targets.scaler,
             representation,
             dual: Some(sol.alpha),
             training: TrainingInfo {
@@ -817,6 +652,255 @@ impl Joker {
             },
             history: sol.history,
         })
+    }
+
+    /// The targets the solver sees: `+-1` columns for classifiers (one per class beyond two),
+    /// scaled values for regression.
+    fn encode_targets(&self, labels: &[f64]) -> Result<Targets> {
+        Ok(match self.task() {
+            Task::Classification => {
+                let classes = classes_of(labels)?;
+                check_class_count(&classes, labels.len())?;
+                let y = encode_labels(labels, &classes)?;
+                Targets {
+                    classes: Some(classes),
+                    y,
+                    scaler: TargetScaler::identity(),
+                }
+            }
+            Task::Regression => {
+                let scaler = if self.normalize_target {
+                    TargetScaler::fit(labels)
+                } else {
+                    TargetScaler::identity()
+                };
+                Targets {
+                    classes: None,
+                    y: labels.iter().map(|&v| scaler.forward(v)).collect(),
+                    scaler,
+                }
+            }
+        })
+    }
+
+    /// `lambda_i = lambda / w_i`, with `w_i` the sample weight times the class weight.
+    fn sample_lambdas(
+        &self,
+        labels: &[f64],
+        classes: Option<&[f64]>,
+        sample_weight: Option<&[f64]>,
+    ) -> Result<Vec<f64>> {
+        let n = labels.len();
+        let mut w = vec![1.0; n];
+        if let Some(sw) = sample_weight {
+            if sw.len() != n {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "{n} samples but {} sample weights",
+                    sw.len()
+                )));
+            }
+            for (i, &v) in sw.iter().enumerate() {
+                if !v.is_finite() {
+                    return Err(JokerError::NonFinite {
+                        what: "sample weights",
+                        row: i,
+                        col: 0,
+                    });
+                }
+                if v <= 0.0 {
+                    return Err(invalid(
+                        "sample_weight",
+                        format!("weights must be positive, sample {i} has {v}"),
+                    ));
+                }
+            }
+            w.copy_from_slice(sw);
+        }
+        if let Some(classes) = classes {
+            let cw = class_weights(&self.class_weight, classes, labels)?;
+            for (wi, yi) in w.iter_mut().zip(labels) {
+                let k = classes.binary_search_by(|c| c.total_cmp(yi)).unwrap_or(0);
+                *wi *= cw[k];
+            }
+        } else if self.class_weight != ClassWeight::None {
+            return Err(invalid(
+                "class_weight",
+                "class weights apply to classifiers only",
+            ));
+        }
+        Ok(w.iter().map(|wi| self.lambda / wi).collect())
+    }
+
+    /// Refuses a fit whose estimated memory is over the limit, before the big allocations.
+    fn check_memory<U: Scalar, T: Scalar>(
+        &self,
+        x: &Features<U>,
+        tt: usize,
+        b: usize,
+    ) -> Result<()> {
+        let (n, d) = (x.nrows(), x.ncols());
+        // the standardised copy of the rows in the working precision
+        let data_bytes = match x {
+            Features::Dense(_) => n.saturating_mul(d).saturating_mul(std::mem::size_of::<T>()),
+            Features::Sparse(c) => c.nnz() * (std::mem::size_of::<T>() + 4) + (n + 1) * 8,
+        };
+        let need = match &self.full_krr {
+            Some(k) => k.memory(n, d, std::mem::size_of::<T>()),
+            None => memory_estimate(n, d, self.n_components, tt, b),
+        }
+        .saturating_add(data_bytes);
+        self.max_memory.check(need, || {
+            let what = match &self.full_krr {
+                Some(k) => format!(
+                    "{:?}, {} blocks, rank {}{}",
+                    k.method,
+                    k.blocks,
+                    k.rank,
+                    if k.store_preconditioners {
+                        ", stored preconditioners"
+                    } else {
+                        ""
+                    }
+                ),
+                None => match self.n_components {
+                    Some(m) => format!("{m} random features, {tt} target(s), block {b}"),
+                    None => format!("exact kernel, {tt} target(s), block {b}"),
+                },
+            };
+            format!("the fit (n = {n}, d = {d}, {what})")
+        })
+    }
+
+    /// The dual coefficients of a warm-start model, checked to belong to this problem.
+    fn warm_start_duals(
+        &self,
+        warm: Option<&Model>,
+        n: usize,
+        tt: usize,
+        d: usize,
+    ) -> Result<Option<Vec<f64>>> {
+        let Some(m) = warm else {
+            return Ok(None);
+        };
+        let dual = m
+            .dual
+            .as_ref()
+            .ok_or_else(|| invalid("warm_start", "the model holds no dual coefficients"))?;
+        if dual.len() != n * tt || m.loss != self.loss || m.n_features != d {
+            return Err(invalid(
+                "warm_start",
+                format!(
+                    "the model was trained on other data ({} duals for {} targets, loss {}), this fit has {n} samples, {tt} targets, loss {}",
+                    dual.len(),
+                    m.n_targets,
+                    m.loss.name(),
+                    self.loss.name()
+                ),
+            ));
+        }
+        Ok(Some(dual.clone()))
+    }
+}
+
+/// The targets of a fit as the solver sees them.
+struct Targets {
+    /// Sorted class labels (classifiers).
+    classes: Option<Vec<f64>>,
+    /// `n x T`, column-major.
+    y: Vec<f64>,
+    /// The regression targets' scaling (the identity for classifiers).
+    scaler: TargetScaler,
+}
+
+/// The validation metric of a predictor (accuracy, or RMSE in the original units) on the
+/// validation set in the training's preprocessing. Dense validation rows must have the
+/// training width (zero-padding them would score something else); sparse rows may omit
+/// trailing zero features.
+fn validation_hook<'a, U: Scalar, T: Scalar>(
+    validation: Option<&Dataset<U>>,
+    standardizer: &Standardizer,
+    d: usize,
+    classes: Option<Vec<f64>>,
+    scaler: TargetScaler,
+    tt: usize,
+) -> Result<Option<ValidateFn<'a, T>>> {
+    let Some(v) = validation else {
+        return Ok(None);
+    };
+    if matches!(v.x, Features::Dense(_)) && v.x.ncols() != d {
+        return Err(JokerError::ShapeMismatch(format!(
+            "the validation set has {} columns, the training set {d}",
+            v.x.ncols()
+        )));
+    }
+    if v.y.len() != v.x.nrows() {
+        return Err(JokerError::ShapeMismatch(format!(
+            "the validation set has {} rows but {} labels",
+            v.x.nrows(),
+            v.y.len()
+        )));
+    }
+    let xv: Features<T> = standardizer.transform(&v.x)?;
+    let yv = v.y.clone();
+    Ok(Some(Box::new(move |pred| {
+        let cols = pred.decision(&Cpu, &xv, tt);
+        let nv = xv.nrows();
+        match &classes {
+            Some(c) => {
+                let labels: Vec<f64> = (0..nv)
+                    .map(|i| {
+                        if tt == 1 {
+                            if cols[i] >= 0.0 { c[1] } else { c[0] }
+                        } else {
+                            let k = (0..tt)
+                                .max_by(|&a, &b| cols[a * nv + i].total_cmp(&cols[b * nv + i]))
+                                .unwrap_or(0);
+                            c[k]
+                        }
+                    })
+                    .collect();
+                accuracy(&labels, &yv)
+            }
+            None => rmse(
+                &cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(),
+                &yv,
+            ),
+        }
+    })))
+}
+
+/// The model's representation of a solution: `theta` for random features, the support rows
+/// (nonzero duals in any column) with their coefficients for exact kernels.
+fn representation_of<T: Scalar>(
+    sol: &Solution,
+    map: Option<&FeatureMap<T>>,
+    x: &Features<T>,
+    seed: u64,
+    tt: usize,
+) -> Representation {
+    let (n, d) = (x.nrows(), x.ncols());
+    match (&sol.theta, map) {
+        (Some(theta), Some(m)) => Representation::RandomFeatures {
+            n_components: m.m(),
+            seed,
+            theta: theta.clone(),
+        },
+        _ => {
+            let rows: Vec<usize> = (0..n)
+                .filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0))
+                .collect();
+            let mut sup = vec![T::default(); rows.len() * d];
+            x.gather_dense(&rows, &mut sup);
+            let mut alpha = Vec::with_capacity(rows.len() * tt);
+            for t in 0..tt {
+                alpha.extend(rows.iter().map(|&i| sol.alpha[t * n + i]));
+            }
+            Representation::Exact {
+                n_support: rows.len(),
+                support: sup.iter().map(|v| v.to_f64()).collect(),
+                alpha,
+            }
+        }
     }
 }
 
