@@ -1,7 +1,7 @@
 //! Randomized Nystrom approximation of a positive semi-definite operator known only through
 //! products, and the preconditioner it defines (Rathore, Frangella and Udell: the paper's
-//! Algorithm 2 after Tropp et al. 2017, with its stabilising shift; notes in
-//! `../shared/docs/papers/askotch.md`).
+//! Algorithm 2 after Tropp et al. 2017, with its stabilising shift; what the code follows is
+//! in `docs/papers/askotch.md`).
 //!
 //! `M ~ U diag(Lambda) U^T` with `U` of `p x r`; the preconditioner is `P + rho I`.
 

@@ -1,7 +1,7 @@
 //! Full (exact) kernel ridge regression, `(K + lambda I) w = y`, without forming `K`:
 //! Skotch and ASkotch (Rathore, Frangella and Udell: Nystrom-preconditioned block coordinate
 //! descent, accelerated in ASkotch) and conjugate gradients with a Nystrom preconditioner.
-//! Engineering notes and the paper's printed errors: `../shared/docs/papers/askotch.md`.
+//! The choices and the corrections to the printed algorithms: `docs/papers/askotch.md`.
 //!
 //! Every kernel product is streamed in tiles through the backend. The only kernel block ever
 //! formed is a Skotch/ASkotch block's `K_BB` during the setup, and only while it takes at most
