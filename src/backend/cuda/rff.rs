@@ -1,0 +1,493 @@
+//! The random-feature engine on the device: `theta` resident for the whole fit, the training
+//! rows resident in block order when they fit the memory plan or gathered and copied per block
+//! otherwise; and the host-input twins of its kernels for tests and benchmarks.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView};
+
+use super::context::{Cuda, PREDICT_ROWS};
+use super::launch::{self, GT, MapArgs, gram_shape};
+use super::trsolve::TrWorkspace;
+use super::{add_by_blocks, check_len, drv, int, shield, zeros};
+use crate::backend::{BlockEngine, BlockSolve};
+use crate::data::Features;
+use crate::error::{JokerError, Result, invalid};
+use crate::features::FeatureMap;
+use crate::solver::trust_region::{BlockStats, TrustRegion};
+
+/// The `K_BB` / `g` workspace of `rff_block_gram` for blocks of up to `b` rows.
+pub(super) struct GramWorkspace {
+    pub(super) b: usize,
+    /// Feature slices the partial buffers hold.
+    pub(super) nsplit: usize,
+    pub(super) kpart: CudaSlice<f32>,
+    pub(super) gpart: CudaSlice<f64>,
+    pub(super) kbb: CudaSlice<f32>,
+    pub(super) g: CudaSlice<f64>,
+}
+
+impl GramWorkspace {
+    /// Device bytes for blocks of `b` rows, `m` features and `targets` columns on `sms`
+    /// multiprocessors.
+    pub(super) fn bytes(b: usize, m: usize, targets: usize, sms: usize) -> usize {
+        let (ntiles, s) = gram_shape(b, m, sms);
+        s * ntiles * GT * GT * 4 + s * targets * b * 8 + b * b * 4 + b * targets * 8
+    }
+}
+
+impl Cuda {
+    /// A zeroed workspace for blocks of up to `b` rows.
+    fn workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
+        let (ntiles, s) = gram_shape(b, m, self.sms);
+        Ok(GramWorkspace {
+            b,
+            nsplit: s,
+            kpart: zeros(&self.stream, s * ntiles * GT * GT)?,
+            gpart: zeros(&self.stream, s * targets * b)?,
+            kbb: zeros(&self.stream, b * b)?,
+            g: zeros(&self.stream, b * targets)?,
+        })
+    }
+
+    /// A workspace whose every buffer holds NaN: the kernels must overwrite all of it
+    /// (the host wrappers use it so that tests catch unwritten entries).
+    fn poisoned_workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
+        let (ntiles, s) = gram_shape(b, m, self.sms);
+        Ok(GramWorkspace {
+            b,
+            nsplit: s,
+            kpart: self.upload(&vec![f32::NAN; s * ntiles * GT * GT])?,
+            gpart: self.upload(&vec![f64::NAN; s * targets * b])?,
+            kbb: self.upload(&vec![f32::NAN; b * b])?,
+            g: self.upload(&vec![f64::NAN; b * targets])?,
+        })
+    }
+
+    /// `K_BB = Phi_B Phi_B^T` into `ws.kbb` (`nb x nb` f32, row-major) and `g = Phi_B theta`
+    /// into `ws.g` (`nb x T`) for the `nb <= ws.b` rows `xb`: partial sums over feature slices,
+    /// then their reduction.
+    fn gram_block(
+        &self,
+        a: &MapArgs,
+        xb: &CudaView<'_, f32>,
+        nb: usize,
+        theta: &CudaSlice<f64>,
+        targets: i32,
+        ws: &mut GramWorkspace,
+    ) -> Result<()> {
+        launch::rff_block_gram(self, a, xb, nb, theta, targets, ws)?;
+        launch::rff_block_gram_reduce(self, a, nb, targets, ws)
+    }
+
+    /// Fused random-feature block on host inputs: `(K_BB (nb x nb f32 row-major), g (nb x T))`
+    /// for the rows `xb` (`nb x d`) and `theta` (`M x T`). The GPU twin of
+    /// `Cpu::features` + `Cpu::gram` + `Cpu::project` (tests and benchmarks).
+    ///
+    /// The host wrappers (`block_gram`, `predict`, `features`, `weights`) fill every device
+    /// output and workspace with NaN before the launch, so an entry a kernel fails to write
+    /// shows up in the result.
+    pub fn block_gram(
+        &self,
+        map: &FeatureMap<f32>,
+        xb: &[f32],
+        nb: usize,
+        theta: &[f64],
+        targets: usize,
+    ) -> Result<(Vec<f32>, Vec<f64>)> {
+        shield("rff_block_gram", || {
+            let a = MapArgs::of(map)?;
+            check_len("xb", xb.len(), nb * a.d as usize)?;
+            check_len("theta", theta.len(), a.m as usize * targets)?;
+            let tt = int("targets", targets)?;
+            if nb == 0 || targets == 0 {
+                return Ok((Vec::new(), Vec::new()));
+            }
+            let xd = self.upload(xb)?;
+            let th = self.upload(theta)?;
+            let mut ws = self.poisoned_workspace(nb, a.m as usize, targets)?;
+            self.gram_block(&a, &xd.slice(..), nb, &th, tt, &mut ws)?;
+            let mut k = vec![0.0f32; nb * nb];
+            let mut g = vec![0.0f64; nb * targets];
+            self.download(&ws.kbb, &mut k)?;
+            self.download(&ws.g, &mut g)?;
+            Ok((k, g))
+        })
+    }
+
+    /// Fused update on host inputs: `theta (M x T) += Phi_B^T delta` for the rows `xb`. The
+    /// GPU twin of `Cpu::features` + `Cpu::accumulate`.
+    pub fn update_theta(
+        &self,
+        map: &FeatureMap<f32>,
+        xb: &[f32],
+        nb: usize,
+        delta: &[f64],
+        targets: usize,
+        theta: &mut [f64],
+    ) -> Result<()> {
+        shield("rff_update_theta", || {
+            let a = MapArgs::of(map)?;
+            check_len("xb", xb.len(), nb * a.d as usize)?;
+            check_len("delta", delta.len(), nb * targets)?;
+            check_len("theta", theta.len(), a.m as usize * targets)?;
+            let tt = int("targets", targets)?;
+            if nb == 0 || targets == 0 {
+                return Ok(());
+            }
+            let xd = self.upload(xb)?;
+            let dd = self.upload(delta)?;
+            let mut th = self.upload(theta)?;
+            launch::rff_update_theta(self, &a, &xd.slice(..), nb, &dd, tt, &mut th)?;
+            self.download(&th, theta)
+        })
+    }
+
+    /// Streaming prediction on host inputs: `psi(X) theta`, column-major `n x T`. The GPU twin
+    /// of the CPU's chunked `features` + `project`.
+    pub fn predict(
+        &self,
+        map: &FeatureMap<f32>,
+        x: &[f32],
+        n: usize,
+        theta: &[f64],
+        targets: usize,
+    ) -> Result<Vec<f64>> {
+        shield("rff_predict", || {
+            let a = MapArgs::of(map)?;
+            let d = a.d as usize;
+            check_len("x", x.len(), n * d)?;
+            check_len("theta", theta.len(), a.m as usize * targets)?;
+            let tt = int("targets", targets)?;
+            if n == 0 || targets == 0 {
+                return Ok(Vec::new());
+            }
+            let th = self.upload(theta)?;
+            let pr = PREDICT_ROWS.min(n.max(1));
+            let mut out_d = self.upload(&vec![f64::NAN; pr * targets])?;
+            let mut part = vec![0.0; pr * targets];
+            let mut out = vec![0.0; n * targets];
+            for start in (0..n).step_by(PREDICT_ROWS) {
+                let rows = PREDICT_ROWS.min(n - start);
+                let xd = self.upload(&x[start * d..(start + rows) * d])?;
+                launch::rff_predict(self, &a, &xd.slice(..), rows, &th, tt, &mut out_d)?;
+                self.download(&out_d, &mut part[..rows * targets])?;
+                for t in 0..targets {
+                    out[t * n + start..t * n + start + rows]
+                        .copy_from_slice(&part[t * rows..(t + 1) * rows]);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// `psi(X)` (`n x M` f32, row-major) with the debug kernel `rff_features` (one thread per
+    /// entry; for differential tests).
+    pub fn features(&self, map: &FeatureMap<f32>, x: &[f32], n: usize) -> Result<Vec<f32>> {
+        shield("rff_features", || {
+            let a = MapArgs::of(map)?;
+            check_len("x", x.len(), n * a.d as usize)?;
+            int("n_samples", n)?;
+            let total = n * a.m as usize;
+            if total == 0 {
+                return Ok(Vec::new());
+            }
+            let xd = self.upload(x)?;
+            let mut phi = self.upload(&vec![f32::NAN; total])?;
+            launch::rff_features(self, &a, &xd, n, &mut phi)?;
+            let mut out = vec![0.0f32; total];
+            self.download(&phi, &mut out)?;
+            Ok(out)
+        })
+    }
+
+    /// `(W (M x d f32, row-major), b (M f32))` with the debug kernel `rff_weights`.
+    pub fn weights(&self, map: &FeatureMap<f32>) -> Result<(Vec<f32>, Vec<f32>)> {
+        shield("rff_weights", || {
+            let a = MapArgs::of(map)?;
+            let (m, d) = (a.m as usize, a.d as usize);
+            let mut w = self.upload(&vec![f32::NAN; m * d])?;
+            let mut b = self.upload(&vec![f32::NAN; m])?;
+            launch::rff_weights(self, &a, &mut w, &mut b)?;
+            let mut wh = vec![0.0f32; m * d];
+            let mut bh = vec![0.0f32; m];
+            self.download(&w, &mut wh)?;
+            self.download(&b, &mut bh)?;
+            Ok((wh, bh))
+        })
+    }
+
+    /// Times the fused kernels on device-resident inputs with CUDA events: mean milliseconds
+    /// of `rff_block_gram` + `_reduce` and of `rff_update_theta` over `reps` launches
+    /// (after one warm-up), for the rows `xb` (`nb x d`) and `targets` columns.
+    pub fn time_fused(
+        &self,
+        map: &FeatureMap<f32>,
+        xb: &[f32],
+        nb: usize,
+        targets: usize,
+        reps: usize,
+    ) -> Result<(f64, f64)> {
+        shield("timing the fused kernels", || {
+            let a = MapArgs::of(map)?;
+            check_len("xb", xb.len(), nb * a.d as usize)?;
+            let tt = int("targets", targets)?;
+            let xd = self.upload(xb)?;
+            let mut th = zeros::<f64>(&self.stream, a.m as usize * targets)?;
+            let delta = self.upload(&vec![1e-3; nb * targets])?;
+            let mut ws = self.workspace(nb, a.m as usize, targets)?;
+            let reps = reps.max(1);
+            let ev = |s: &Arc<CudaStream>| {
+                s.record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(drv("cuEventRecord"))
+            };
+            let xv = xd.slice(..);
+            self.gram_block(&a, &xv, nb, &th, tt, &mut ws)?;
+            launch::rff_update_theta(self, &a, &xv, nb, &delta, tt, &mut th)?;
+            let e0 = ev(&self.stream)?;
+            for _ in 0..reps {
+                self.gram_block(&a, &xv, nb, &th, tt, &mut ws)?;
+            }
+            let e1 = ev(&self.stream)?;
+            for _ in 0..reps {
+                launch::rff_update_theta(self, &a, &xv, nb, &delta, tt, &mut th)?;
+            }
+            let e2 = ev(&self.stream)?;
+            let g = e0.elapsed_ms(&e1).map_err(drv("cuEventElapsedTime"))? as f64;
+            let u = e1.elapsed_ms(&e2).map_err(drv("cuEventElapsedTime"))? as f64;
+            Ok((g / reps as f64, u / reps as f64))
+        })
+    }
+}
+
+/// The DBCD-TR random-feature engine on the device.
+pub(super) struct CudaRff<'a> {
+    gpu: &'a Cuda,
+    a: MapArgs,
+    x: &'a Features<f32>,
+    order: &'a [usize],
+    targets: usize,
+    tt: i32,
+    theta: CudaSlice<f64>,
+    /// Rows in `order` order, when resident.
+    x_dev: Option<CudaSlice<f32>>,
+    xb_dev: CudaSlice<f32>,
+    xb_host: Vec<f32>,
+    cur: (usize, usize),
+    ws: GramWorkspace,
+    tr: TrWorkspace,
+    delta_dev: CudaSlice<f64>,
+    k_host: Vec<f32>,
+    pred_x: CudaSlice<f32>,
+    pred_out: CudaSlice<f64>,
+    pred_host: Vec<f64>,
+    pred_xh: Vec<f32>,
+}
+
+impl<'a> CudaRff<'a> {
+    /// The engine for a fit on the rows of `x` visited in blocks of at most `block` entries of
+    /// `order`, its buffers allocated after [`Cuda::memory_plan`] accepted them.
+    pub(super) fn new(
+        gpu: &'a Cuda,
+        map: &'a FeatureMap<f32>,
+        x: &'a Features<f32>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> Result<Self> {
+        let a = MapArgs::of(map)?;
+        let (n, d, m) = (x.nrows(), x.ncols(), map.m());
+        if order.len() != n {
+            return Err(JokerError::ShapeMismatch(format!(
+                "block order has {} entries for {n} rows",
+                order.len()
+            )));
+        }
+        let plan = gpu.memory_plan(n, d, m, targets, block)?;
+        let s = &gpu.stream;
+        let x_dev = if plan.resident {
+            Some(gpu.upload_rows(x, order)?)
+        } else {
+            None
+        };
+        let pr = PREDICT_ROWS.min(n.max(1));
+        Ok(CudaRff {
+            gpu,
+            a,
+            x,
+            order,
+            targets,
+            tt: int("targets", targets)?,
+            theta: zeros(s, m * targets)?,
+            x_dev,
+            xb_dev: zeros(s, block * d)?,
+            xb_host: vec![0.0; block * d],
+            cur: (0, 0),
+            ws: gpu.workspace(block, m, targets)?,
+            tr: TrWorkspace::new(s, block, targets)?,
+            delta_dev: zeros(s, block * targets)?,
+            k_host: vec![0.0; block * block],
+            pred_x: zeros(s, pr * d)?,
+            pred_out: zeros(s, pr * targets)?,
+            pred_host: vec![0.0; pr * targets],
+            pred_xh: vec![0.0; pr * d],
+        })
+    }
+
+    fn d(&self) -> usize {
+        self.a.d as usize
+    }
+}
+
+/// The rows of block `(start, len)` on the device: a slice of the resident rows `x_dev`, or
+/// the block buffer `xb_dev` that `load_block` filled.
+fn block_view<'x>(
+    x_dev: &'x Option<CudaSlice<f32>>,
+    xb_dev: &'x CudaSlice<f32>,
+    (start, len): (usize, usize),
+    d: usize,
+) -> CudaView<'x, f32> {
+    match x_dev {
+        Some(x) => x.slice(start * d..(start + len) * d),
+        None => xb_dev.slice(0..len * d),
+    }
+}
+
+impl BlockEngine<f32> for CudaRff<'_> {
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
+        if len > self.ws.b || start + len > self.order.len() {
+            return Err(invalid(
+                "block",
+                format!("rows {start}..{} exceed the engine's blocks", start + len),
+            ));
+        }
+        self.cur = (start, len);
+        if self.x_dev.is_none() {
+            let d = self.d();
+            let (gpu, x, order) = (self.gpu, self.x, self.order);
+            let host = &mut self.xb_host[..len * d];
+            x.gather_dense(&order[start..start + len], host);
+            let dev = &mut self.xb_dev;
+            shield("copying a block", || {
+                gpu.stream
+                    .memcpy_htod(&*host, &mut dev.slice_mut(0..len * d))
+                    .map_err(drv("cuMemcpyHtoD"))?;
+                gpu.sync()
+            })?;
+        }
+        Ok(())
+    }
+
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        let (_, nb) = self.cur;
+        let (gpu, a, tt) = (self.gpu, self.a, self.tt);
+        let want_k = kbb.is_some();
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
+        let (ws, theta, kh) = (&mut self.ws, &self.theta, &mut self.k_host);
+        shield("rff_block_gram", || {
+            gpu.gram_block(&a, &xb, nb, theta, tt, ws)?;
+            if want_k {
+                gpu.download(&ws.kbb, &mut kh[..nb * nb])?;
+            }
+            gpu.download(&ws.g, &mut g[..nb * tt as usize])
+        })?;
+        if let Some(kbb) = kbb {
+            for (o, v) in kbb[..nb * nb].iter_mut().zip(&self.k_host[..nb * nb]) {
+                *o = *v as f64;
+            }
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, delta: &[f64]) -> Result<()> {
+        let (_, nb) = self.cur;
+        let (gpu, a, tt) = (self.gpu, self.a, self.tt);
+        check_len("delta", delta.len(), nb * tt as usize)?;
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
+        let (dd, theta) = (&mut self.delta_dev, &mut self.theta);
+        shield("rff_update_theta", || {
+            gpu.stream
+                .memcpy_htod(delta, &mut dd.slice_mut(0..delta.len()))
+                .map_err(drv("cuMemcpyHtoD"))?;
+            launch::rff_update_theta(gpu, &a, &xb, nb, dd, tt, theta)
+        })
+    }
+
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
+        let (n, tt) = (self.order.len(), self.targets);
+        check_len("alpha", alpha.len(), n * tt)?;
+        let gpu = self.gpu;
+        let theta = &mut self.theta;
+        shield("clearing theta", || {
+            gpu.stream.memset_zeros(theta).map_err(drv("cuMemsetD8"))
+        })?;
+        let (order, b) = (self.order, self.ws.b);
+        add_by_blocks(self, order, alpha, tt, b)
+    }
+
+    fn decision(&mut self) -> Result<Vec<f64>> {
+        let (n, d, tt) = (self.order.len(), self.d(), self.targets);
+        let mut out = vec![0.0; n * tt];
+        let gpu = self.gpu;
+        let (a, tti) = (self.a, self.tt);
+        for start in (0..n).step_by(PREDICT_ROWS) {
+            let rows = PREDICT_ROWS.min(n - start);
+            let (theta, po, ph) = (&self.theta, &mut self.pred_out, &mut self.pred_host);
+            match &self.x_dev {
+                // Resident rows are in block order: scatter back through `order`.
+                Some(x) => {
+                    let xv = x.slice(start * d..(start + rows) * d);
+                    shield("rff_predict", || {
+                        launch::rff_predict(gpu, &a, &xv, rows, theta, tti, po)?;
+                        gpu.download(po, &mut ph[..rows * tt])
+                    })?;
+                    for t in 0..tt {
+                        for r in 0..rows {
+                            out[t * n + self.order[start + r]] = ph[t * rows + r];
+                        }
+                    }
+                }
+                None => {
+                    let xh = &mut self.pred_xh[..rows * d];
+                    self.x.gather_range(start, xh);
+                    let px = &mut self.pred_x;
+                    shield("rff_predict", || {
+                        gpu.stream
+                            .memcpy_htod(&*xh, &mut px.slice_mut(0..rows * d))
+                            .map_err(drv("cuMemcpyHtoD"))?;
+                        let xv = px.slice(0..rows * d);
+                        launch::rff_predict(gpu, &a, &xv, rows, theta, tti, po)?;
+                        gpu.download(po, &mut ph[..rows * tt])
+                    })?;
+                    for t in 0..tt {
+                        out[t * n + start..t * n + start + rows]
+                            .copy_from_slice(&ph[t * rows..(t + 1) * rows]);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn theta(&mut self, out: &mut [f64]) -> Result<()> {
+        let gpu = self.gpu;
+        let theta = &self.theta;
+        shield("copying theta", || gpu.download(theta, out))
+    }
+
+    /// Every block is solved on the device, with the Nystrom metric when one is asked for.
+    fn solves_blocks(&self, _p: &TrustRegion) -> bool {
+        true
+    }
+
+    fn solve_block(
+        &mut self,
+        block: &BlockSolve<'_>,
+        alpha: &mut [f64],
+        gbar: &mut [f64],
+    ) -> Result<Vec<BlockStats>> {
+        let (_, nb) = self.cur;
+        self.gpu
+            .solve_resident(&self.ws.kbb, nb, block, alpha, gbar, &mut self.tr)
+    }
+}
