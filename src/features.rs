@@ -89,7 +89,7 @@ impl<T: Scalar> FeatureMap<T> {
             return Err(invalid("n_components", "M and d must fit in 32 bits"));
         }
         let (m, d) = (spec.n_components, spec.dim);
-        let len = d.checked_mul(m).unwrap_or(usize::MAX);
+        let len = d.saturating_mul(m);
         let mut wt =
             crate::memory::try_filled(len, T::default(), "the random-feature frequencies")?;
         use rayon::prelude::*;

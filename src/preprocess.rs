@@ -83,7 +83,7 @@ impl Standardizer {
             if self.center.iter().any(|&c| c != 0.0) {
                 // A dense-trained model applied to sparse input: densify to centre correctly.
                 let n = out.nrows();
-                let len = n.checked_mul(d).unwrap_or(usize::MAX);
+                let len = n.saturating_mul(d);
                 let mut data = crate::memory::try_filled(len, T::default(), "the densified rows")?;
                 out.gather_range(0, &mut data);
                 out = Features::Dense(crate::data::DenseMatrix::new(n, d, data)?);

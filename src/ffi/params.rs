@@ -774,7 +774,7 @@ pub unsafe extern "C" fn joker_params_set_interrupt(
     flag: *const i32,
 ) -> JokerStatus {
     guard(|| {
-        if !flag.is_null() && !(flag as usize).is_multiple_of(std::mem::align_of::<i32>()) {
+        if !flag.is_null() && (flag as usize) % std::mem::align_of::<i32>() != 0 {
             return Err(Failure::invalid(
                 "flag",
                 "the interrupt flag must be a 4-byte-aligned int32_t",

@@ -383,66 +383,14 @@ pub fn solve<T: Scalar>(
     hooks: &mut Hooks<T>,
 ) -> Result<Solution> {
     let start = Instant::now();
-    let (n, d, tt) = (prob.x.nrows(), prob.x.ncols(), prob.targets);
+    let (n, tt) = (prob.x.nrows(), prob.targets);
     let b = cfg.block_size;
-    if b == 0 || b > n {
-        return Err(invalid(
-            "block_size",
-            format!("must be between 1 and the number of samples ({n}), got {b}"),
-        ));
-    }
-    if prob.y.len() != n * tt || prob.lam.len() != n || prob.eps.len() != n {
-        return Err(JokerError::ShapeMismatch(format!(
-            "{n} samples and {tt} targets need {} target values, got {}",
-            n * tt,
-            prob.y.len()
-        )));
-    }
+    check_shapes(prob, b)?;
     // Fixed blocks over one seeded shuffle.
     let mut perm: Vec<usize> = (0..n).collect();
     Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
-    let mut st = State {
-        prob,
-        n,
-        alpha: try_filled(n * tt, 0.0, "the dual coefficients")?,
-        theta: Vec::new(),
-        engine: None,
-    };
-    // Starting point: the warm start or the loss's own, inside the box.
-    for t in 0..tt {
-        for i in 0..n {
-            let k = st.coord(i, t);
-            let (lo, hi) = prob.loss.bounds(&k);
-            let a0 = match &alpha0 {
-                Some(a) => a[t * n + i],
-                None => prob.loss.start(&k, n),
-            };
-            st.alpha[t * n + i] = a0.clamp(lo, hi);
-        }
-    }
-    match prob.repr {
-        Repr::Features(map) => {
-            if map.d() != d {
-                return Err(JokerError::ShapeMismatch(format!(
-                    "feature map built for {} inputs, data has {d}",
-                    map.d()
-                )));
-            }
-            st.theta = vec![0.0; map.m() * tt];
-            st.engine = Some(match backend.rff_engine(map, prob.x, &perm, tt, b)? {
-                Some(e) => e,
-                None => Box::new(HostRff::new(backend, map, prob.x, &perm, tt, b)?),
-            });
-        }
-        Repr::Exact(kernel) => {
-            st.engine = Some(match backend.exact_engine(kernel, prob.x, &perm, tt, b)? {
-                Some(e) => e,
-                None => Box::new(HostExact::new(backend, kernel, prob.x, &perm, tt, b)?),
-            });
-        }
-    }
-    st.sync_from_alpha()?;
+    let mut st = start_state(backend, prob, alpha0, &perm, b)?;
     let mut chooser = Stream::new(cfg.seed, streams::BLOCK_CHOICE);
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
@@ -465,34 +413,6 @@ pub fn solve<T: Scalar>(
         .engine
         .as_ref()
         .is_some_and(|e| e.solves_blocks(&cfg.trust_region));
-
-    let mut check = |st: &mut State<T>,
-                     iter: usize,
-                     accepted: usize,
-                     monitored: f64,
-                     hooks: &mut Hooks<T>|
-     -> Result<(f64, bool, bool)> {
-        let train_seconds = start.elapsed().as_secs_f64() - monitored;
-        st.pull_theta()?;
-        let (primal, dual, gap) = st.objectives()?;
-        let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
-        let p = Progress {
-            iter,
-            epoch: (iter * b) as f64 / n as f64,
-            seconds: start.elapsed().as_secs_f64(),
-            train_seconds,
-            primal,
-            dual,
-            gap,
-            validation,
-            accepted,
-            rel_residual: None,
-        };
-        let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-        history.push(p);
-        Ok((gap, go_on, primal.is_finite() && dual.is_finite()))
-    };
-
     // Whether the engine forms the next block's features and K_BB while the host solves the
     // current block (the two are independent: only the projection needs the new theta).
     let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
@@ -512,54 +432,29 @@ pub fn solve<T: Scalar>(
         };
         let block = blocks[bi];
         let nb = block.len();
-        if staged {
-            let e = engine_of(&mut st.engine)?;
-            if !ready {
-                e.stage(bi * b, nb, &mut kbb_next[..nb * nb])?;
-            }
-            std::mem::swap(&mut kbb, &mut kbb_next);
-            e.promote()?;
-        }
-        let kb = &mut kbb[..nb * nb];
-        {
-            let e = engine_of(&mut st.engine)?;
-            if staged {
-                e.block_gram(None, &mut gbar[..nb * tt])?;
-            } else {
-                e.load_block(bi * b, nb)?;
-                e.block_gram((!on_device).then_some(&mut *kb), &mut gbar[..nb * tt])?;
-            }
-        }
+        let stage = Staging {
+            staged,
+            ready,
+            on_device,
+        };
+        form_block(
+            engine_of(&mut st.engine)?,
+            (bi * b, nb),
+            stage,
+            &mut kbb,
+            &mut kbb_next,
+            &mut gbar[..nb * tt],
+        )?;
         let t1 = Instant::now();
         timings.block += (t1 - t0).as_secs_f64();
         // Block solve: on the engine's device where it has a block solver (K_BB stayed
         // there), else on the host, one column per task, with the next block staged beside
         // it where the engine stages.
-        let kb: &[f64] = kb;
-        let cols: Vec<(Vec<f64>, BlockStats)> = if on_device {
-            let coords: Vec<Coord> = (0..tt)
-                .flat_map(|t| block.iter().map(move |&i| (i, t)))
-                .map(|(i, t)| st.coord(i, t))
-                .collect();
-            let mut a: Vec<f64> = (0..tt)
-                .flat_map(|t| block.iter().map(move |&i| t * n + i))
-                .map(|k| st.alpha[k])
-                .collect();
-            let mut g = gbar[..nb * tt].to_vec();
-            let solve = BlockSolve {
-                loss: prob.loss,
-                coords: &coords,
-                delta_max,
-                p: &cfg.trust_region,
-            };
-            let stats = engine_of(&mut st.engine)?.solve_block(&solve, &mut a, &mut g)?;
-            a.chunks_exact(nb)
-                .zip(stats)
-                .map(|(col, s)| (col.to_vec(), s))
-                .collect()
+        let gb = &gbar[..nb * tt];
+        let cols = if on_device {
+            solve_on_device(&mut st, block, gb, delta_max, &cfg.trust_region)?
         } else {
-            let gb = &gbar[..nb * tt];
-            let alpha = &st.alpha;
+            let (alpha, kb) = (&st.alpha, &kbb[..nb * nb]);
             let host = || solve_on_host(prob, alpha, block, kb, gb, delta_max, &cfg.trust_region);
             if staged && iter + 1 < cfg.max_iter {
                 let nbi = chooser.below(blocks.len());
@@ -576,29 +471,12 @@ pub fn solve<T: Scalar>(
         };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
-        let mut delta = vec![0.0; nb * tt];
-        let mut changed = false;
-        for (t, (a, s)) in cols.iter().enumerate() {
+        for (_, s) in &cols {
             accepted += s.accepted;
             timings.tr_iters += s.tr_iters;
             timings.cg_iters += s.cg_iters;
-            for (r, &i) in block.iter().enumerate() {
-                let dv = a[r] - st.alpha[t * n + i];
-                if dv != 0.0 {
-                    if !dv.is_finite() {
-                        return Err(JokerError::Numerical(format!(
-                            "non-finite dual update at sample {i}, iteration {iter}"
-                        )));
-                    }
-                    changed = true;
-                    delta[t * nb + r] = dv;
-                    st.alpha[t * n + i] = a[r];
-                }
-            }
         }
-        if changed {
-            engine_of(&mut st.engine)?.update(&delta)?;
-        }
+        apply_update(&mut st, block, &cols, iter)?;
         timings.update += t2.elapsed().as_secs_f64();
         iter += 1;
         if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
@@ -607,8 +485,11 @@ pub fn solve<T: Scalar>(
         if iter % check_every == 0 {
             checked_at = iter;
             let tc = Instant::now();
-            let (gap, go_on, finite) = check(&mut st, iter, accepted, timings.check, hooks)?;
+            let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
             timings.check += tc.elapsed().as_secs_f64();
+            let (gap, finite) = (p.gap, p.primal.is_finite() && p.dual.is_finite());
+            let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+            history.push(p);
             if !finite {
                 return Err(JokerError::Numerical(
                     "the objective became non-finite; check the scaling of the data and lambda"
@@ -636,11 +517,15 @@ pub fn solve<T: Scalar>(
     }
     if checked_at != iter && !interrupted {
         let tc = Instant::now();
-        let (gap, _, _) = check(&mut st, iter, accepted, timings.check, hooks)?;
+        let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
         timings.check += tc.elapsed().as_secs_f64();
-        if gap <= cfg.tol && stop != StopReason::Cancelled {
+        if let Some(f) = hooks.progress.as_mut() {
+            f(&p);
+        }
+        if p.gap <= cfg.tol && stop != StopReason::Cancelled {
             stop = StopReason::Converged;
         }
+        history.push(p);
     }
     st.pull_theta()?;
     let theta = match prob.repr {
@@ -654,6 +539,204 @@ pub fn solve<T: Scalar>(
         stop,
         history,
         timings,
+    })
+}
+
+/// The block size and the target arrays fit the problem.
+fn check_shapes<T: Scalar>(prob: &Problem<T>, b: usize) -> Result<()> {
+    let (n, tt) = (prob.x.nrows(), prob.targets);
+    if b == 0 || b > n {
+        return Err(invalid(
+            "block_size",
+            format!("must be between 1 and the number of samples ({n}), got {b}"),
+        ));
+    }
+    if prob.y.len() != n * tt || prob.lam.len() != n || prob.eps.len() != n {
+        return Err(JokerError::ShapeMismatch(format!(
+            "{n} samples and {tt} targets need {} target values, got {}",
+            n * tt,
+            prob.y.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The state at the start: the warm start or the loss's own starting point, inside the box,
+/// and the backend's engine (or the host's) in sync with it.
+fn start_state<'a, T: Scalar>(
+    backend: &'a dyn Backend<T>,
+    prob: &'a Problem<'a, T>,
+    alpha0: Option<Vec<f64>>,
+    perm: &'a [usize],
+    b: usize,
+) -> Result<State<'a, T>> {
+    let (n, d, tt) = (prob.x.nrows(), prob.x.ncols(), prob.targets);
+    let mut st = State {
+        prob,
+        n,
+        alpha: try_filled(n * tt, 0.0, "the dual coefficients")?,
+        theta: Vec::new(),
+        engine: None,
+    };
+    for t in 0..tt {
+        for i in 0..n {
+            let k = st.coord(i, t);
+            let (lo, hi) = prob.loss.bounds(&k);
+            let a0 = match &alpha0 {
+                Some(a) => a[t * n + i],
+                None => prob.loss.start(&k, n),
+            };
+            st.alpha[t * n + i] = a0.clamp(lo, hi);
+        }
+    }
+    match prob.repr {
+        Repr::Features(map) => {
+            if map.d() != d {
+                return Err(JokerError::ShapeMismatch(format!(
+                    "feature map built for {} inputs, data has {d}",
+                    map.d()
+                )));
+            }
+            st.theta = vec![0.0; map.m() * tt];
+            st.engine = Some(match backend.rff_engine(map, prob.x, perm, tt, b)? {
+                Some(e) => e,
+                None => Box::new(HostRff::new(backend, map, prob.x, perm, tt, b)?),
+            });
+        }
+        Repr::Exact(kernel) => {
+            st.engine = Some(match backend.exact_engine(kernel, prob.x, perm, tt, b)? {
+                Some(e) => e,
+                None => Box::new(HostExact::new(backend, kernel, prob.x, perm, tt, b)?),
+            });
+        }
+    }
+    st.sync_from_alpha()?;
+    Ok(st)
+}
+
+/// How the engine forms the current block.
+#[derive(Clone, Copy)]
+struct Staging {
+    /// The engine forms the next block during the current solve.
+    staged: bool,
+    /// The current block was staged during the last solve.
+    ready: bool,
+    /// The engine keeps `K_BB` where it solves the block.
+    on_device: bool,
+}
+
+/// Forms the block of rows `start..start + nb`: `gbar`, and `K_BB` into `kbb` unless the
+/// engine keeps it; a staged engine promotes the block staged during the last solve (staging
+/// it now if it was not).
+fn form_block<T>(
+    engine: &mut dyn BlockEngine<T>,
+    (start, nb): (usize, usize),
+    how: Staging,
+    kbb: &mut Vec<f64>,
+    kbb_next: &mut Vec<f64>,
+    gbar: &mut [f64],
+) -> Result<()> {
+    if how.staged {
+        if !how.ready {
+            engine.stage(start, nb, &mut kbb_next[..nb * nb])?;
+        }
+        std::mem::swap(kbb, kbb_next);
+        engine.promote()?;
+        engine.block_gram(None, gbar)
+    } else {
+        engine.load_block(start, nb)?;
+        engine.block_gram((!how.on_device).then_some(&mut kbb[..nb * nb]), gbar)
+    }
+}
+
+/// The block solve on the engine's device, where `K_BB` already is.
+fn solve_on_device<T: Scalar>(
+    st: &mut State<T>,
+    block: &[usize],
+    gbar: &[f64],
+    delta_max: f64,
+    p: &TrustRegion,
+) -> Result<Vec<(Vec<f64>, BlockStats)>> {
+    let (n, nb, tt) = (st.n, block.len(), st.prob.targets);
+    let coords: Vec<Coord> = (0..tt)
+        .flat_map(|t| block.iter().map(move |&i| (i, t)))
+        .map(|(i, t)| st.coord(i, t))
+        .collect();
+    let mut a: Vec<f64> = (0..tt)
+        .flat_map(|t| block.iter().map(move |&i| t * n + i))
+        .map(|k| st.alpha[k])
+        .collect();
+    let mut g = gbar.to_vec();
+    let solve = BlockSolve {
+        loss: st.prob.loss,
+        coords: &coords,
+        delta_max,
+        p,
+    };
+    let stats = engine_of(&mut st.engine)?.solve_block(&solve, &mut a, &mut g)?;
+    Ok(a.chunks_exact(nb)
+        .zip(stats)
+        .map(|(col, s)| (col.to_vec(), s))
+        .collect())
+}
+
+/// Folds the block's new duals into `alpha` and the engine's state (`theta` or `beta`).
+fn apply_update<T: Scalar>(
+    st: &mut State<T>,
+    block: &[usize],
+    cols: &[(Vec<f64>, BlockStats)],
+    iter: usize,
+) -> Result<()> {
+    let (n, nb) = (st.n, block.len());
+    let mut delta = vec![0.0; nb * cols.len()];
+    let mut changed = false;
+    for (t, (a, _)) in cols.iter().enumerate() {
+        for (r, &i) in block.iter().enumerate() {
+            let dv = a[r] - st.alpha[t * n + i];
+            if dv != 0.0 {
+                if !dv.is_finite() {
+                    return Err(JokerError::Numerical(format!(
+                        "non-finite dual update at sample {i}, iteration {iter}"
+                    )));
+                }
+                changed = true;
+                delta[t * nb + r] = dv;
+                st.alpha[t * n + i] = a[r];
+            }
+        }
+    }
+    if changed {
+        engine_of(&mut st.engine)?.update(&delta)?;
+    }
+    Ok(())
+}
+
+/// One check: objectives and gap, the validation metric, and the times so far
+/// (`monitored`: seconds spent in earlier checks, which training time excludes).
+fn monitor<T: Scalar>(
+    st: &mut State<T>,
+    hooks: &mut Hooks<T>,
+    iter: usize,
+    accepted: usize,
+    start: Instant,
+    monitored: f64,
+    b: usize,
+) -> Result<Progress> {
+    let train_seconds = start.elapsed().as_secs_f64() - monitored;
+    st.pull_theta()?;
+    let (primal, dual, gap) = st.objectives()?;
+    let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+    Ok(Progress {
+        iter,
+        epoch: (iter * b) as f64 / st.n as f64,
+        seconds: start.elapsed().as_secs_f64(),
+        train_seconds,
+        primal,
+        dual,
+        gap,
+        validation,
+        accepted,
+        rel_residual: None,
     })
 }
 
