@@ -480,7 +480,11 @@ impl Joker {
                     ),
                 }
             };
-            return self.fit_in::<U, f32>(data, opts, &g, note);
+            let mut model = self.fit_in::<U, f32>(data, opts, &g, note)?;
+            if let Some(why) = g.exact_fallback() {
+                model.training.device += &format!("; exact kernels fell back to the CPU: {why}");
+            }
+            return Ok(model);
         }
         let gpu = Cuda::new(index).and_then(|g| {
             let g = g.with_memory_limit(self.device_memory_limit());
