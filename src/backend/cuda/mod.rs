@@ -2,9 +2,9 @@
 //! `cuda/exact.cu`, through cudarc with the driver library loaded at run time (only with the
 //! `cuda` feature).
 //!
-//! **Status: this code has never run on a GPU.** It compiles, and on machines without a GPU
-//! every entry point fails cleanly (see [`crate::device`]); the differential tests in
-//! `tests/gpu.rs` and the benchmark `examples/bench_gpu.rs` are written for a GPU machine.
+//! On machines without a GPU every entry point fails cleanly (see [`crate::device`]); the
+//! differential tests in `tests/gpu.rs` and the benchmark `examples/bench_gpu.rs` check it
+//! against the CPU twins on a GPU machine (where it has run: `docs/gpu-validation.md`).
 //!
 //! The layers follow cudarc's:
 //! - `context`: the device context and stream, the embedded PTX modules, the memory plan and
