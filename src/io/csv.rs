@@ -345,8 +345,8 @@ fn header_only(
     JokerError::EmptyData(match (has_header, non_number) {
         (None, Some((k, field))) => format!(
             "{name}: no data rows: line {ln}, `{}`, is the only non-blank line, and it was \
-             read as a header because its field {}, `{}`, is not a number; a data row holds only numbers \
-             (the target and the features)",
+             read as a header because its field {}, `{}`, is not a number; a data row holds \
+             only numbers (the target and the features)",
             show(line),
             k + 1,
             show(field)

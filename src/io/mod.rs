@@ -109,7 +109,7 @@ fn sniff_format<R: BufRead>(reader: &mut R, path: &Path) -> Result<(Vec<u8>, Opt
 }
 
 /// Whether a (non-blank) line has the shape of a LIBSVM line: its first feature token (after
-/// the label and any `qid:`) is `digits:number`, or the line is a lone number.
+/// the label and any `qid:`) is `digits:value`, or the line is a lone number.
 fn looks_like_libsvm(line: &[u8]) -> bool {
     let line = strip_comment(line);
     let mut toks = tokens(line);
@@ -126,7 +126,8 @@ fn looks_like_libsvm(line: &[u8]) -> bool {
     }
 }
 
-/// `digits:number`.
+/// `digits:value`, where the value may be malformed (`1:x` is a LIBSVM line with a bad value,
+/// best reported as such) but holds no `:` or `,` (`10:00:00,1` is a time in a table).
 fn is_pair(tok: &[u8]) -> bool {
     let Some(colon) = tok.iter().position(|&b| b == b':') else {
         return false;
@@ -134,7 +135,7 @@ fn is_pair(tok: &[u8]) -> bool {
     let (idx, val) = (&tok[..colon], &tok[colon + 1..]);
     !idx.is_empty()
         && idx.iter().all(u8::is_ascii_digit)
-        && std::str::from_utf8(val).is_ok_and(|s| s.parse::<f64>().is_ok())
+        && !val.iter().any(|&b| b == b':' || b == b',')
 }
 
 /// The compression of a stream, from its first bytes.
@@ -584,6 +585,11 @@ mod tests {
         assert!(!looks_like_libsvm(b"1\t0.5\t0.25"));
         assert!(!looks_like_libsvm(b"a b c"));
         assert!(!looks_like_libsvm(b"2020-01-01 10:00:00,1,2"));
+        assert!(!looks_like_libsvm(b"1 10:00:00 2"));
+        // Malformed values are still LIBSVM, so the LIBSVM reader names them.
+        assert!(looks_like_libsvm(b"1 1:x"));
+        assert!(looks_like_libsvm(b"1 3:"));
+        test_util::assert_parse_err(auto_stdin(b"1 1:x\n"), 1, "bad value `x` in `1:x`");
 
         let t = TempPath::write("auto.tsv", b"# a comment\n\n1\t0.5\t0.25\n0\t1.5\t2\n");
         let d = read_auto::<f32>(&t.0).unwrap();
@@ -690,7 +696,10 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.ends_with("note: the file is named .gz but is plain text, not gzip data: check that it is the file you meant"),
+            e.ends_with(
+                "note: the file is named .gz but is plain text, not gzip data: check that it is \
+                 the file you meant"
+            ),
             "{e}"
         );
         let t = TempPath::write("y.BZ2", b"1 2:x\n");
