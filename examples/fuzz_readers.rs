@@ -219,6 +219,10 @@ fn report(finding: Finding) -> ! {
             let _ = writeln!(err, "could not save the input to {}: {e}", path.display());
         }
     }
+    // Exiting skips the scratch files' destructor.
+    if let Some(dir) = SCRATCH.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     std::process::exit(1)
 }
 
@@ -286,6 +290,9 @@ fn expect(ok: bool, what: impl FnOnce() -> String) {
 // ---------------------------------------------------------------------------------------
 // Running one input through every reader.
 
+/// The scratch directory, for removal when a finding ends the run.
+static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+
 /// Scratch files: the input under names with and without a compression extension, and the
 /// files written back.
 struct Files {
@@ -298,6 +305,7 @@ impl Files {
     fn new() -> std::io::Result<Files> {
         let dir = std::env::temp_dir().join(format!("joker-fuzz-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
+        let _ = SCRATCH.set(dir.clone());
         Ok(Files {
             inputs: ["input", "input.svm", "input.gz", "input.bz2"].map(|n| dir.join(n)),
             written: ["written.svm", "written.svm.gz"].map(|n| dir.join(n)),
