@@ -793,6 +793,59 @@ fn memory_limits_are_errors_not_aborts() {
     assert!(stderr(&o).contains("unknown unit"), "{}", stderr(&o));
 }
 
+/// Runs `joker` with `input` piped to its standard input.
+fn joker_piped(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_joker"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the joker binary runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // a write error means joker stopped reading (an error it reports itself)
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn standard_input_as_a_data_file() {
+    let t = TempDir::new("stdin");
+    let train = circle_libsvm(300, 8, false);
+    let o = ok(joker_piped(
+        &t.0,
+        &["train", "-q", "-l", "l2-svc", "-m", "128", "-", "m.json"],
+        train.as_bytes(),
+    ));
+    assert!(stdout(&o).contains("saved to m.json"), "{}", stdout(&o));
+    let o = ok(joker_piped(
+        &t.0,
+        &["predict", "-", "m.json", "p.txt"],
+        train.as_bytes(),
+    ));
+    assert!(stderr(&o).contains("Accuracy"), "{}", stderr(&o));
+    // no model name to derive from `-`, and stdin cannot be read twice
+    fails_with(
+        joker_piped(&t.0, &["train", "-"], train.as_bytes()),
+        "give MODEL_FILE",
+    );
+    fails_with(
+        joker_piped(
+            &t.0,
+            &["train", "-v", "-", "-", "m2.json"],
+            train.as_bytes(),
+        ),
+        "not both",
+    );
+    fails_with(
+        joker_piped(&t.0, &["train", "-", "m2.json"], b""),
+        "standard input",
+    );
+}
+
 #[test]
 fn messages_name_flags_and_causes() {
     let t = TempDir::new("messages");

@@ -187,6 +187,11 @@ pub fn read_data<U: Scalar>(
     n_features: Option<usize>,
     width: Option<usize>,
 ) -> CliResult<Dataset<U>> {
+    if path == Path::new("-") && std::io::stdin().is_terminal() {
+        return fail(
+            "the data file `-` is standard input, which is a terminal here: pipe the data in (e.g. `cat data.svm | joker train - model.json`)",
+        );
+    }
     let wants_csv = opts.label_column.is_some();
     let wants_libsvm = opts.index_base.is_some() || n_features.is_some();
     let format = match opts.format {

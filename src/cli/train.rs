@@ -239,6 +239,11 @@ pub fn run(a: TrainArgs) -> CliResult<()> {
         }
         None => default_model_path(&a.train_file)?,
     };
+    if a.train_file == Path::new("-") && a.validation.as_deref() == Some(Path::new("-")) {
+        return fail(
+            "standard input (`-`) can hold the training data or the validation data, not both",
+        );
+    }
     check_model_path(&a, &model_path)?;
     check_writable(&model_path)?;
     match est.precision {

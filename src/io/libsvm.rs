@@ -1,8 +1,7 @@
 //! LIBSVM / SVMlight text: `label index:value index:value ... [# comment]`.
 
 use std::fmt::{Display, LowerExp};
-use std::fs::File;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
 
 use super::{
@@ -249,27 +248,23 @@ fn parse_pair<T: Scalar>(tok: &[u8]) -> std::result::Result<(u32, f64), String> 
 /// # Errors
 /// [`JokerError::Io`] if the file cannot be created or written.
 pub fn write_libsvm<T: Scalar>(path: &Path, data: &Dataset<T>) -> Result<()> {
-    let io_err = |source| JokerError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = File::create(path).map_err(io_err)?;
-    let buf = BufWriter::with_capacity(super::BUF_SIZE, file);
     let ext = path.extension().and_then(|e| e.to_str());
-    let mut out = match ext {
-        Some(e) if e.eq_ignore_ascii_case("gz") => Sink::Gz(flate2::write::GzEncoder::new(
-            buf,
-            flate2::Compression::default(),
-        )),
-        Some(e) if e.eq_ignore_ascii_case("bz2") => Sink::Bz(bzip2::write::BzEncoder::new(
-            buf,
-            bzip2::Compression::default(),
-        )),
-        _ => Sink::Plain(buf),
-    };
-    write_rows(&mut out, data)
-        .and_then(|()| out.finish())
-        .map_err(io_err)
+    // a file is replaced whole or not at all (the old one stays on any failure)
+    crate::atomic_file::write_atomically(path, |w| {
+        let mut out = match ext {
+            Some(e) if e.eq_ignore_ascii_case("gz") => Sink::Gz(flate2::write::GzEncoder::new(
+                w,
+                flate2::Compression::default(),
+            )),
+            Some(e) if e.eq_ignore_ascii_case("bz2") => Sink::Bz(bzip2::write::BzEncoder::new(
+                w,
+                bzip2::Compression::default(),
+            )),
+            _ => Sink::Plain(w),
+        };
+        write_rows(&mut out, data)?;
+        out.finish()
+    })
 }
 
 fn write_rows<T: Scalar>(w: &mut impl Write, data: &Dataset<T>) -> std::io::Result<()> {
@@ -323,15 +318,15 @@ fn write_num<W: Write + ?Sized, F: Display + LowerExp>(
 }
 
 /// Plain or compressing output.
-enum Sink {
-    Plain(BufWriter<File>),
-    Gz(flate2::write::GzEncoder<BufWriter<File>>),
-    Bz(bzip2::write::BzEncoder<BufWriter<File>>),
+enum Sink<'w> {
+    Plain(&'w mut dyn Write),
+    Gz(flate2::write::GzEncoder<&'w mut dyn Write>),
+    Bz(bzip2::write::BzEncoder<&'w mut dyn Write>),
 }
 
-impl Sink {
+impl Sink<'_> {
     fn finish(self) -> std::io::Result<()> {
-        let mut buf = match self {
+        let buf = match self {
             Sink::Plain(b) => b,
             Sink::Gz(e) => e.finish()?,
             Sink::Bz(e) => e.finish()?,
@@ -340,7 +335,7 @@ impl Sink {
     }
 }
 
-impl Write for Sink {
+impl Write for Sink<'_> {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         match self {
             Sink::Plain(w) => w.write(b),
