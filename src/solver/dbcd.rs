@@ -454,20 +454,17 @@ pub fn solve<T: Scalar>(
         let cols = if on_device {
             solve_on_device(&mut st, block, gb, delta_max, &cfg.trust_region)?
         } else {
-            let (alpha, kb) = (&st.alpha, &kbb[..nb * nb]);
-            let host = || solve_on_host(prob, alpha, block, kb, gb, delta_max, &cfg.trust_region);
-            if staged && iter + 1 < cfg.max_iter {
-                let nbi = chooser.below(blocks.len());
-                let nl = blocks[nbi].len();
-                let e = engine_of(&mut st.engine)?;
-                let kn = &mut kbb_next[..nl * nl];
-                let (cols, formed) = rayon::join(host, || e.stage(nbi * b, nl, kn));
-                formed?;
-                next = Some(nbi);
-                cols
-            } else {
-                host()
-            }
+            // the next block is drawn now where the engine forms it during this solve
+            next = (staged && iter + 1 < cfg.max_iter).then(|| chooser.below(blocks.len()));
+            let ahead = next.map(|nbi| (nbi * b, blocks[nbi].len()));
+            let solve = HostSolve {
+                block,
+                kbb: &kbb[..nb * nb],
+                gbar: gb,
+                delta_max,
+                p: &cfg.trust_region,
+            };
+            solve_here(&mut st, &solve, ahead, &mut kbb_next)?
         };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
@@ -487,21 +484,11 @@ pub fn solve<T: Scalar>(
             let tc = Instant::now();
             let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
             timings.check += tc.elapsed().as_secs_f64();
-            let (gap, finite) = (p.gap, p.primal.is_finite() && p.dual.is_finite());
             let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+            let verdict = verdict(&p, cfg.tol, go_on);
             history.push(p);
-            if !finite {
-                return Err(JokerError::Numerical(
-                    "the objective became non-finite; check the scaling of the data and lambda"
-                        .into(),
-                ));
-            }
-            if gap <= cfg.tol {
-                stop = StopReason::Converged;
-                break;
-            }
-            if !go_on {
-                stop = StopReason::Cancelled;
+            if let Some(reason) = verdict? {
+                stop = reason;
                 break;
             }
         }
@@ -539,6 +526,23 @@ pub fn solve<T: Scalar>(
         stop,
         history,
         timings,
+    })
+}
+
+/// What a check says: stop (converged, or the progress callback asked to), go on, or fail on
+/// a non-finite objective.
+fn verdict(p: &Progress, tol: f64, go_on: bool) -> Result<Option<StopReason>> {
+    if !(p.primal.is_finite() && p.dual.is_finite()) {
+        return Err(JokerError::Numerical(
+            "the objective became non-finite; check the scaling of the data and lambda".into(),
+        ));
+    }
+    Ok(if p.gap <= tol {
+        Some(StopReason::Converged)
+    } else if !go_on {
+        Some(StopReason::Cancelled)
+    } else {
+        None
     })
 }
 
@@ -678,6 +682,37 @@ fn solve_on_device<T: Scalar>(
         .zip(stats)
         .map(|(col, s)| (col.to_vec(), s))
         .collect())
+}
+
+/// A block solve on the host.
+struct HostSolve<'s> {
+    block: &'s [usize],
+    kbb: &'s [f64],
+    gbar: &'s [f64],
+    delta_max: f64,
+    p: &'s TrustRegion,
+}
+
+/// The block solve on the host, one column per task; with `ahead = Some((start, len))` the
+/// engine forms that block's features and `K_BB` (into `kbb_next`) beside it.
+fn solve_here<T: Scalar>(
+    st: &mut State<T>,
+    s: &HostSolve,
+    ahead: Option<(usize, usize)>,
+    kbb_next: &mut [f64],
+) -> Result<Vec<(Vec<f64>, BlockStats)>> {
+    let (prob, alpha) = (st.prob, &st.alpha);
+    let host = || solve_on_host(prob, alpha, s.block, s.kbb, s.gbar, s.delta_max, s.p);
+    match ahead {
+        Some((start, len)) => {
+            let e = engine_of(&mut st.engine)?;
+            let kn = &mut kbb_next[..len * len];
+            let (cols, formed) = rayon::join(host, || e.stage(start, len, kn));
+            formed?;
+            Ok(cols)
+        }
+        None => Ok(host()),
+    }
 }
 
 /// Folds the block's new duals into `alpha` and the engine's state (`theta` or `beta`).
