@@ -28,7 +28,7 @@ use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
     FORMAT_NAME, FORMAT_VERSION, Model, Precision, Representation, Task, TrainingInfo, accuracy,
-    rmse, stop_name,
+    rmse,
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
@@ -645,7 +645,7 @@ impl Joker {
             dual: Some(sol.alpha),
             training: TrainingInfo {
                 iterations: sol.iters,
-                stop: stop_name(sol.stop).into(),
+                stop: sol.stop,
                 gap: last.as_ref().map_or(f64::NAN, |p| p.gap),
                 primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
                 dual: last.as_ref().map_or(f64::NAN, |p| p.dual),

@@ -77,8 +77,8 @@ pub enum Representation {
 pub struct TrainingInfo {
     /// DBCD-TR iterations.
     pub iterations: usize,
-    /// Why training stopped (`converged`, `max_iter`, `time_limit`, `cancelled`).
-    pub stop: String,
+    /// Why training stopped (`converged`, `max_iter`, `time_limit`, `cancelled` in the file).
+    pub stop: StopReason,
     /// Final relative duality gap.
     pub gap: f64,
     /// Final primal objective.
@@ -413,15 +413,6 @@ pub fn accuracy(pred: &[f64], truth: &[f64]) -> f64 {
 pub fn rmse(pred: &[f64], truth: &[f64]) -> f64 {
     let s: f64 = pred.iter().zip(truth).map(|(p, y)| (p - y).powi(2)).sum();
     (s / truth.len().max(1) as f64).sqrt()
-}
-
-pub(crate) fn stop_name(s: StopReason) -> &'static str {
-    match s {
-        StopReason::Converged => "converged",
-        StopReason::MaxIter => "max_iter",
-        StopReason::TimeLimit => "time_limit",
-        StopReason::Cancelled => "cancelled",
-    }
 }
 
 #[cfg(test)]

@@ -326,7 +326,7 @@ fn progress_callback_sees_checks_and_can_stop() {
             },
         )
         .unwrap();
-    assert_eq!(model.training.stop, "cancelled");
+    assert_eq!(model.training.stop, joker::StopReason::Cancelled);
     assert_eq!(model.training.iterations, 20);
     assert_eq!(
         seen.iter().map(|p| p.iter).collect::<Vec<_>>(),
@@ -556,12 +556,12 @@ fn nystrom_rank_gives_the_same_solution() {
             .unwrap()
     };
     let plain = fit(0);
-    assert_eq!(plain.training.stop, "converged");
+    assert_eq!(plain.training.stop, joker::StopReason::Converged);
     let want = plain.decision_function(&data.x).unwrap();
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for r in [16, 50] {
         let m = fit(r);
-        assert_eq!(m.training.stop, "converged", "rank {r}");
+        assert_eq!(m.training.stop, joker::StopReason::Converged, "rank {r}");
         let got = m.decision_function(&data.x).unwrap();
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!(

@@ -857,7 +857,7 @@ fn full_krr_on_the_gpu_matches_the_cpu() {
             gpu.training.device
         );
         for m in [&cpu, &gpu] {
-            assert_eq!(m.training.stop, "converged", "{method:?}");
+            assert_eq!(m.training.stop, joker::StopReason::Converged, "{method:?}");
         }
         let (pc, pg) = (cpu.predict(&data.x).unwrap(), gpu.predict(&data.x).unwrap());
         let scale = pc.iter().fold(0.0f64, |s, v| s.max(v.abs()));

@@ -190,7 +190,11 @@ fn full_krr_through_the_estimator() {
             .unwrap()
             .fit_with(&data, opts)
             .unwrap();
-        assert_eq!(model.training.stop, "converged", "{method:?}");
+        assert_eq!(
+            model.training.stop,
+            joker::StopReason::Converged,
+            "{method:?}"
+        );
         let last = model.history.last().unwrap();
         assert!(last.rel_residual.unwrap() <= 1e-10 && last.primal >= last.dual - 1e-9);
         assert!(

@@ -38,7 +38,7 @@ pub enum JokerOutput {
 
 pub(crate) fn new_model(model: Model) -> *mut JokerModel {
     let c_string = |s: &str| CString::new(s.replace('\0', "?")).unwrap_or_default();
-    let stop = c_string(&model.training.stop);
+    let stop = c_string(model.training.stop.name());
     let device = c_string(&model.training.device);
     register(JokerModel {
         tag: 0,

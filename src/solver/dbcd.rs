@@ -118,17 +118,37 @@ pub struct Progress {
     pub rel_residual: Option<f64>,
 }
 
-/// Why the solver stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+/// Why the solver stopped; in model files and the C ABI by its [`name`](Self::name).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The duality gap reached the tolerance.
     Converged,
     /// The iteration budget ran out.
+    #[default]
     MaxIter,
     /// The time budget ran out.
     TimeLimit,
     /// The progress callback asked to stop.
     Cancelled,
+}
+
+impl StopReason {
+    /// `converged`, `max_iter`, `time_limit` or `cancelled`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Converged => "converged",
+            StopReason::MaxIter => "max_iter",
+            StopReason::TimeLimit => "time_limit",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Where the time of a fit went, in seconds.
