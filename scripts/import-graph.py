@@ -105,7 +105,7 @@ if __name__ == "__main__":
     if "--print" in sys.argv:
         for m in sorted(g):
             print(f"{m or 'lib'} -> {', '.join(sorted(g[m]))}")
-    found = cycles({k: v for k, v in g.items()})
+    found = cycles(g)
     for c in found:
         print("cycle:", " <-> ".join(c))
         for a in c:

@@ -596,7 +596,7 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
-        let sol = match &self.full_krr {
+        let mut sol = match &self.full_krr {
             None => solve(backend, &prob, &solver, alpha0, &mut hooks)?,
             Some(cfg) => {
                 if tt != 1 || opts.sample_weight.is_some() || self.class_weight != ClassWeight::None
@@ -625,7 +625,9 @@ impl Joker {
                 )?
             }
         };
-        let representation = representation_of(&sol, map.as_ref(), &x, self.solver.seed, tt);
+        let theta = sol.theta.take();
+        let representation =
+            representation_of(theta, &sol.alpha, map.as_ref(), &x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
         Ok(Model {
             format: FORMAT_NAME.into(),
@@ -876,28 +878,29 @@ fn validation_hook<'a, U: Scalar, T: Scalar>(
 /// The model's representation of a solution: `theta` for random features, the support rows
 /// (nonzero duals in any column) with their coefficients for exact kernels.
 fn representation_of<T: Scalar>(
-    sol: &Solution,
+    theta: Option<Vec<f64>>,
+    dual: &[f64],
     map: Option<&FeatureMap<T>>,
     x: &Features<T>,
     seed: u64,
     tt: usize,
 ) -> Representation {
     let (n, d) = (x.nrows(), x.ncols());
-    match (&sol.theta, map) {
+    match (theta, map) {
         (Some(theta), Some(m)) => Representation::RandomFeatures {
             n_components: m.m(),
             seed,
-            theta: theta.clone(),
+            theta,
         },
         _ => {
             let rows: Vec<usize> = (0..n)
-                .filter(|&i| (0..tt).any(|t| sol.alpha[t * n + i] != 0.0))
+                .filter(|&i| (0..tt).any(|t| dual[t * n + i] != 0.0))
                 .collect();
             let mut sup = vec![T::default(); rows.len() * d];
             x.gather_dense(&rows, &mut sup);
             let mut alpha = Vec::with_capacity(rows.len() * tt);
             for t in 0..tt {
-                alpha.extend(rows.iter().map(|&i| sol.alpha[t * n + i]));
+                alpha.extend(rows.iter().map(|&i| dual[t * n + i]));
             }
             Representation::Exact {
                 n_support: rows.len(),
