@@ -130,6 +130,7 @@ fn primitives(c: &mut Criterion) {
             kbb: &kbb,
             loss,
             coords: &coords,
+            exact: None,
         };
         let start: Vec<f64> = coords.iter().map(|k| loss.start(k, 50_000)).collect();
         g.bench_function(name, |b| {

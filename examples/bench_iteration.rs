@@ -4,7 +4,8 @@
 //! and with the next block formed during the current solve (the default); both give the same
 //! iterates.
 //!
-//! `cargo run --release --example bench_iteration [-- --block 512 --m 10000 --d 28 --iters 200]`
+//! `cargo run --release --example bench_iteration [-- --block 512 --m 10000 --d 28 --iters 200
+//! --tr-model gram|kernel]`
 //! Writes `bench-out/iteration.json`.
 
 use std::time::Instant;
@@ -83,6 +84,9 @@ fn main() -> joker::Result<()> {
     if let Ok(v) = std::env::var("JOKER_CG_RTOL") {
         cfg.trust_region.cg_rtol = v.parse().expect("float");
     }
+    if let Some(v) = std::env::args().skip_while(|a| a != "--tr-model").nth(1) {
+        cfg.trust_region.model = TrModel::parse(&v).expect("--tr-model: gram, kernel or auto");
+    }
     if let Ok(v) = std::env::var("JOKER_MAX_CG") {
         cfg.trust_region.max_cg_iter = v.parse().expect("integer");
     }
@@ -145,14 +149,20 @@ fn main() -> joker::Result<()> {
         "overlapping the stages changed the iterates"
     );
     println!(
+        "default iteration / Gram alone (the Gram floor): {:.2}",
+        per_iter / tg
+    );
+    println!(
         "final relative duality gap {:.4e} after {:.1} s",
         model.training.gap,
         t.block + t.solve + t.update
     );
     println!(
-        "per block solve: {:.1} trust-region iterations, {:.1} CG iterations",
+        "per block solve: {:.1} trust-region iterations, {:.1} CG iterations; model {}, {} Gram fallbacks",
         t.tr_iters as f64 / iters as f64,
-        t.cg_iters as f64 / iters as f64
+        t.cg_iters as f64 / iters as f64,
+        model.training.tr_model,
+        t.gram_fallbacks
     );
     std::fs::create_dir_all("bench-out").ok();
     let out = serde_json::json!({
@@ -163,6 +173,8 @@ fn main() -> joker::Result<()> {
         "update_ms": t.update / iters as f64 * 1e3,
         "sequential_iteration_ms": per_seq * 1e3, "sequential_block_ms": ms(ts.block),
         "sequential_solve_ms": ms(ts.solve), "sequential_update_ms": ms(ts.update),
+        "tr_model": model.training.tr_model, "gram_fallbacks": t.gram_fallbacks,
+        "gap": model.training.gap, "iteration_over_gram_floor": per_iter / tg,
     });
     std::fs::write(
         "bench-out/iteration.json",

@@ -655,6 +655,7 @@ impl Joker {
                 n_samples: n,
                 timings: sol.timings,
                 device: device_note,
+                tr_model: sol.tr_model,
             },
             history: sol.history,
         })
@@ -984,6 +985,7 @@ fn full_krr<T: Scalar>(
         stop,
         history,
         timings: Default::default(),
+        tr_model: "none (full KRR has no trust region)".into(),
     })
 }
 

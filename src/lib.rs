@@ -45,4 +45,4 @@ pub use loss::Loss;
 pub use memory::MemoryLimit;
 pub use model::{Model, Precision, Task};
 pub use solver::krr::{KrrConfig, KrrMethod};
-pub use solver::{Progress, RadiusRule, SolverConfig, StopReason, TrustRegion};
+pub use solver::{Progress, RadiusRule, SolverConfig, StopReason, TrModel, TrustRegion};

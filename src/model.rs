@@ -96,6 +96,10 @@ pub struct TrainingInfo {
     /// `cuda:0 (requested: NVIDIA H100 ...; 120 MiB of device memory, data resident)`.
     #[serde(default)]
     pub device: String,
+    /// The trust region's model curvature and why: `gram`, `kernel`, `exact kernel`, with the
+    /// reason where it was chosen automatically or could not be had.
+    #[serde(default)]
+    pub tr_model: String,
 }
 
 /// A trained Joker model.

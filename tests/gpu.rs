@@ -501,6 +501,7 @@ fn tr_solve_matches_the_host_solver() {
                         kbb: &k64,
                         loss,
                         coords: &coords[col.clone()],
+                        exact: None,
                     };
                     let sh = solve_column(&prob, &mut ah, &mut gh, 4.0, &p);
                     // the same steps; with the metric the factors differ by rounding (device

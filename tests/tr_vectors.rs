@@ -230,6 +230,7 @@ fn case(ci: usize, loss: Loss, kind: &Kind, mat: &IntMat) -> Case {
         kbb: &k,
         loss,
         coords: &coords,
+        exact: None,
     };
     let (mut alpha, mut gbar) = (alpha0.clone(), gbar0.clone());
     let st = solve_column(&prob, &mut alpha, &mut gbar, kind.delta_max, &kind.p);

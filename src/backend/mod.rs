@@ -234,6 +234,65 @@ pub trait BlockEngine<T>: Send + Sync {
             "this engine does not stage blocks".into(),
         ))
     }
+
+    /// Makes [`block_gram`](BlockEngine::block_gram) and [`stage`](BlockEngine::stage) return
+    /// the exact kernel block `K(X_B, X_B)` in place of `Phi_B Phi_B^T` (`on = true`), the
+    /// model curvature of [`TrModel::Kernel`](crate::solver::trust_region::TrModel), or the
+    /// Gram again. Returns whether the engine does it; one that does also lends its block
+    /// features ([`lend_features`](BlockEngine::lend_features)).
+    fn set_kernel_model(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// Lends the current block's features to the block solver, which measures the objective's
+    /// true change with them; [`return_features`](BlockEngine::return_features) gives them back
+    /// before the next [`update`](BlockEngine::update). `None` where the engine keeps them
+    /// elsewhere.
+    fn lend_features(&mut self) -> Option<BlockFeatures<T>> {
+        None
+    }
+
+    /// Takes back what [`lend_features`](BlockEngine::lend_features) lent.
+    fn return_features(&mut self, features: BlockFeatures<T>) {
+        let _ = features;
+    }
+}
+
+/// A block's random features `Phi_B` (`nb x M`, row-major), lent by an engine to the block
+/// solver.
+pub struct BlockFeatures<T> {
+    phi: Vec<T>,
+    nb: usize,
+    m: usize,
+}
+
+impl<T: Scalar> BlockFeatures<T> {
+    /// `Phi_B^T s` (`2 nb M` flops over the rows where `s` is not zero, accumulated in
+    /// `f64`): what the Gram `Phi_B Phi_B^T` does to `s`, without the Gram.
+    pub fn transpose_times(&self, backend: &dyn Backend<T>, s: &[f64]) -> Vec<f64> {
+        let (nb, m) = (self.nb, self.m);
+        let mut u = vec![0.0; m];
+        backend.accumulate(&self.phi[..nb * m], nb, m, &s[..nb], 1, &mut u);
+        u
+    }
+
+    /// `out = Phi_B u` (accumulated in `f64`).
+    pub fn times(&self, backend: &dyn Backend<T>, u: &[f64], out: &mut [f64]) {
+        let (nb, m) = (self.nb, self.m);
+        backend.project(&self.phi[..nb * m], nb, m, &u[..m], 1, &mut out[..nb]);
+    }
+
+    /// `out (nb x nb) = Phi_B Phi_B^T`.
+    pub fn gram(&self, backend: &dyn Backend<T>, out: &mut [f64]) {
+        let (nb, m) = (self.nb, self.m);
+        backend.gram(&self.phi[..nb * m], nb, m, &mut out[..nb * nb]);
+    }
+
+    /// Rows in the block.
+    pub fn rows(&self) -> usize {
+        self.nb
+    }
 }
 
 /// What [`BlockEngine::solve_block`] needs besides the iterates.
@@ -264,6 +323,10 @@ pub struct HostRff<'a, T> {
     /// [`stage`](BlockEngine::stage)).
     next_phi: Vec<T>,
     next_nb: usize,
+    /// Rows per block at most.
+    block: usize,
+    /// `K_BB` is the exact kernel block (see [`BlockEngine::set_kernel_model`]).
+    kernel_model: bool,
 }
 
 impl<'a, T: Scalar> HostRff<'a, T> {
@@ -289,7 +352,22 @@ impl<'a, T: Scalar> HostRff<'a, T> {
             nb: 0,
             next_phi: Vec::new(),
             next_nb: 0,
+            block,
+            kernel_model: false,
         })
+    }
+
+    /// `kbb = K_BB` of the `len` rows in `xb` and their features `phi`: the Gram, or the exact
+    /// kernel block under the kernel model.
+    fn block_model(&self, xb: &[T], phi: &[T], len: usize, kbb: &mut [f64]) {
+        let (m, d) = (self.map.m(), self.x.ncols());
+        if self.kernel_model {
+            let xb = &xb[..len * d];
+            let kernel = &self.map.spec().kernel;
+            self.backend.kernel_tile(kernel, xb, len, xb, len, d, kbb);
+        } else {
+            self.backend.gram(&phi[..len * m], len, m, kbb);
+        }
     }
 }
 
@@ -306,10 +384,10 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
 
     fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
         let (nb, m) = (self.nb, self.map.m());
-        let phi = &self.phi[..nb * m];
         if let Some(kbb) = kbb {
-            self.backend.gram(phi, nb, m, kbb);
+            self.block_model(&self.xb, &self.phi, nb, kbb);
         }
+        let phi = &self.phi[..nb * m];
         self.backend
             .project(phi, nb, m, &self.theta, self.targets, g);
         Ok(())
@@ -369,13 +447,14 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
 
     fn stage(&mut self, start: usize, len: usize, kbb: &mut [f64]) -> Result<()> {
         let (m, d) = (self.map.m(), self.x.ncols());
-        self.next_phi.resize(self.phi.len(), T::default());
+        let mut phi = std::mem::take(&mut self.next_phi);
+        phi.resize(self.block * m, T::default());
         let rows = &self.order[start..start + len];
         self.x.gather_dense(rows, &mut self.xb[..len * d]);
-        let phi = &mut self.next_phi[..len * m];
         self.backend
-            .features(self.map, &self.xb[..len * d], len, phi);
-        self.backend.gram(phi, len, m, kbb);
+            .features(self.map, &self.xb[..len * d], len, &mut phi[..len * m]);
+        self.block_model(&self.xb, &phi, len, kbb);
+        self.next_phi = phi;
         self.next_nb = len;
         Ok(())
     }
@@ -384,6 +463,23 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
         std::mem::swap(&mut self.phi, &mut self.next_phi);
         self.nb = self.next_nb;
         Ok(())
+    }
+
+    fn set_kernel_model(&mut self, on: bool) -> bool {
+        self.kernel_model = on;
+        true
+    }
+
+    fn lend_features(&mut self) -> Option<BlockFeatures<T>> {
+        Some(BlockFeatures {
+            phi: std::mem::take(&mut self.phi),
+            nb: self.nb,
+            m: self.map.m(),
+        })
+    }
+
+    fn return_features(&mut self, features: BlockFeatures<T>) {
+        self.phi = features.phi;
     }
 }
 

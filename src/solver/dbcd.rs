@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::trust_region::{BlockProblem, BlockStats, TrustRegion, solve_column};
+use super::trust_region::{
+    BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
+};
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
-use crate::backend::{Backend, BlockEngine, BlockSolve, HostExact, HostRff};
+use crate::backend::{Backend, BlockEngine, BlockFeatures, BlockSolve, HostExact, HostRff};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -171,6 +173,10 @@ pub struct Timings {
     /// CG iterations, summed over blocks and target columns.
     #[serde(default)]
     pub cg_iters: usize,
+    /// Block solves (per target column) of the kernel model ([`TrModel::Kernel`]) whose
+    /// ratio test kept rejecting, solved again with the Gram.
+    #[serde(default)]
+    pub gram_fallbacks: usize,
 }
 
 impl Timings {
@@ -195,6 +201,8 @@ pub struct Solution {
     pub history: Vec<Progress>,
     /// Where the time went.
     pub timings: Timings,
+    /// The trust region's model curvature, and why (`exact kernel`, `gram`, `kernel`, ...).
+    pub tr_model: String,
 }
 
 /// How the kernel is represented.
@@ -302,33 +310,137 @@ fn coord<T>(prob: &Problem<T>, i: usize, t: usize) -> Coord {
     }
 }
 
-/// Solves the block's subproblem on the host, one target column per task; returns each
-/// column's new `alpha_B` and its counters.
-fn solve_on_host<T: Sync>(
-    prob: &Problem<T>,
-    alpha: &[f64],
-    block: &[usize],
-    kbb: &[f64],
-    gbar: &[f64],
-    delta_max: f64,
-    p: &TrustRegion,
-) -> Vec<(Vec<f64>, BlockStats)> {
-    let (n, nb) = (prob.lam.len(), block.len());
+/// `Phi_B` as the factor of the block's true curvature under the kernel model.
+struct Factor<'s, T> {
+    features: &'s BlockFeatures<T>,
+    backend: &'s dyn Backend<T>,
+}
+
+impl<T: Scalar> CurvatureFactor for Factor<'_, T> {
+    fn t_times(&self, s: &[f64]) -> Vec<f64> {
+        self.features.transpose_times(self.backend, s)
+    }
+
+    fn times(&self, u: &[f64], out: &mut [f64]) {
+        self.features.times(self.backend, u, out);
+    }
+}
+
+/// One target column's block solve: the new `alpha_B` and the counters.
+struct Column {
+    a: Vec<f64>,
+    stats: BlockStats,
+}
+
+/// Solves the block's subproblem on the host, one target column per task. With `features`,
+/// `kbb` is the kernel model and the ratio test runs on `Phi_B Phi_B^T`.
+fn solve_on_host<T: Scalar>(prob: &Problem<T>, alpha: &[f64], s: &HostSolve<T>) -> Vec<Column> {
+    let (n, nb) = (prob.lam.len(), s.block.len());
+    let factor = s
+        .features
+        .map(|(features, backend)| Factor { features, backend });
     (0..prob.targets)
         .into_par_iter()
         .map(|t| {
-            let coords: Vec<Coord> = block.iter().map(|&i| coord(prob, i, t)).collect();
-            let mut a: Vec<f64> = block.iter().map(|&i| alpha[t * n + i]).collect();
-            let mut g = gbar[t * nb..(t + 1) * nb].to_vec();
+            let coords: Vec<Coord> = s.block.iter().map(|&i| coord(prob, i, t)).collect();
+            let mut a: Vec<f64> = s.block.iter().map(|&i| alpha[t * n + i]).collect();
+            let mut g = s.gbar[t * nb..(t + 1) * nb].to_vec();
             let bp = BlockProblem {
-                kbb,
+                kbb: s.kbb,
                 loss: prob.loss,
                 coords: &coords,
+                exact: factor.as_ref().map(|f| f as &dyn CurvatureFactor),
             };
-            let s = solve_column(&bp, &mut a, &mut g, delta_max, p);
-            (a, s)
+            let stats = solve_column(&bp, &mut a, &mut g, s.delta_max, s.p);
+            Column { a, stats }
         })
         .collect()
+}
+
+/// Whether a kernel-model column solve kept failing the ratio test: at least half of the
+/// block's trust-region budget went to rejected steps.
+fn kept_rejecting(stats: &BlockStats, p: &TrustRegion) -> bool {
+    2 * (stats.tr_iters - stats.accepted) >= p.max_iter.max(2)
+}
+
+/// The kernel model's safeguard: the columns whose solve kept rejecting are solved on from
+/// where they stopped with the block's Gram (formed once, into `gram`), from the exact
+/// `gbar = gbar_0 + Gram (alpha_B - alpha_B0)`. Returns how many.
+fn gram_fallback<T: Scalar>(
+    prob: &Problem<T>,
+    alpha: &[f64],
+    s: &HostSolve<T>,
+    gram: &mut Vec<f64>,
+    cols: &mut [Column],
+) -> Result<usize> {
+    let Some((features, backend)) = s.features else {
+        return Ok(0);
+    };
+    let failing: Vec<usize> = (0..cols.len())
+        .filter(|&t| kept_rejecting(&cols[t].stats, s.p))
+        .collect();
+    if failing.is_empty() {
+        return Ok(0);
+    }
+    let nb = s.block.len();
+    if gram.len() < nb * nb {
+        *gram = try_filled(nb * nb, 0.0, "the block's Gram (kernel-model fallback)")?;
+    }
+    features.gram(backend, gram);
+    let kbb = &gram[..nb * nb];
+    let n = prob.lam.len();
+    for &t in &failing {
+        let coords: Vec<Coord> = s.block.iter().map(|&i| coord(prob, i, t)).collect();
+        let c = &mut cols[t];
+        let moved: Vec<f64> = (s.block.iter().zip(&c.a))
+            .map(|(&i, a)| a - alpha[t * n + i])
+            .collect();
+        let mut g = vec![0.0; nb];
+        crate::linalg::matvec(kbb, &moved, &mut g);
+        g.iter_mut()
+            .zip(&s.gbar[t * nb..(t + 1) * nb])
+            .for_each(|(g, g0)| *g += g0);
+        let bp = BlockProblem {
+            kbb,
+            loss: prob.loss,
+            coords: &coords,
+            exact: None,
+        };
+        let more = solve_column(&bp, &mut c.a, &mut g, s.delta_max, s.p);
+        c.stats += more;
+    }
+    Ok(failing.len())
+}
+
+/// The trust region's model curvature for this fit and the note that says why.
+fn choose_model<T: Scalar>(
+    prob: &Problem<T>,
+    p: &TrustRegion,
+    b: usize,
+    engine: &mut dyn BlockEngine<T>,
+    on_device: bool,
+) -> (bool, String) {
+    let map = match prob.repr {
+        Repr::Exact(_) => return (false, "exact kernel".into()),
+        Repr::Features(map) => map,
+    };
+    let (m, d, tt) = (map.m(), prob.x.ncols(), prob.targets);
+    let wanted = p.model.uses_kernel(b, m, d, tt);
+    let why = match p.model {
+        TrModel::Auto if wanted => " (auto: b^2 M outweighs the products with Phi_B)",
+        TrModel::Auto => " (auto: the Gram costs less here)",
+        _ => "",
+    };
+    if !wanted {
+        return (false, format!("gram{why}"));
+    }
+    if on_device || !engine.set_kernel_model(true) {
+        return (
+            false,
+            "gram (the kernel model was asked for; this engine forms only the Gram)".into(),
+        );
+    }
+    (true, format!("kernel{why}"))
 }
 
 impl<T: Scalar> State<'_, T> {
@@ -436,6 +548,14 @@ pub fn solve<T: Scalar>(
     // Whether the engine forms the next block's features and K_BB while the host solves the
     // current block (the two are independent: only the projection needs the new theta).
     let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
+    let (kernel_model, tr_model) = choose_model(
+        prob,
+        &cfg.trust_region,
+        b,
+        engine_of(&mut st.engine)?,
+        on_device,
+    );
+    let mut fallback_gram = Vec::new();
     let mut kbb_next = if staged {
         try_filled(b * b, 0.0, "the staged block's K_BB")?
     } else {
@@ -477,14 +597,22 @@ pub fn solve<T: Scalar>(
             // the next block is drawn now where the engine forms it during this solve
             next = (staged && iter + 1 < cfg.max_iter).then(|| chooser.below(blocks.len()));
             let ahead = next.map(|nbi| (nbi * b, blocks[nbi].len()));
+            let lent = lend_if(kernel_model, engine_of(&mut st.engine)?)?;
             let solve = HostSolve {
                 block,
                 kbb: &kbb[..nb * nb],
                 gbar: gb,
                 delta_max,
                 p: &cfg.trust_region,
+                features: lent.as_ref().map(|f| (f, backend)),
             };
-            solve_here(&mut st, &solve, ahead, &mut kbb_next)?
+            let mut cols = solve_here(&mut st, &solve, ahead, &mut kbb_next)?;
+            timings.gram_fallbacks +=
+                gram_fallback(prob, &st.alpha, &solve, &mut fallback_gram, &mut cols)?;
+            if let Some(f) = lent {
+                engine_of(&mut st.engine)?.return_features(f);
+            }
+            cols.into_iter().map(|c| (c.a, c.stats)).collect()
         };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
@@ -546,7 +674,22 @@ pub fn solve<T: Scalar>(
         stop,
         history,
         timings,
+        tr_model,
     })
+}
+
+/// The engine's block features, lent for the kernel model's ratio test.
+fn lend_if<T>(
+    kernel_model: bool,
+    engine: &mut dyn BlockEngine<T>,
+) -> Result<Option<BlockFeatures<T>>> {
+    if !kernel_model {
+        return Ok(None);
+    }
+    engine
+        .lend_features()
+        .map(Some)
+        .ok_or_else(|| JokerError::Device("the engine did not lend its block features".into()))
 }
 
 /// What a check says: stop (converged, or the progress callback asked to), go on, or fail on
@@ -705,24 +848,26 @@ fn solve_on_device<T: Scalar>(
 }
 
 /// A block solve on the host.
-struct HostSolve<'s> {
+struct HostSolve<'s, T> {
     block: &'s [usize],
     kbb: &'s [f64],
     gbar: &'s [f64],
     delta_max: f64,
     p: &'s TrustRegion,
+    /// Under the kernel model: the block's features and the backend that multiplies by them.
+    features: Option<(&'s BlockFeatures<T>, &'s dyn Backend<T>)>,
 }
 
 /// The block solve on the host, one column per task; with `ahead = Some((start, len))` the
 /// engine forms that block's features and `K_BB` (into `kbb_next`) beside it.
 fn solve_here<T: Scalar>(
     st: &mut State<T>,
-    s: &HostSolve,
+    s: &HostSolve<T>,
     ahead: Option<(usize, usize)>,
     kbb_next: &mut [f64],
-) -> Result<Vec<(Vec<f64>, BlockStats)>> {
+) -> Result<Vec<Column>> {
     let (prob, alpha) = (st.prob, &st.alpha);
-    let host = || solve_on_host(prob, alpha, s.block, s.kbb, s.gbar, s.delta_max, s.p);
+    let host = || solve_on_host(prob, alpha, s);
     match ahead {
         Some((start, len)) => {
             let e = engine_of(&mut st.engine)?;

@@ -7,4 +7,4 @@ pub mod krr;
 pub mod trust_region;
 
 pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings};
-pub use trust_region::{RadiusRule, TrustRegion};
+pub use trust_region::{RadiusRule, TrModel, TrustRegion};

@@ -33,6 +33,68 @@ pub enum RadiusRule {
     Paper,
 }
 
+/// The curvature the trust region's quadratic model uses for a random-feature fit.
+///
+/// The block objective's quadratic is `1/2 s^T Phi_B Phi_B^T s`. Its Gram `Phi_B Phi_B^T`
+/// costs `b^2 M` flops per block, more than anything else in an iteration once `M` is large.
+/// The exact kernel block `K(X_B, X_B)` (`b^2 d` flops), which the Gram approximates to
+/// `O(1/sqrt(M))`, serves as well as a model: the ratio test still measures the true change
+/// of the objective, through `Phi_B^T s` (`4 b M` flops per trust-region iteration), so every
+/// accepted step decreases the random-feature objective and the fit converges to the same
+/// optimum. Exact-kernel fits have only one curvature and ignore the choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrModel {
+    /// The Gram `Phi_B Phi_B^T`: the model is exact in its quadratic part.
+    #[default]
+    Gram,
+    /// The exact kernel block `K(X_B, X_B)`, with the exact ratio test.
+    Kernel,
+    /// The kernel model where it is predicted to be cheaper (see `TrModel::resolve`).
+    Auto,
+}
+
+impl TrModel {
+    /// The name used by the command line, the C ABI and the bindings.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrModel::Gram => "gram",
+            TrModel::Kernel => "kernel",
+            TrModel::Auto => "auto",
+        }
+    }
+
+    /// Parses [`name`](TrModel::name).
+    pub fn parse(s: &str) -> Option<TrModel> {
+        match s {
+            "gram" => Some(TrModel::Gram),
+            "kernel" => Some(TrModel::Kernel),
+            "auto" => Some(TrModel::Auto),
+            _ => None,
+        }
+    }
+
+    /// Whether a random-feature fit with blocks of `b` rows, `m` features, `d` inputs and
+    /// `targets` columns uses the kernel model. `Auto` compares the Gram's `b^2 M` flops (at
+    /// the GEMM rate) with the kernel model's `targets x ~10 x 2` passes over the `b x M`
+    /// feature block per block solve (matrix-vector products, about `MATVEC_PENALTY` times
+    /// slower per flop than a GEMM) plus its `b^2 d` tile.
+    pub fn uses_kernel(self, b: usize, m: usize, d: usize, targets: usize) -> bool {
+        const TR_ITERS: f64 = 10.0;
+        const MATVEC_PENALTY: f64 = 8.0;
+        match self {
+            TrModel::Gram => false,
+            TrModel::Kernel => true,
+            TrModel::Auto => {
+                let (b, m, d, t) = (b as f64, m as f64, d as f64, targets as f64);
+                let gram = b * b * m;
+                let kernel = t * TR_ITERS * 4.0 * b * m * MATVEC_PENALTY + 3.0 * b * b * d;
+                kernel < 0.5 * gram
+            }
+        }
+    }
+}
+
 /// Parameters of the block solver.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TrustRegion {
@@ -56,6 +118,9 @@ pub struct TrustRegion {
     /// the smallest retained Nystrom eigenvalue, and the radius is measured in that norm.
     #[serde(default)]
     pub nystrom_rank: usize,
+    /// The curvature of the quadratic model in random-feature fits.
+    #[serde(default)]
+    pub model: TrModel,
 }
 
 impl Default for TrustRegion {
@@ -68,6 +133,7 @@ impl Default for TrustRegion {
             kkt_tol: 1e-6,
             rule: RadiusRule::Reference,
             nystrom_rank: 0,
+            model: TrModel::Gram,
         }
     }
 }
@@ -91,14 +157,27 @@ impl std::ops::AddAssign for BlockStats {
     }
 }
 
+/// The block's true curvature `F F^T` by its factor (`F = Phi_B`, `b x M`), where the model
+/// matrix `kbb` is only an approximation of it.
+pub trait CurvatureFactor: Sync {
+    /// `F^T s` (length `M`).
+    fn t_times(&self, s: &[f64]) -> Vec<f64>;
+    /// `out = F u` (length `b`).
+    fn times(&self, u: &[f64], out: &mut [f64]);
+}
+
 /// One block subproblem for one target column.
 pub struct BlockProblem<'a> {
-    /// `K_BB`, row-major `b x b`, symmetric positive semi-definite.
+    /// `K_BB`, row-major `b x b`, symmetric positive semi-definite: the model's curvature,
+    /// and the objective's unless `exact` is given.
     pub kbb: &'a [f64],
     /// The loss.
     pub loss: Loss,
     /// Per-coordinate data of the block's samples for this column.
     pub coords: &'a [Coord],
+    /// The objective's curvature by its factor, when `kbb` is a model of it (see
+    /// [`TrModel::Kernel`]): the ratio test measures the objective's true change with it.
+    pub exact: Option<&'a dyn CurvatureFactor>,
 }
 
 /// Projected gradient entry: zero for a frozen coordinate.
@@ -444,7 +523,7 @@ fn clipped_product(
 }
 
 /// Solves the block subproblem for one column: updates `alpha` (the block's coordinates) and
-/// `gbar` (`K_{B,:} alpha`) in place.
+/// `gbar` (`K_{B,:} alpha`; with [`BlockProblem::exact`], its model) in place.
 pub fn solve_column(
     prob: &BlockProblem,
     alpha: &mut [f64],
@@ -473,11 +552,28 @@ pub fn solve_column(
         block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
     };
 
+    // Under a model curvature: the factor, `gbar` at the start and `F^T (alpha - alpha_0)`.
+    // An accepted step moves `gbar` by the model's `K_model s` (no product with `F`), so the
+    // gradient is the model's around the last refresh; the ratio test stays exact for the
+    // objective (`s^T gbar_true = s^T gbar_0 + (F^T s)^T F^T (alpha - alpha_0)`).
+    let mut exact = prob.exact.map(|f| (f, gbar.to_vec(), Vec::<f64>::new()));
+
     // the metric of the last trust-region iteration and the (free set, diagonal) it was built for
     let mut metric: Option<Metric> = None;
     let mut metric_key: Option<(Vec<usize>, Vec<f64>)> = None;
 
+    // Under a model curvature, `gbar` follows the model between refreshes; a rejected step
+    // may come from that drift, so the next iteration starts from the exact `gbar`.
+    let mut drifted = false;
+    let mut rejected = false;
     for _ in 0..p.max_iter {
+        if let Some((factor, gbar0, moved)) = exact.as_ref().filter(|_| rejected && drifted) {
+            factor.times(moved, &mut ks);
+            for ((g, g0), k) in gbar.iter_mut().zip(gbar0).zip(&ks) {
+                *g = g0 + k;
+            }
+            drifted = false;
+        }
         // Gradient, orthant, step box, and the free set.
         free.clear();
         let mut kkt: f64 = 0.0;
@@ -578,12 +674,29 @@ pub fn solve_column(
         if !(pred > noise) {
             break; // the model promises nothing measurable: the block is solved
         }
-        let dj: f64 = free
+        // The objective's change: its linear and quadratic parts from the model matrix, or,
+        // under a model curvature, from `u = F^T s` and `F^T (alpha - alpha_0)`.
+        let dual_change: f64 = free
             .iter()
             .zip(&sf)
-            .map(|(&i, &v)| v * gbar[i] + loss.dual_change(alpha[i], v, &prob.coords[i]))
-            .sum::<f64>()
-            + 0.5 * sks;
+            .map(|(&i, &v)| loss.dual_change(alpha[i], v, &prob.coords[i]))
+            .sum();
+        let (dj, u) = match &exact {
+            None => {
+                let sg: f64 = free.iter().zip(&sf).map(|(&i, v)| v * gbar[i]).sum();
+                (sg + dual_change + 0.5 * sks, None)
+            }
+            Some((factor, gbar0, moved)) => {
+                let u = factor.t_times(&s);
+                let sg = dot(&s, gbar0)
+                    + if moved.is_empty() {
+                        0.0
+                    } else {
+                        dot(&u, moved)
+                    };
+                (sg + dual_change + 0.5 * dot(&u, &u), Some(u))
+            }
+        };
         let ared = -dj;
         let rho = ared / pred;
         let norm_s = m_norm(metric.as_ref(), &sf);
@@ -608,6 +721,7 @@ pub fn solve_column(
                 rho > p.eta
             }
         };
+        rejected = !accept;
         if accept {
             stats.accepted += 1;
             for &i in &free {
@@ -616,6 +730,14 @@ pub fn solve_column(
             }
             for (gb, k) in gbar.iter_mut().zip(&ks) {
                 *gb += k;
+            }
+            if let (Some(u), Some((_, _, moved))) = (u, exact.as_mut()) {
+                drifted = true;
+                if moved.is_empty() {
+                    *moved = u;
+                } else {
+                    moved.iter_mut().zip(&u).for_each(|(m, v)| *m += v);
+                }
             }
         }
         let scale = 1.0 + alpha.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -664,6 +786,7 @@ mod tests {
             kbb: &k,
             loss: Loss::SquaredError,
             coords: &coords,
+            exact: None,
         };
         let mut alpha = vec![0.0; b];
         let mut gbar = vec![0.0; b];
@@ -701,6 +824,7 @@ mod tests {
             kbb: &k,
             loss,
             coords: &coords,
+            exact: None,
         };
         let mut alpha = vec![0.0; b];
         let mut gbar = vec![0.0; b];
