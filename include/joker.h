@@ -29,6 +29,21 @@
 #define JOKER_ABI_VERSION 0
 
 /**
+ * `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T` (the default).
+ */
+#define JOKER_TR_MODEL_GRAM 0
+
+/**
+ * `joker_params_set_tr_model`: the exact kernel block `K(X_B, X_B)`, with the exact ratio test.
+ */
+#define JOKER_TR_MODEL_KERNEL 1
+
+/**
+ * `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper.
+ */
+#define JOKER_TR_MODEL_AUTO 2
+
+/**
  * `joker_params_set_device`: a GPU when one is usable and the model runs there (random
  * features in f32), else the CPU. The default.
  */
@@ -724,6 +739,17 @@ JokerStatus joker_params_set_max_memory(struct JokerParams *params, size_t bytes
 JokerStatus joker_params_set_nystrom_rank(struct JokerParams *params, size_t rank);
 
 /**
+ * Chooses the curvature of the trust region's model in random-feature fits, one of
+ * `JOKER_TR_MODEL_*`. The kernel model costs `b^2 d` flops per block instead of the Gram's
+ * `b^2 M`, and two products with the block's features per trust-region iteration; every
+ * accepted step still decreases the random-feature objective. Exact-kernel fits ignore it.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_tr_model(struct JokerParams *params, int32_t model);
+
+/**
  * Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,
  * instead of DBCD-TR (`JOKER_KRR_METHOD_NONE` switches back). Needs the squared loss and the
  * exact kernel (`joker_params_set_exact`), so set those first.
@@ -864,7 +890,8 @@ JokerStatus joker_fit(const struct JokerParams *params, const struct JokerData *
 /**
  * Frees a model. NULL does nothing; a handle that is not a live `JokerModel` is rejected with
  * `JOKER_STATUS_INVALID_HANDLE` and nothing is freed. Strings the model returned
- * (`joker_model_stop_reason`, `joker_model_device`) become invalid.
+ * (`joker_model_stop_reason`, `joker_model_device`, `joker_model_tr_model`) become
+ * invalid.
  *
  * # Safety
  * `model` must not be used by another thread during or after the call.
@@ -1019,6 +1046,16 @@ JokerStatus joker_model_stop_reason(const struct JokerModel *model, const char *
  * As for `joker_model_stop_reason`.
  */
 JokerStatus joker_model_device(const struct JokerModel *model, const char **out);
+
+/**
+ * Writes in `*out` the trust region's model curvature of the fit and why, e.g. `"gram"`,
+ * `"kernel"` or `"exact kernel"` (see `joker_params_set_tr_model`). The string belongs to
+ * the model and is valid until the model is freed.
+ *
+ * # Safety
+ * As for `joker_model_stop_reason`.
+ */
+JokerStatus joker_model_tr_model(const struct JokerModel *model, const char **out);
 
 /**
  * Writes in `*out` the number of values a prediction function writes for `data`: `kind` is

@@ -36,7 +36,7 @@ use crate::solver::dbcd::{
     Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, memory_estimate, solve,
 };
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
-use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason};
+use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason, TrModel};
 
 /// Per-class weights for classifiers (they multiply the sample weights).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -226,6 +226,12 @@ impl JokerBuilder {
     /// Seed of the random features and of the block choice (default 42).
     pub fn seed(mut self, seed: u64) -> Self {
         self.p.solver.seed = seed;
+        self
+    }
+    /// The curvature of the trust region's model in random-feature fits (default: the Gram
+    /// `Phi_B Phi_B^T`; see [`TrModel`]).
+    pub fn tr_model(mut self, model: TrModel) -> Self {
+        self.p.solver.trust_region.model = model;
         self
     }
     /// Trust-region radius rule (default: the reference code's).

@@ -26,7 +26,8 @@ local({
   bandwidth = c("median" = 0, "msd" = 1),
   precision = c("f32" = 0, "f64" = 1),
   task = c("auto" = 0, "classification" = 1, "regression" = 2),
-  full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3)
+  full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),
+  tr_model = c("gram" = 0, "kernel" = 1, "auto" = 2)
 )
 
 .joker_code <- function(table, key) {
@@ -84,6 +85,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' "auto" (a usable GPU for f32 random-feature models, else the CPU; joker_info(model)$device
 #' says which and why), "cpu", or "cuda" / "cuda:N" / N (fitting fails when it cannot be used).
 #' nystrom_rank: a rank-r Nystrom preconditioner for the block solver's CG (0: none).
+#' tr_model: the trust region's model curvature with random features, "gram" (the block Gram,
+#' the default), "kernel" (the exact kernel block, with the exact ratio test) or "auto";
+#' joker_info(model)$tr_model says which was used.
 #' full_krr: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
 #' instead of DBCD-TR (needs loss = "krr" and n_components = NULL), with krr_blocks blocks,
 #' Nystrom rank krr_rank, stopping at relative residual krr_tol or after max_iter iterations;
@@ -97,7 +101,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          normalize_target = TRUE, class_weight = NULL, block_size = 512,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
-                         full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
+                         tr_model = "gram", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
@@ -128,6 +132,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   if (!is.null(max_memory)) set("max_memory", max_memory)  # NULL: the library's default limit
   set("device", .joker_device_code(device))
   set("nystrom_rank", nystrom_rank)
+  set("tr_model", .joker_code("tr_model", tr_model))
   .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
               as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
               as.logical(krr_store_preconditioners))

@@ -99,6 +99,7 @@ const BANDWIDTHS = Dict("median" => 0, "msd" => 1)
 const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
 const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)
+const TR_MODELS = Dict("gram" => 0, "kernel" => 1, "auto" => 2)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -244,7 +245,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_max_iter, Csize_t), (:joker_params_set_tol, Float64),
     (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
     (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
-    (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t)]
+    (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t),
+    (:joker_params_set_tr_model, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -284,10 +286,12 @@ end
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-          max_memory=nothing, device="auto", nystrom_rank=0, full_krr=nothing, krr_blocks=10,
+          max_memory=nothing, device="auto", nystrom_rank=0, tr_model="gram", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
+`tr_model`: the trust region's model curvature with random features, "gram" (the default),
+"kernel" or "auto" (`tr_model(model)` says which was used).
 `full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
 (needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
 samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
@@ -298,11 +302,11 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-    max_memory=nothing, device="auto", nystrom_rank=0, full_krr=nothing, krr_blocks=10,
-    krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
+    max_memory=nothing, device="auto", nystrom_rank=0, tr_model="gram", full_krr=nothing,
+    krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
-        time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr, krr_blocks,
+        time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners))
     finalizer(close, Params(new_params(; args...), args))
 end
@@ -310,7 +314,7 @@ end
 "A new JokerParams handle from the arguments of Joker (as the Python `_new_params`)."
 function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
-    time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr, krr_blocks,
+    time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
     krr_rank, krr_tol, krr_store_preconditioners)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
@@ -358,6 +362,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         max_memory === nothing || joker_params_set_max_memory(h, count_arg("max_memory", max_memory))
         joker_params_set_device(h, device_code(device))
         joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
+        joker_params_set_tr_model(h, Int32(pick(TR_MODELS, tr_model, "tr_model")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,
             (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,
             pick(KRR_METHODS, full_krr, "full_krr method"), count_arg("krr_blocks", krr_blocks),
@@ -570,6 +575,14 @@ end
 function device(m::Model)
     s = Ref{Cstring}(C_NULL)
     check(ccall((:joker_model_device, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cstring}),
+        m.handle, s))
+    unsafe_string(s[])
+end
+
+"The trust region's model curvature of the fit and why, e.g. \"gram\" or \"kernel\"."
+function tr_model(m::Model)
+    s = Ref{Cstring}(C_NULL)
+    check(ccall((:joker_model_tr_model, libjoker), Int32, (Ptr{Cvoid}, Ptr{Cstring}),
         m.handle, s))
     unsafe_string(s[])
 end

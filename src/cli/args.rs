@@ -140,6 +140,18 @@ pub enum KrrMethodArg {
     Pcg,
 }
 
+/// The curvature of the trust region's model (random features).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TrModelArg {
+    /// The block Gram Phi_B Phi_B^T (b^2 M flops per block).
+    #[default]
+    Gram,
+    /// The exact kernel block K(X_B, X_B) (b^2 d flops), with the exact ratio test.
+    Kernel,
+    /// The kernel model where it is predicted to be cheaper.
+    Auto,
+}
+
 /// Task override.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TaskArg {
@@ -270,6 +282,11 @@ pub struct TrainArgs {
     /// iterations per block, each dearer (see docs/solver.md); must be below the block size.
     #[arg(long, default_value_t = 0, value_name = "R", help_heading = "Solver")]
     pub nystrom_rank: usize,
+    /// The trust region's model curvature with random features: the block Gram, or the exact
+    /// kernel block with the exact ratio test (fewer flops per iteration at large M; see
+    /// docs/solver.md).
+    #[arg(long, value_enum, default_value_t = TrModelArg::Gram, value_name = "MODEL", help_heading = "Solver")]
+    pub tr_model: TrModelArg,
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]
     pub seed: u64,

@@ -69,6 +69,7 @@ fn flag_of(param: &str) -> String {
         "task" => "--task",
         "class_weight" => "--class-weight",
         "nystrom_rank" => "--nystrom-rank",
+        "tr_model" => "--tr-model",
         "full_krr" | "method" => "--full-krr",
         "krr_blocks" => "--krr-blocks",
         "krr_rank" => "--krr-rank",

@@ -6,11 +6,12 @@ use std::time::Duration;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Dataset, FitOptions, Joker, KernelKind, Loss, MaternNu, Model, Precision, Scalar,
-    Task,
+    Task, TrModel,
 };
 
 use super::args::{
-    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, TaskArg, TrainArgs,
+    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, TaskArg, TrModelArg,
+    TrainArgs,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -103,6 +104,11 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
         .tol(a.tol)
         .check_every(a.check_every.unwrap_or(0))
         .nystrom_rank(a.nystrom_rank)
+        .tr_model(match a.tr_model {
+            TrModelArg::Gram => TrModel::Gram,
+            TrModelArg::Kernel => TrModel::Kernel,
+            TrModelArg::Auto => TrModel::Auto,
+        })
         .seed(a.seed)
         .device(a.device);
     b = match (a.c, a.lambda) {
@@ -343,6 +349,7 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     reporter.finish();
     if !a.quiet {
         eprintln!("device: {}", model.training.device);
+        eprintln!("trust-region model: {}", model.training.tr_model);
     }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)

@@ -243,6 +243,7 @@ fn setter_of(param: &str) -> Option<&'static str> {
         "task" => "joker_params_set_task",
         "class_weight" => "joker_params_set_class_weights",
         "nystrom_rank" => "joker_params_set_nystrom_rank",
+        "tr_model" => "joker_params_set_tr_model",
         "full_krr" | "method" | "krr_blocks" | "krr_rank" | "krr_tol" | "alpha" | "power_iters" => {
             "joker_params_set_full_krr"
         }

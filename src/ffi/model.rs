@@ -20,6 +20,8 @@ pub struct JokerModel {
     stop: CString,
     /// Where the model was trained, and why there, as a C string owned by the handle.
     device: CString,
+    /// The trust region's model curvature, as a C string owned by the handle.
+    tr_model: CString,
 }
 
 impl_handle!(JokerModel, Kind::Model, 0x4a4b_524d_4f44_454c); // "JKRMODEL"
@@ -40,11 +42,13 @@ pub(crate) fn new_model(model: Model) -> *mut JokerModel {
     let c_string = |s: &str| CString::new(s.replace('\0', "?")).unwrap_or_default();
     let stop = c_string(model.training.stop.name());
     let device = c_string(&model.training.device);
+    let tr_model = c_string(&model.training.tr_model);
     register(JokerModel {
         tag: 0,
         model,
         stop,
         device,
+        tr_model,
     })
 }
 
@@ -57,7 +61,8 @@ unsafe fn model_ref<'a>(model: *const JokerModel) -> FfiResult<&'a JokerModel> {
 
 /// Frees a model. NULL does nothing; a handle that is not a live `JokerModel` is rejected with
 /// `JOKER_STATUS_INVALID_HANDLE` and nothing is freed. Strings the model returned
-/// (`joker_model_stop_reason`, `joker_model_device`) become invalid.
+/// (`joker_model_stop_reason`, `joker_model_device`, `joker_model_tr_model`) become
+/// invalid.
 ///
 /// # Safety
 /// `model` must not be used by another thread during or after the call.
@@ -333,6 +338,25 @@ pub unsafe extern "C" fn joker_model_device(
         let h = unsafe { model_ref(model) }?;
         // SAFETY: as above.
         unsafe { write_out(out, h.device.as_ptr(), "out") }
+    })
+}
+
+/// Writes in `*out` the trust region's model curvature of the fit and why, e.g. `"gram"`,
+/// `"kernel"` or `"exact kernel"` (see `joker_params_set_tr_model`). The string belongs to
+/// the model and is valid until the model is freed.
+///
+/// # Safety
+/// As for `joker_model_stop_reason`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_model_tr_model(
+    model: *const JokerModel,
+    out: *mut *const c_char,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: see the function's contract.
+        let h = unsafe { model_ref(model) }?;
+        // SAFETY: as above.
+        unsafe { write_out(out, h.tr_model.as_ptr(), "out") }
     })
 }
 

@@ -10,6 +10,7 @@ use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{Precision, Task};
+use crate::solver::TrModel;
 
 /// Training parameters: an opaque handle made by `joker_params_new`, freed by
 /// `joker_params_free`.
@@ -659,6 +660,44 @@ pub unsafe extern "C" fn joker_params_set_nystrom_rank(
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
     guard(|| unsafe { update(params, |j| j.solver.trust_region.nystrom_rank = rank) })
+}
+
+/// `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T` (the default).
+pub const JOKER_TR_MODEL_GRAM: i32 = 0;
+
+/// `joker_params_set_tr_model`: the exact kernel block `K(X_B, X_B)`, with the exact ratio test.
+pub const JOKER_TR_MODEL_KERNEL: i32 = 1;
+
+/// `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper.
+pub const JOKER_TR_MODEL_AUTO: i32 = 2;
+
+/// Chooses the curvature of the trust region's model in random-feature fits, one of
+/// `JOKER_TR_MODEL_*`. The kernel model costs `b^2 d` flops per block instead of the Gram's
+/// `b^2 M`, and two products with the block's features per trust-region iteration; every
+/// accepted step still decreases the random-feature objective. Exact-kernel fits ignore it.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_tr_model(
+    params: *mut JokerParams,
+    model: i32,
+) -> JokerStatus {
+    guard(|| {
+        let model = match model {
+            JOKER_TR_MODEL_GRAM => TrModel::Gram,
+            JOKER_TR_MODEL_KERNEL => TrModel::Kernel,
+            JOKER_TR_MODEL_AUTO => TrModel::Auto,
+            _ => {
+                return Err(Failure::invalid(
+                    "tr_model",
+                    format!("{model} is not a JOKER_TR_MODEL_* value (0 to 2)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.solver.trust_region.model = model) }
+    })
 }
 
 /// Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,

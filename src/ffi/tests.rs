@@ -650,6 +650,47 @@ fn panics_become_a_status_and_a_message() {
     assert_eq!(guard_value(5, || panic!("x")), 5);
 }
 
+/// The trust-region model setter validates its value, and the model reports the choice.
+#[test]
+fn trust_region_model_choice() {
+    let (n, d) = (300, 3);
+    let (x, y) = binary(n, d, 12);
+    let train = dense(&x, n, d, Some(&y));
+    let p = params(JokerLoss::L2Svc);
+    // SAFETY: live handles used on this thread.
+    unsafe {
+        expect(
+            joker_params_set_tr_model(p, 3),
+            JokerStatus::InvalidArgument,
+            "JOKER_TR_MODEL_*",
+        );
+        ok(joker_params_set_max_iter(p, 20));
+        for (code, name) in [
+            (JOKER_TR_MODEL_GRAM, "gram"),
+            (JOKER_TR_MODEL_KERNEL, "kernel"),
+        ] {
+            ok(joker_params_set_tr_model(p, code));
+            let mut m = null_mut();
+            ok(joker_fit(
+                p,
+                train,
+                null(),
+                0,
+                null(),
+                None,
+                null_mut(),
+                &mut m,
+            ));
+            let mut s = null();
+            ok(joker_model_tr_model(m, &mut s));
+            assert_eq!(CStr::from_ptr(s).to_str().unwrap(), name);
+            ok(joker_model_free(m));
+        }
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
+
 /// The device setter validates its value; an explicit GPU that cannot be used fails the fit
 /// with JOKER_STATUS_DEVICE (no panic), and Auto falls back to the CPU.
 #[test]

@@ -130,6 +130,7 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     } else if (!strcmp(k, "tol")) st = joker_params_set_tol(p, v);
     else if (!strcmp(k, "time_limit")) st = joker_params_set_time_limit(p, v);
     else if (!strcmp(k, "device")) st = joker_params_set_device(p, (int32_t)v);
+    else if (!strcmp(k, "tr_model")) st = joker_params_set_tr_model(p, (int32_t)v);
     else Rf_error("unknown joker parameter `%s`", k);
     check(st);
     return R_NilValue;
@@ -301,7 +302,7 @@ SEXP R_joker_info(SEXP model) {
     size_t nf = 0, nt = 0, nc = 0, mm = 0, it = 0;
     int32_t task = 0, loss = 0, kernel = 0;
     double gamma = 0, lambda = 0, gap = 0;
-    const char *stop = NULL, *device = NULL;
+    const char *stop = NULL, *device = NULL, *tr_model = NULL;
     check(joker_model_n_features(m, &nf));
     check(joker_model_n_targets(m, &nt));
     check(joker_model_n_classes(m, &nc));
@@ -315,13 +316,14 @@ SEXP R_joker_info(SEXP model) {
     check(joker_model_gap(m, &gap));
     check(joker_model_stop_reason(m, &stop));
     check(joker_model_device(m, &device));
+    check(joker_model_tr_model(m, &tr_model));
     SEXP classes = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nc));
     check(joker_model_classes(m, REAL(classes), nc));
     const char *names[] = {"n_features", "n_targets", "n_classes", "n_components", "iterations",
                            "task",       "loss",      "kernel",    "gamma",        "lambda",
-                           "gap",        "stop_reason", "classes",   "device"};
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 14));
-    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 14));
+                           "gap",        "stop_reason", "classes",   "device",       "tr_model"};
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 15));
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 15));
     SET_VECTOR_ELT(out, 0, Rf_ScalarReal((double)nf));
     SET_VECTOR_ELT(out, 1, Rf_ScalarReal((double)nt));
     SET_VECTOR_ELT(out, 2, Rf_ScalarReal((double)nc));
@@ -336,7 +338,8 @@ SEXP R_joker_info(SEXP model) {
     SET_VECTOR_ELT(out, 11, Rf_mkString(stop));
     SET_VECTOR_ELT(out, 12, classes);
     SET_VECTOR_ELT(out, 13, Rf_mkString(device));
-    for (int i = 0; i < 14; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+    SET_VECTOR_ELT(out, 14, Rf_mkString(tr_model));
+    for (int i = 0; i < 15; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
     Rf_setAttrib(out, R_NamesSymbol, nm);
     UNPROTECT(3);
     return out;

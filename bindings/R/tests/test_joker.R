@@ -140,6 +140,11 @@ expect_error(predict(model, x_test, type = "prob"), "JOKER_STATUS_UNSUPPORTED",
              "probabilities from an SVM")
 expect_error(joker_params(device = "gpu"), "JOKER_STATUS_INVALID_ARGUMENT: device", "unknown device")
 expect_error(joker_params(device = -3), "JOKER_STATUS_INVALID_ARGUMENT: device", "negative device")
+kernel_model <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20,
+                          tr_model = "kernel")
+ok(joker_info(kernel_model)$tr_model == "kernel", "tr_model = \"kernel\" is used and reported")
+joker_free(kernel_model)
+expect_error(joker_params(tr_model = "hessian"), "tr_model", "unknown trust-region model")
 on_cpu <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")
 joker_free(on_cpu)

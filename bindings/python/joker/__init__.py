@@ -191,6 +191,7 @@ _sig("joker_params_set_seed", _P, c_uint64)
 _sig("joker_params_set_max_memory", _P, c_size_t)
 _sig("joker_params_set_device", _P, c_int32)
 _sig("joker_params_set_nystrom_rank", _P, c_size_t)
+_sig("joker_params_set_tr_model", _P, c_int32)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
@@ -211,6 +212,7 @@ for _name in ("gamma", "lambda", "gap"):
 _sig("joker_model_classes", _P, _dp, c_size_t)
 _sig("joker_model_stop_reason", _P, POINTER(c_char_p))
 _sig("joker_model_device", _P, POINTER(c_char_p))
+_sig("joker_model_tr_model", _P, POINTER(c_char_p))
 _sig("joker_model_output_size", _P, _P, c_int32, _sp)
 for _name in ("predict", "decision_function", "predict_proba"):
     _sig(f"joker_model_{_name}", _P, _P, _dp, c_size_t)
@@ -222,6 +224,7 @@ BANDWIDTHS = {"median": 0, "msd": 1}
 PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
+TR_MODELS = {"gram": 0, "kernel": 1, "auto": 2}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
 
@@ -455,8 +458,8 @@ class Interrupt:
 
 def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components, precision,
                 task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
-                time_limit, check_every, seed, max_memory, device, nystrom_rank, full_krr,
-                krr_blocks, krr_rank, krr_tol, krr_store_preconditioners):
+                time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
+                full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -512,6 +515,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory)))
         _check(_lib.joker_params_set_device(h, _device_code(device)))
         _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
+        _check(_lib.joker_params_set_tr_model(h, pick(TR_MODELS, tr_model, "tr_model")))
         _check(
             _lib.joker_params_set_full_krr(
                 h,
@@ -638,7 +642,9 @@ class Joker:
     f32 random-feature models, else the CPU, the reason kept in ``Model.device``), "cpu", or
     "cuda" / "cuda:N" / N for a given GPU (fitting fails with JokerError when it cannot be
     used). ``nystrom_rank``: a rank-r Nystrom preconditioner for the block solver's CG (0:
-    none). ``full_krr``: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with
+    none). ``tr_model``: the trust region's model curvature with random features, "gram" (the
+    block Gram, the default), "kernel" (the exact kernel block, with the exact ratio test) or
+    "auto"; the choice made is ``Model.tr_model``. ``full_krr``: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with
     that method instead of DBCD-TR (needs ``loss="krr"`` and ``n_components=None``), with
     ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
@@ -672,6 +678,7 @@ class Joker:
         max_memory=None,
         device="auto",
         nystrom_rank=0,
+        tr_model="gram",
         full_krr=None,
         krr_blocks=10,
         krr_rank=100,
@@ -900,6 +907,11 @@ class Model:
     def device(self):
         """Where the model was trained and why there, e.g. 'cpu (auto: no CUDA driver found)'."""
         return self._get("device", c_char_p).decode()
+
+    @property
+    def tr_model(self):
+        """The trust region's model curvature of the fit and why, e.g. 'gram' or 'kernel'."""
+        return self._get("tr_model", c_char_p).decode()
 
     def close(self):
         """Frees the model now (later calls raise JokerError: a NULL handle)."""

@@ -152,6 +152,19 @@ class TestApi(unittest.TestCase):
             with self.assertRaises(joker.JokerError):
                 joker.Joker("l2-svc", device=bad)
 
+    def test_trust_region_model(self):
+        # the kernel model reaches the Gram model's solution (same random features, tight tol)
+        fit = lambda m: joker.Joker("l2-svc", c=1.0, n_components=64, block_size=64, max_iter=3000,
+                                    tol=1e-9, precision="f64", tr_model=m).fit(self.X, self.y)
+        gram, kernel = fit("gram"), fit("kernel")
+        self.assertEqual(gram.tr_model, "gram")
+        self.assertEqual(kernel.tr_model, "kernel")
+        diff = np.abs(gram.decision_function(self.Xt) - kernel.decision_function(self.Xt)).max()
+        self.assertLess(diff, 1e-3)
+        self.assertTrue(fit("auto").tr_model.startswith("gram (auto"))
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown tr_model 'hessian'", joker.Joker,
+                              tr_model="hessian")
+
     def test_klr_probabilities_weights_and_progress(self):
         seen = []
         model = joker.Joker("klr", c=10.0, n_components=256, block_size=64, max_iter=150, check_every=10).fit(
