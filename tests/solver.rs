@@ -509,3 +509,51 @@ fn kernel_model_never_increases_the_objective() {
         assert!(duals[149] > duals[0], "{loss:?}: no progress");
     }
 }
+
+/// `TrModel::Auto` takes the kernel model for one column in f32 with blocks of 512 rows and
+/// `M` above `2b` and well above `d`, the
+/// Gram in f64 or for several columns, and leaves the kernel model for the Gram when its
+/// block solves keep falling back (KRR with a narrow kernel, which the features approximate
+/// poorly).
+#[test]
+fn automatic_trust_region_model() {
+    let cls = common::binary(1200, 3, 91);
+    let three = common::three_classes(1200, 92);
+    let reg = common::regression(2000, 3, 93);
+    let fit = |data: &Dataset<f64>, loss: Loss, gamma: f64, precision: Precision| {
+        Joker::builder()
+            .tr_model(joker::TrModel::Auto)
+            .loss(loss)
+            .n_components(1200)
+            .gamma(gamma)
+            .lambda(1e-4)
+            .precision(precision)
+            .block_size(512)
+            .max_iter(200)
+            .build()
+            .unwrap()
+            .fit(data)
+            .unwrap()
+            .training
+    };
+    let t = fit(&cls, Loss::SquaredHinge, 0.5, Precision::F32);
+    assert!(t.tr_model.starts_with("kernel (auto"), "{}", t.tr_model);
+    assert!(
+        t.timings.gram_fallbacks * 20 <= t.iterations,
+        "{:?}",
+        t.timings
+    );
+    let t = fit(&cls, Loss::SquaredHinge, 0.5, Precision::F64);
+    assert!(t.tr_model.starts_with("gram (auto"), "{}", t.tr_model);
+    let t = fit(&three, Loss::SquaredHinge, 0.5, Precision::F32);
+    assert!(t.tr_model.starts_with("gram (auto"), "{}", t.tr_model);
+    // a narrow kernel: the random features approximate it poorly
+    let t = fit(&reg, Loss::SquaredError, 8.0, Precision::F32);
+    assert!(
+        t.tr_model
+            .starts_with("gram (auto: the kernel model was left"),
+        "{} ({} fallbacks)",
+        t.tr_model,
+        t.timings.gram_fallbacks
+    );
+}

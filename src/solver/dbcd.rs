@@ -326,6 +326,9 @@ impl<T: Scalar> CurvatureFactor for Factor<'_, T> {
     }
 }
 
+/// Each target column's new `alpha_B` and counters, after a block solve.
+type ColumnSolves = Vec<(Vec<f64>, BlockStats)>;
+
 /// One target column's block solve: the new `alpha_B` and the counters.
 struct Column {
     a: Vec<f64>,
@@ -412,35 +415,98 @@ fn gram_fallback<T: Scalar>(
     Ok(failing.len())
 }
 
-/// The trust region's model curvature for this fit and the note that says why.
-fn choose_model<T: Scalar>(
-    prob: &Problem<T>,
-    p: &TrustRegion,
-    b: usize,
-    engine: &mut dyn BlockEngine<T>,
-    on_device: bool,
-) -> (bool, String) {
-    let map = match prob.repr {
-        Repr::Exact(_) => return (false, "exact kernel".into()),
-        Repr::Features(map) => map,
-    };
-    let (m, d, tt) = (map.m(), prob.x.ncols(), prob.targets);
-    let wanted = p.model.uses_kernel(b, m, d, tt);
-    let why = match p.model {
-        TrModel::Auto if wanted => " (auto: b^2 M outweighs the products with Phi_B)",
-        TrModel::Auto => " (auto: the Gram costs less here)",
-        _ => "",
-    };
-    if !wanted {
-        return (false, format!("gram{why}"));
+/// The trust region's model curvature over a fit: how the engine forms `K_BB` now, how it
+/// formed the staged block's, and the automatic choice's switch back to the Gram.
+struct Curvature {
+    /// [`TrModel::Auto`] chose the kernel model (and may switch back).
+    auto: bool,
+    /// The engine forms the exact kernel block.
+    engine_kernel: bool,
+    /// The staged block's `K_BB` is the exact kernel block.
+    staged_kernel: bool,
+    /// Column solves under the kernel model and how many of them fell back to the Gram.
+    solves: usize,
+    fallbacks: usize,
+    /// Which model, and why.
+    note: String,
+}
+
+impl Curvature {
+    /// The model for this fit: `Gram` always for exact kernels and device block solvers.
+    fn choose<T: Scalar>(
+        prob: &Problem<T>,
+        p: &TrustRegion,
+        b: usize,
+        engine: &mut dyn BlockEngine<T>,
+        on_device: bool,
+    ) -> Curvature {
+        let gram = |note: String| Curvature {
+            auto: false,
+            engine_kernel: false,
+            staged_kernel: false,
+            solves: 0,
+            fallbacks: 0,
+            note,
+        };
+        let map = match prob.repr {
+            Repr::Exact(_) => return gram("exact kernel".into()),
+            Repr::Features(map) => map,
+        };
+        let (m, d, tt) = (map.m(), prob.x.ncols(), prob.targets);
+        let auto = p.model == TrModel::Auto;
+        if !p.model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()) {
+            return gram(if auto {
+                format!(
+                    "gram (auto: cheaper than the kernel model at M = {m}, d = {d}, {tt} columns)"
+                )
+            } else {
+                "gram".into()
+            });
+        }
+        if on_device || !engine.set_kernel_model(true) {
+            return gram(
+                "gram (the kernel model was asked for; this engine forms only the Gram)".into(),
+            );
+        }
+        Curvature {
+            auto,
+            engine_kernel: true,
+            staged_kernel: true,
+            solves: 0,
+            fallbacks: 0,
+            note: if auto {
+                format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {tt} columns)")
+            } else {
+                "kernel".into()
+            },
+        }
     }
-    if on_device || !engine.set_kernel_model(true) {
-        return (
-            false,
-            "gram (the kernel model was asked for; this engine forms only the Gram)".into(),
-        );
+
+    /// Whether the current block's `K_BB` is the kernel model (`ready`: it was staged).
+    fn block_is_kernel(&self, ready: bool) -> bool {
+        if ready {
+            self.staged_kernel
+        } else {
+            self.engine_kernel
+        }
     }
-    (true, format!("kernel{why}"))
+
+    /// Counts a kernel-model block's column solves and fallbacks. The automatic choice goes
+    /// back to the Gram for the rest of the fit once more than 5% of at least 32 column solves
+    /// fell back: the model is too poor there (seen on KRR with small `lambda`).
+    fn record<T>(&mut self, solves: usize, fallbacks: usize, engine: &mut dyn BlockEngine<T>) {
+        self.solves += solves;
+        self.fallbacks += fallbacks;
+        if self.auto && self.engine_kernel && self.solves >= 32 && self.fallbacks * 20 > self.solves
+        {
+            engine.set_kernel_model(false);
+            self.engine_kernel = false;
+            self.note = format!(
+                "gram (auto: the kernel model was left after {} of {} block solves fell back to the Gram)",
+                self.fallbacks, self.solves
+            );
+        }
+    }
 }
 
 impl<T: Scalar> State<'_, T> {
@@ -548,7 +614,7 @@ pub fn solve<T: Scalar>(
     // Whether the engine forms the next block's features and K_BB while the host solves the
     // current block (the two are independent: only the projection needs the new theta).
     let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
-    let (kernel_model, tr_model) = choose_model(
+    let mut curvature = Curvature::choose(
         prob,
         &cfg.trust_region,
         b,
@@ -597,22 +663,29 @@ pub fn solve<T: Scalar>(
             // the next block is drawn now where the engine forms it during this solve
             next = (staged && iter + 1 < cfg.max_iter).then(|| chooser.below(blocks.len()));
             let ahead = next.map(|nbi| (nbi * b, blocks[nbi].len()));
-            let lent = lend_if(kernel_model, engine_of(&mut st.engine)?)?;
             let solve = HostSolve {
                 block,
                 kbb: &kbb[..nb * nb],
                 gbar: gb,
                 delta_max,
                 p: &cfg.trust_region,
-                features: lent.as_ref().map(|f| (f, backend)),
+                features: None,
             };
-            let mut cols = solve_here(&mut st, &solve, ahead, &mut kbb_next)?;
-            timings.gram_fallbacks +=
-                gram_fallback(prob, &st.alpha, &solve, &mut fallback_gram, &mut cols)?;
-            if let Some(f) = lent {
-                engine_of(&mut st.engine)?.return_features(f);
+            let kernel = curvature.block_is_kernel(ready);
+            curvature.staged_kernel = curvature.engine_kernel;
+            let (cols, fallbacks) = solve_host_block(
+                &mut st,
+                backend,
+                solve,
+                kernel,
+                (ahead, &mut kbb_next),
+                &mut fallback_gram,
+            )?;
+            if kernel {
+                timings.gram_fallbacks += fallbacks;
+                curvature.record(tt, fallbacks, engine_of(&mut st.engine)?);
             }
-            cols.into_iter().map(|c| (c.a, c.stats)).collect()
+            cols
         };
         let t2 = Instant::now();
         timings.solve += (t2 - t1).as_secs_f64();
@@ -674,8 +747,35 @@ pub fn solve<T: Scalar>(
         stop,
         history,
         timings,
-        tr_model,
+        tr_model: curvature.note,
     })
+}
+
+/// The block solve on the host (see [`solve_here`]); under the kernel model with the engine's
+/// block features lent for the ratio test and the Gram fallback. Returns the columns and how
+/// many fell back to the Gram.
+fn solve_host_block<'s, T: Scalar>(
+    st: &mut State<'s, T>,
+    backend: &'s dyn Backend<T>,
+    solve: HostSolve<'_, T>,
+    kernel: bool,
+    (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
+    gram: &mut Vec<f64>,
+) -> Result<(ColumnSolves, usize)> {
+    let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
+    let solve = HostSolve {
+        features: lent.as_ref().map(|f| (f, backend)),
+        ..solve
+    };
+    let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
+    let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, gram, &mut cols)?;
+    if let Some(f) = lent {
+        engine_of(&mut st.engine)?.return_features(f);
+    }
+    Ok((
+        cols.into_iter().map(|c| (c.a, c.stats)).collect(),
+        fallbacks,
+    ))
 }
 
 /// The engine's block features, lent for the kernel model's ratio test.
@@ -823,7 +923,7 @@ fn solve_on_device<T: Scalar>(
     gbar: &[f64],
     delta_max: f64,
     p: &TrustRegion,
-) -> Result<Vec<(Vec<f64>, BlockStats)>> {
+) -> Result<ColumnSolves> {
     let (n, nb, tt) = (st.n, block.len(), st.prob.targets);
     let coords: Vec<Coord> = (0..tt)
         .flat_map(|t| block.iter().map(move |&i| (i, t)))

@@ -50,7 +50,8 @@ pub enum TrModel {
     Gram,
     /// The exact kernel block `K(X_B, X_B)`, with the exact ratio test.
     Kernel,
-    /// The kernel model where it is predicted to be cheaper (see `TrModel::resolve`).
+    /// The kernel model where it is predicted to be cheaper ([`TrModel::uses_kernel`]), left
+    /// for the Gram when its ratio test keeps failing.
     Auto,
 }
 
@@ -74,22 +75,26 @@ impl TrModel {
         }
     }
 
-    /// Whether a random-feature fit with blocks of `b` rows, `m` features, `d` inputs and
-    /// `targets` columns uses the kernel model. `Auto` compares the Gram's `b^2 M` flops (at
-    /// the GEMM rate) with the kernel model's `targets x ~10 x 2` passes over the `b x M`
-    /// feature block per block solve (matrix-vector products, about `MATVEC_PENALTY` times
-    /// slower per flop than a GEMM) plus its `b^2 d` tile.
-    pub fn uses_kernel(self, b: usize, m: usize, d: usize, targets: usize) -> bool {
-        const TR_ITERS: f64 = 10.0;
-        const MATVEC_PENALTY: f64 = 8.0;
+    /// Whether a random-feature fit with blocks of `b` rows, `m` features, `d` inputs,
+    /// `targets` columns and `bytes` per feature value uses the kernel model. `Auto` weighs the
+    /// Gram's `b^2 M` flops (at the GEMM rate) against the kernel model's `b^2 d` tile and, per
+    /// column, its passes over the `b x M` feature block: about 10 trust-region iterations of
+    /// 1.2 products each, memory-bound (a byte read counted as 8 flops, near the ratio of a
+    /// 2-core machine's GEMM rate to its memory bandwidth); and it asks for `M >= 2b`.
+    pub fn uses_kernel(self, b: usize, m: usize, d: usize, targets: usize, bytes: usize) -> bool {
+        const PASSES: f64 = 10.0 * 1.2;
+        const FLOPS_PER_BYTE: f64 = 8.0;
         match self {
             TrModel::Gram => false,
             TrModel::Kernel => true,
             TrModel::Auto => {
+                // with M < 2b the Gram's rank falls short of the block, and the kernel model
+                // misses that (its blocks kept falling back on small problems)
+                let enough = m >= 2 * b;
                 let (b, m, d, t) = (b as f64, m as f64, d as f64, targets as f64);
                 let gram = b * b * m;
-                let kernel = t * TR_ITERS * 4.0 * b * m * MATVEC_PENALTY + 3.0 * b * b * d;
-                kernel < 0.5 * gram
+                let kernel = t * PASSES * b * m * bytes as f64 * FLOPS_PER_BYTE + 3.0 * b * b * d;
+                enough && kernel < gram
             }
         }
     }
