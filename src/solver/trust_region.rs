@@ -39,7 +39,8 @@ pub enum RadiusRule {
 /// costs `b^2 M` flops per block, more than anything else in an iteration once `M` is large.
 /// The exact kernel block `K(X_B, X_B)` (`b^2 d` flops), which the Gram approximates to
 /// `O(1/sqrt(M))`, serves as well as a model: the ratio test still measures the true change
-/// of the objective, through `Phi_B^T s` (`4 b M` flops per trust-region iteration), so every
+/// of the objective, through `Phi_B^T s` (`2 b M` flops per trust-region iteration, twice that
+/// after a rejected step), so every
 /// accepted step decreases the random-feature objective and the fit converges to the same
 /// optimum. Exact-kernel fits have only one curvature and ignore the choice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
