@@ -220,13 +220,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .fit(&data)?;
         let t = &model.training.timings;
         println!(
-            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3} (on the device for cuda), update {:.3} ms) [{}]",
+            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3} (on the device for cuda), update {:.3} ms) [{}; trust-region model {}]",
             dev.to_string(),
             1e3 * t.per_iteration(model.training.iterations),
             1e3 * t.block / model.training.iterations.max(1) as f64,
             1e3 * t.solve / model.training.iterations.max(1) as f64,
             1e3 * t.update / model.training.iterations.max(1) as f64,
-            model.training.device
+            model.training.device,
+            model.training.tr_model
         );
     }
     Ok(())

@@ -5,7 +5,7 @@
 //! iterates.
 //!
 //! `cargo run --release --example bench_iteration [-- --block 512 --m 10000 --d 28 --iters 200
-//! --tr-model gram|kernel]`
+//! --tr-model gram|kernel|auto]` (default: the library's, `auto`)
 //! Writes `bench-out/iteration.json`.
 
 use std::time::Instant;

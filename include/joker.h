@@ -29,7 +29,7 @@
 #define JOKER_ABI_VERSION 0
 
 /**
- * `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T` (the default).
+ * `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T`.
  */
 #define JOKER_TR_MODEL_GRAM 0
 
@@ -39,7 +39,8 @@
 #define JOKER_TR_MODEL_KERNEL 1
 
 /**
- * `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper.
+ * `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper (the
+ * default).
  */
 #define JOKER_TR_MODEL_AUTO 2
 

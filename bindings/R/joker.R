@@ -85,8 +85,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' "auto" (a usable GPU for f32 random-feature models, else the CPU; joker_info(model)$device
 #' says which and why), "cpu", or "cuda" / "cuda:N" / N (fitting fails when it cannot be used).
 #' nystrom_rank: a rank-r Nystrom preconditioner for the block solver's CG (0: none).
-#' tr_model: the trust region's model curvature with random features, "gram" (the block Gram,
-#' the default), "kernel" (the exact kernel block, with the exact ratio test) or "auto";
+#' tr_model: the trust region's model curvature with random features, "gram" (the block Gram),
+#' "kernel" (the exact kernel block, with the exact ratio test) or "auto" (the default: the
+#' kernel model where it is predicted to be cheaper);
 #' joker_info(model)$tr_model says which was used.
 #' full_krr: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
 #' instead of DBCD-TR (needs loss = "krr" and n_components = NULL), with krr_blocks blocks,
@@ -101,7 +102,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          normalize_target = TRUE, class_weight = NULL, block_size = 512,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
-                         tr_model = "gram", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
+                         tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)

@@ -286,12 +286,12 @@ end
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-          max_memory=nothing, device="auto", nystrom_rank=0, tr_model="gram", full_krr=nothing, krr_blocks=10,
+          max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
-`tr_model`: the trust region's model curvature with random features, "gram" (the default),
-"kernel" or "auto" (`tr_model(model)` says which was used).
+`tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
+"auto" (the default) (`tr_model(model)` says which was used).
 `full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
 (needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
 samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
@@ -302,7 +302,7 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
-    max_memory=nothing, device="auto", nystrom_rank=0, tr_model="gram", full_krr=nothing,
+    max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,

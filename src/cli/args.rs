@@ -144,11 +144,12 @@ pub enum KrrMethodArg {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum TrModelArg {
     /// The block Gram Phi_B Phi_B^T (b^2 M flops per block).
-    #[default]
     Gram,
     /// The exact kernel block K(X_B, X_B) (b^2 d flops), with the exact ratio test.
     Kernel,
-    /// The kernel model where it is predicted to be cheaper.
+    /// The kernel model where it is predicted to be cheaper (one target column, f32, M at
+    /// least twice the block size and well above d), the Gram elsewhere.
+    #[default]
     Auto,
 }
 
@@ -285,7 +286,7 @@ pub struct TrainArgs {
     /// The trust region's model curvature with random features: the block Gram, or the exact
     /// kernel block with the exact ratio test (fewer flops per iteration at large M; see
     /// docs/solver.md).
-    #[arg(long, value_enum, default_value_t = TrModelArg::Gram, value_name = "MODEL", help_heading = "Solver")]
+    #[arg(long, value_enum, default_value_t = TrModelArg::Auto, value_name = "MODEL", help_heading = "Solver")]
     pub tr_model: TrModelArg,
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]

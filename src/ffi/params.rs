@@ -662,13 +662,14 @@ pub unsafe extern "C" fn joker_params_set_nystrom_rank(
     guard(|| unsafe { update(params, |j| j.solver.trust_region.nystrom_rank = rank) })
 }
 
-/// `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T` (the default).
+/// `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T`.
 pub const JOKER_TR_MODEL_GRAM: i32 = 0;
 
 /// `joker_params_set_tr_model`: the exact kernel block `K(X_B, X_B)`, with the exact ratio test.
 pub const JOKER_TR_MODEL_KERNEL: i32 = 1;
 
-/// `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper.
+/// `joker_params_set_tr_model`: the kernel model where it is predicted to be cheaper (the
+/// default).
 pub const JOKER_TR_MODEL_AUTO: i32 = 2;
 
 /// Chooses the curvature of the trust region's model in random-feature fits, one of

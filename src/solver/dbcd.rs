@@ -464,9 +464,11 @@ impl Curvature {
             });
         }
         if on_device || !engine.set_kernel_model(true) {
-            return gram(
-                "gram (the kernel model was asked for; this engine forms only the Gram)".into(),
-            );
+            return gram(if auto {
+                "gram (auto: this engine forms only the Gram)".into()
+            } else {
+                "gram (the kernel model was asked for; this engine forms only the Gram)".into()
+            });
         }
         Curvature {
             auto,

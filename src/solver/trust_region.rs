@@ -47,12 +47,12 @@ pub enum RadiusRule {
 #[serde(rename_all = "lowercase")]
 pub enum TrModel {
     /// The Gram `Phi_B Phi_B^T`: the model is exact in its quadratic part.
-    #[default]
     Gram,
     /// The exact kernel block `K(X_B, X_B)`, with the exact ratio test.
     Kernel,
     /// The kernel model where it is predicted to be cheaper ([`TrModel::uses_kernel`]), left
-    /// for the Gram when its ratio test keeps failing.
+    /// for the Gram when its ratio test keeps failing (the default).
+    #[default]
     Auto,
 }
 
@@ -139,7 +139,7 @@ impl Default for TrustRegion {
             kkt_tol: 1e-6,
             rule: RadiusRule::Reference,
             nystrom_rank: 0,
-            model: TrModel::Gram,
+            model: TrModel::Auto,
         }
     }
 }

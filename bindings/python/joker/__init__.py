@@ -643,8 +643,8 @@ class Joker:
     "cuda" / "cuda:N" / N for a given GPU (fitting fails with JokerError when it cannot be
     used). ``nystrom_rank``: a rank-r Nystrom preconditioner for the block solver's CG (0:
     none). ``tr_model``: the trust region's model curvature with random features, "gram" (the
-    block Gram, the default), "kernel" (the exact kernel block, with the exact ratio test) or
-    "auto"; the choice made is ``Model.tr_model``. ``full_krr``: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with
+    block Gram), "kernel" (the exact kernel block, with the exact ratio test) or "auto" (the
+    default: the kernel model where it is predicted to be cheaper); the choice made is ``Model.tr_model``. ``full_krr``: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with
     that method instead of DBCD-TR (needs ``loss="krr"`` and ``n_components=None``), with
     ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
@@ -678,7 +678,7 @@ class Joker:
         max_memory=None,
         device="auto",
         nystrom_rank=0,
-        tr_model="gram",
+        tr_model="auto",
         full_krr=None,
         krr_blocks=10,
         krr_rank=100,
