@@ -454,6 +454,11 @@ impl Curvature {
         };
         let (m, d, tt) = (map.m(), prob.x.ncols(), prob.targets);
         let auto = p.model == TrModel::Auto;
+        let columns = if tt == 1 {
+            "one target column".to_string()
+        } else {
+            format!("{tt} target columns")
+        };
         if !p.model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()) {
             return gram(if auto {
                 format!(
@@ -477,7 +482,7 @@ impl Curvature {
             solves: 0,
             fallbacks: 0,
             note: if auto {
-                format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {tt} columns)")
+                format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {columns})")
             } else {
                 "kernel".into()
             },
