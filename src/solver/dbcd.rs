@@ -461,9 +461,7 @@ impl Curvature {
         };
         if !p.model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()) {
             return gram(if auto {
-                format!(
-                    "gram (auto: cheaper than the kernel model at M = {m}, d = {d}, {tt} columns)"
-                )
+                format!("gram (auto: cheaper than the kernel model at M = {m}, d = {d}, {columns})")
             } else {
                 "gram".into()
             });
