@@ -427,6 +427,8 @@ struct Curvature {
     /// Column solves under the kernel model and how many of them fell back to the Gram.
     solves: usize,
     fallbacks: usize,
+    /// The block's Gram for the fallback (allocated at the first).
+    gram: Vec<f64>,
     /// Which model, and why.
     note: String,
 }
@@ -446,6 +448,7 @@ impl Curvature {
             staged_kernel: false,
             solves: 0,
             fallbacks: 0,
+            gram: Vec::new(),
             note,
         };
         let map = match prob.repr {
@@ -479,6 +482,7 @@ impl Curvature {
             staged_kernel: true,
             solves: 0,
             fallbacks: 0,
+            gram: Vec::new(),
             note: if auto {
                 format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {columns})")
             } else {
@@ -594,15 +598,12 @@ pub fn solve<T: Scalar>(
     Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = start_state(backend, prob, alpha0, &perm, b)?;
-    let mut chooser = Stream::new(cfg.seed, streams::BLOCK_CHOICE);
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
     } else {
         cfg.check_every
     };
 
-    let mut kbb = try_filled(b * b, 0.0, "the block's kernel matrix K_BB")?;
-    let mut gbar = vec![0.0; b * tt];
     let mut delta_max = cfg.delta_max;
     let mut history = Vec::new();
     let mut accepted = 0usize;
@@ -611,89 +612,12 @@ pub fn solve<T: Scalar>(
     let mut iter = 0;
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
-    // Whether the engine solves the blocks where K_BB is (then K_BB never comes to the host).
-    let on_device = st
-        .engine
-        .as_ref()
-        .is_some_and(|e| e.solves_blocks(&cfg.trust_region));
-    // Whether the engine forms the next block's features and K_BB while the host solves the
-    // current block (the two are independent: only the projection needs the new theta).
-    let staged = cfg.overlap && !on_device && st.engine.as_ref().is_some_and(|e| e.stages());
-    let mut curvature = Curvature::choose(
-        prob,
-        &cfg.trust_region,
-        b,
-        engine_of(&mut st.engine)?,
-        on_device,
-    );
-    let mut fallback_gram = Vec::new();
-    let mut kbb_next = if staged {
-        try_filled(b * b, 0.0, "the staged block's K_BB")?
-    } else {
-        Vec::new()
-    };
-    // The block staged during the last solve, if any.
-    let mut next: Option<usize> = None;
+    let mut schedule = Schedule::new(&mut st, cfg, blocks, tt)?;
 
     while iter < cfg.max_iter {
-        let t0 = Instant::now();
-        let (bi, ready) = match next.take() {
-            Some(bi) => (bi, true),
-            None => (chooser.below(blocks.len()), false),
-        };
-        let block = blocks[bi];
-        let nb = block.len();
-        let stage = Staging {
-            staged,
-            ready,
-            on_device,
-        };
-        form_block(
-            engine_of(&mut st.engine)?,
-            (bi * b, nb),
-            stage,
-            &mut kbb,
-            &mut kbb_next,
-            &mut gbar[..nb * tt],
-        )?;
-        let t1 = Instant::now();
-        timings.block += (t1 - t0).as_secs_f64();
-        // Block solve: on the engine's device where it has a block solver (K_BB stayed
-        // there), else on the host, one column per task, with the next block staged beside
-        // it where the engine stages.
-        let gb = &gbar[..nb * tt];
-        let cols = if on_device {
-            solve_on_device(&mut st, block, gb, delta_max, &cfg.trust_region)?
-        } else {
-            // the next block is drawn now where the engine forms it during this solve
-            next = (staged && iter + 1 < cfg.max_iter).then(|| chooser.below(blocks.len()));
-            let ahead = next.map(|nbi| (nbi * b, blocks[nbi].len()));
-            let solve = HostSolve {
-                block,
-                kbb: &kbb[..nb * nb],
-                gbar: gb,
-                delta_max,
-                p: &cfg.trust_region,
-                features: None,
-            };
-            let kernel = curvature.block_is_kernel(ready);
-            curvature.staged_kernel = curvature.engine_kernel;
-            let (cols, fallbacks) = solve_host_block(
-                &mut st,
-                backend,
-                solve,
-                kernel,
-                (ahead, &mut kbb_next),
-                &mut fallback_gram,
-            )?;
-            if kernel {
-                timings.gram_fallbacks += fallbacks;
-                curvature.record(tt, fallbacks, engine_of(&mut st.engine)?);
-            }
-            cols
-        };
+        let last = iter + 1 >= cfg.max_iter;
+        let (block, cols) = schedule.step(&mut st, backend, cfg, delta_max, last, &mut timings)?;
         let t2 = Instant::now();
-        timings.solve += (t2 - t1).as_secs_f64();
         for (_, s) in &cols {
             accepted += s.accepted;
             timings.tr_iters += s.tr_iters;
@@ -732,12 +656,7 @@ pub fn solve<T: Scalar>(
         let tc = Instant::now();
         let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
         timings.check += tc.elapsed().as_secs_f64();
-        if let Some(f) = hooks.progress.as_mut() {
-            f(&p);
-        }
-        if p.gap <= cfg.tol && stop != StopReason::Cancelled {
-            stop = StopReason::Converged;
-        }
+        stop = final_verdict(&p, hooks, cfg.tol, stop);
         history.push(p);
     }
     st.pull_theta()?;
@@ -752,35 +671,157 @@ pub fn solve<T: Scalar>(
         stop,
         history,
         timings,
-        tr_model: curvature.note,
+        tr_model: schedule.curvature.note,
     })
 }
 
-/// The block solve on the host (see [`solve_here`]); under the kernel model with the engine's
-/// block features lent for the ratio test and the Gram fallback. Returns the columns and how
-/// many fell back to the Gram.
-fn solve_host_block<'s, T: Scalar>(
-    st: &mut State<'s, T>,
-    backend: &'s dyn Backend<T>,
-    solve: HostSolve<'_, T>,
-    kernel: bool,
-    (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
-    gram: &mut Vec<f64>,
-) -> Result<(ColumnSolves, usize)> {
-    let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
-    let solve = HostSolve {
-        features: lent.as_ref().map(|f| (f, backend)),
-        ..solve
-    };
-    let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
-    let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, gram, &mut cols)?;
-    if let Some(f) = lent {
-        engine_of(&mut st.engine)?.return_features(f);
+impl Curvature {
+    /// The block solve on the host (see [`solve_here`]) with the block's model: under the
+    /// kernel model the engine's block features are lent for the ratio test and the Gram
+    /// fallback, and the fallbacks counted. Returns the columns and how many fell back.
+    fn solve<'s, T: Scalar>(
+        &mut self,
+        st: &mut State<'s, T>,
+        backend: &'s dyn Backend<T>,
+        solve: HostSolve<'_, T>,
+        ready: bool,
+        (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
+    ) -> Result<(ColumnSolves, usize)> {
+        let kernel = self.block_is_kernel(ready);
+        // the block staged during this solve is formed with the engine's model of now
+        self.staged_kernel = self.engine_kernel;
+        let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
+        let solve = HostSolve {
+            features: lent.as_ref().map(|f| (f, backend)),
+            ..solve
+        };
+        let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
+        let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+        let engine = engine_of(&mut st.engine)?;
+        if let Some(f) = lent {
+            engine.return_features(f);
+        }
+        if kernel {
+            self.record(st.prob.targets, fallbacks, engine);
+        }
+        Ok((
+            cols.into_iter().map(|c| (c.a, c.stats)).collect(),
+            fallbacks,
+        ))
     }
-    Ok((
-        cols.into_iter().map(|c| (c.a, c.stats)).collect(),
-        fallbacks,
-    ))
+}
+
+/// The block schedule of a fit and its buffers: the fixed blocks, the random choice (drawn
+/// one ahead where the engine forms the next block during the current solve), `K_BB` and
+/// `gbar`, the staged block's `K_BB`, and the trust region's model.
+struct Schedule<'p> {
+    blocks: Vec<&'p [usize]>,
+    b: usize,
+    chooser: Stream,
+    /// The block staged during the last solve, if any.
+    next: Option<usize>,
+    /// The engine solves the blocks where `K_BB` is (then `K_BB` never comes to the host).
+    on_device: bool,
+    /// The engine forms the next block's features and `K_BB` while the host solves the
+    /// current block (the two are independent: only the projection needs the new `theta`).
+    staged: bool,
+    kbb: Vec<f64>,
+    kbb_next: Vec<f64>,
+    gbar: Vec<f64>,
+    curvature: Curvature,
+}
+
+impl<'p> Schedule<'p> {
+    fn new<T: Scalar>(
+        st: &mut State<'_, T>,
+        cfg: &SolverConfig,
+        blocks: Vec<&'p [usize]>,
+        targets: usize,
+    ) -> Result<Self> {
+        let b = cfg.block_size;
+        let engine = engine_of(&mut st.engine)?;
+        let on_device = engine.solves_blocks(&cfg.trust_region);
+        let staged = cfg.overlap && !on_device && engine.stages();
+        let curvature = Curvature::choose(st.prob, &cfg.trust_region, b, engine, on_device);
+        Ok(Schedule {
+            blocks,
+            b,
+            chooser: Stream::new(cfg.seed, streams::BLOCK_CHOICE),
+            next: None,
+            on_device,
+            staged,
+            kbb: try_filled(b * b, 0.0, "the block's kernel matrix K_BB")?,
+            kbb_next: if staged {
+                try_filled(b * b, 0.0, "the staged block's K_BB")?
+            } else {
+                Vec::new()
+            },
+            gbar: vec![0.0; b * targets],
+            curvature,
+        })
+    }
+
+    /// One iteration's block, formed and solved (`last`: no block after it). Returns the
+    /// block and each column's solve; the times go to `timings.block` and `timings.solve`.
+    fn step<'s, T: Scalar>(
+        &mut self,
+        st: &mut State<'s, T>,
+        backend: &'s dyn Backend<T>,
+        cfg: &SolverConfig,
+        delta_max: f64,
+        last: bool,
+        timings: &mut Timings,
+    ) -> Result<(&'p [usize], ColumnSolves)> {
+        let t0 = Instant::now();
+        let (bi, ready) = match self.next.take() {
+            Some(bi) => (bi, true),
+            None => (self.chooser.below(self.blocks.len()), false),
+        };
+        let (b, tt) = (self.b, st.prob.targets);
+        let block = self.blocks[bi];
+        let nb = block.len();
+        let stage = Staging {
+            staged: self.staged,
+            ready,
+            on_device: self.on_device,
+        };
+        form_block(
+            engine_of(&mut st.engine)?,
+            (bi * b, nb),
+            stage,
+            &mut self.kbb,
+            &mut self.kbb_next,
+            &mut self.gbar[..nb * tt],
+        )?;
+        let t1 = Instant::now();
+        timings.block += (t1 - t0).as_secs_f64();
+        // Block solve: on the engine's device where it has a block solver (K_BB stayed
+        // there), else on the host, one column per task, with the next block staged beside
+        // it where the engine stages.
+        let gb = &self.gbar[..nb * tt];
+        let cols = if self.on_device {
+            solve_on_device(st, block, gb, delta_max, &cfg.trust_region)?
+        } else {
+            // the next block is drawn now where the engine forms it during this solve
+            self.next = (self.staged && !last).then(|| self.chooser.below(self.blocks.len()));
+            let ahead = self.next.map(|nbi| (nbi * b, self.blocks[nbi].len()));
+            let solve = HostSolve {
+                block,
+                kbb: &self.kbb[..nb * nb],
+                gbar: gb,
+                delta_max,
+                p: &cfg.trust_region,
+                features: None,
+            };
+            let (cols, fallbacks) =
+                self.curvature
+                    .solve(st, backend, solve, ready, (ahead, &mut self.kbb_next))?;
+            timings.gram_fallbacks += fallbacks;
+            cols
+        };
+        timings.solve += t1.elapsed().as_secs_f64();
+        Ok((block, cols))
+    }
 }
 
 /// The engine's block features, lent for the kernel model's ratio test.
@@ -795,6 +836,19 @@ fn lend_if<T>(
         .lend_features()
         .map(Some)
         .ok_or_else(|| JokerError::Device("the engine did not lend its block features".into()))
+}
+
+/// The last check's word on the stop reason (the progress callback sees it, and cannot
+/// stop what has stopped): converged where the gap is within the tolerance, unless cancelled.
+fn final_verdict<T>(p: &Progress, hooks: &mut Hooks<T>, tol: f64, stop: StopReason) -> StopReason {
+    if let Some(f) = hooks.progress.as_mut() {
+        f(p);
+    }
+    if p.gap <= tol && stop != StopReason::Cancelled {
+        StopReason::Converged
+    } else {
+        stop
+    }
 }
 
 /// What a check says: stop (converged, or the progress callback asked to), go on, or fail on
