@@ -335,6 +335,52 @@ pub fn block_nystrom(
     crate::nystrom::Nystrom::new(b, rank, trace, 1.0, 0x7E5, apply).ok()
 }
 
+/// The Nystrom factors of `K_BB`, shared by the trust-region iterations of a block, and the
+/// metric of the last iteration with the (free set, diagonal) it was built for.
+struct MetricCache {
+    sketch: Option<crate::nystrom::Nystrom>,
+    metric: Option<Metric>,
+    key: Option<(Vec<usize>, Vec<f64>)>,
+}
+
+impl MetricCache {
+    fn new(kbb: &[f64], b: usize, rank: usize) -> MetricCache {
+        let sketch = {
+            let k = faer::MatRef::from_row_major_slice(kbb, b, b);
+            let trace: f64 = (0..b).map(|i| kbb[i * b + i]).sum();
+            block_nystrom(b, rank, trace, |om| k * om)
+        };
+        MetricCache {
+            sketch,
+            metric: None,
+            key: None,
+        }
+    }
+
+    /// The metric for the free coordinates with loss curvature `h` (`None` without a
+    /// sketch). It depends only on the free set and the curvature there: while both stay
+    /// (always for the squared loss without bounds) the factorisation is kept.
+    fn for_free(&mut self, free: &[usize], h: &[f64]) -> Option<&Metric> {
+        let ny = self.sketch.as_ref()?;
+        let lam = ny.eigenvalues();
+        let rho = lam
+            .last()
+            .copied()
+            .unwrap_or(0.0)
+            .max(1e-10 * lam[0].max(1e-300));
+        let diag: Vec<f64> = free.iter().map(|&i| h[i] + rho).collect();
+        if self
+            .key
+            .as_ref()
+            .is_none_or(|(f, d)| f.as_slice() != free || *d != diag)
+        {
+            self.metric = Metric::new(ny.u(), lam, free, &diag);
+            self.key = Some((free.to_vec(), diag));
+        }
+        self.metric.as_ref()
+    }
+}
+
 /// `||v||_M` (the 2-norm without a metric).
 fn m_norm(metric: Option<&Metric>, v: &[f64]) -> f64 {
     match metric {
@@ -528,6 +574,152 @@ fn clipped_product(
     out
 }
 
+/// The model's decrease `-(g^T s + 1/2 s^T (K_BB + diag(h)) s)` for the step `sf` on the free
+/// coordinates (`ks = K_BB s`), the rounding noise below which it means nothing, and
+/// `s^T K_BB s`.
+fn predicted(free: &[usize], sf: &[f64], g: &[f64], ks: &[f64], h: &[f64]) -> (f64, f64, f64) {
+    let gs_dot: f64 = free.iter().zip(sf).map(|(&i, v)| g[i] * v).sum();
+    let sks: f64 = free.iter().zip(sf).map(|(&i, v)| ks[i] * v).sum();
+    let shs: f64 = free.iter().zip(sf).map(|(&i, v)| h[i] * v * v).sum();
+    let pred = -(gs_dot + 0.5 * (sks + shs));
+    let noise = 1e-13 * (gs_dot.abs() + sks.abs() + shs.abs());
+    (pred, noise, sks)
+}
+
+/// The gradient and the step box `[lo_s, hi_s]` of a coordinate at `a` with smooth gradient
+/// `gs` and box `(lo, hi)`. With an `l1 |a|` term (SVR) the coordinate is confined to the
+/// orthant of its sign, or of its steepest-descent sign at zero (no move where `|gs| <= l1`).
+fn orthant_step(gs: f64, a: f64, (lo, hi): (f64, f64), l1: f64) -> (f64, f64, f64) {
+    let (mut lo_s, mut hi_s) = (lo - a, hi - a);
+    if l1 <= 0.0 {
+        return (gs, lo_s, hi_s);
+    }
+    let sigma = if a > 0.0 {
+        1.0
+    } else if a < 0.0 {
+        -1.0
+    } else if gs < -l1 {
+        1.0
+    } else if gs > l1 {
+        -1.0
+    } else {
+        0.0
+    };
+    if sigma > 0.0 {
+        lo_s = lo_s.max(-a);
+    } else if sigma < 0.0 {
+        hi_s = hi_s.min(-a);
+    } else {
+        lo_s = 0.0;
+        hi_s = 0.0;
+    }
+    (gs + l1 * sigma, lo_s, hi_s)
+}
+
+/// `K_BB` restricted to the free coordinates, in f32 for CG (half the memory traffic; the
+/// ratio test uses `K_BB` in f64), into `q`. While the free set stays `q_free`, only the
+/// diagonal (the loss curvature) changes and the gather is skipped.
+fn gather_model(kbb: &[f64], b: usize, free: &[usize], q: &mut Vec<f32>, q_free: &mut Vec<usize>) {
+    if free == q_free.as_slice() {
+        return;
+    }
+    let nf = free.len();
+    q.resize(nf * nf, 0.0);
+    for (qr, &i) in q.chunks_exact_mut(nf).zip(free) {
+        let row = &kbb[i * b..(i + 1) * b];
+        for (v, &j) in qr.iter_mut().zip(free) {
+            *v = row[j] as f32;
+        }
+    }
+    q_free.clear();
+    q_free.extend_from_slice(free);
+}
+
+impl RadiusRule {
+    /// Updates the radius after a step with actual and predicted decrease `ared` and
+    /// `ared / rho` (`on_boundary`: the step reached the radius); returns whether the step is
+    /// accepted.
+    fn update(
+        self,
+        radius: &mut f64,
+        ared: f64,
+        rho: f64,
+        on_boundary: bool,
+        delta_max: f64,
+        eta: f64,
+    ) -> bool {
+        match self {
+            RadiusRule::Reference => {
+                if !(ared > 0.0) {
+                    *radius *= 0.25;
+                } else if rho < 0.25 {
+                    *radius *= 0.5;
+                } else if rho > 0.75 && on_boundary {
+                    *radius = (2.0 * *radius).min(delta_max);
+                }
+                ared > 0.0 && rho > eta
+            }
+            RadiusRule::Paper => {
+                if !(rho >= 0.5) {
+                    *radius *= 0.25;
+                } else if rho > 0.75 && on_boundary {
+                    *radius = (2.0 * *radius).min(delta_max);
+                }
+                rho > eta
+            }
+        }
+    }
+}
+
+/// The objective's true curvature under a model curvature ([`BlockProblem::exact`]): its
+/// factor `F`, `gbar` at the block's start and `F^T (alpha - alpha_0)`. An accepted step moves
+/// `gbar` by the model's `K_model s` (no product with `F`), so the gradient is the model's
+/// around the last refresh; the ratio test stays exact for the objective
+/// (`s^T gbar_true = s^T gbar_0 + (F^T s)^T F^T (alpha - alpha_0)`). A rejected step may come
+/// from that drift, so the next iteration starts from the exact `gbar`.
+struct TrueCurvature<'a> {
+    factor: &'a dyn CurvatureFactor,
+    gbar0: Vec<f64>,
+    moved: Vec<f64>,
+    drifted: bool,
+}
+
+impl TrueCurvature<'_> {
+    /// `gbar = gbar_0 + F F^T (alpha - alpha_0)` where accepted steps moved it by the model.
+    fn refresh(&mut self, gbar: &mut [f64], scratch: &mut [f64]) {
+        if !self.drifted {
+            return;
+        }
+        self.factor.times(&self.moved, scratch);
+        for ((g, g0), k) in gbar.iter_mut().zip(&self.gbar0).zip(scratch.iter()) {
+            *g = g0 + k;
+        }
+        self.drifted = false;
+    }
+
+    /// `s^T gbar_true`, `s^T F F^T s` and `u = F^T s`.
+    fn change(&self, s: &[f64]) -> (f64, f64, Vec<f64>) {
+        let u = self.factor.t_times(s);
+        let sg = dot(s, &self.gbar0)
+            + if self.moved.is_empty() {
+                0.0
+            } else {
+                dot(&u, &self.moved)
+            };
+        (sg, dot(&u, &u), u)
+    }
+
+    /// Records an accepted step `s` with `u = F^T s`.
+    fn accept(&mut self, u: Vec<f64>) {
+        self.drifted = true;
+        if self.moved.is_empty() {
+            self.moved = u;
+        } else {
+            self.moved.iter_mut().zip(&u).for_each(|(m, v)| *m += v);
+        }
+    }
+}
+
 /// Solves the block subproblem for one column: updates `alpha` (the block's coordinates) and
 /// `gbar` (`K_{B,:} alpha`; with [`BlockProblem::exact`], its model) in place.
 pub fn solve_column(
@@ -551,67 +743,27 @@ pub fn solve_column(
     let mut free: Vec<usize> = Vec::with_capacity(b);
     // the model matrix of the last trust-region iteration and its free set
     let (mut q, mut q_free) = (Vec::<f32>::new(), Vec::<usize>::new());
-    // Nystrom factors of K_BB, shared by the trust-region iterations of this block.
-    let sketch = {
-        let kbb = faer::MatRef::from_row_major_slice(prob.kbb, b, b);
-        let trace: f64 = (0..b).map(|i| prob.kbb[i * b + i]).sum();
-        block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
-    };
+    let mut metrics = MetricCache::new(prob.kbb, b, p.nystrom_rank);
 
-    // Under a model curvature: the factor, `gbar` at the start and `F^T (alpha - alpha_0)`.
-    // An accepted step moves `gbar` by the model's `K_model s` (no product with `F`), so the
-    // gradient is the model's around the last refresh; the ratio test stays exact for the
-    // objective (`s^T gbar_true = s^T gbar_0 + (F^T s)^T F^T (alpha - alpha_0)`).
-    let mut exact = prob.exact.map(|f| (f, gbar.to_vec(), Vec::<f64>::new()));
+    let mut exact = prob.exact.map(|factor| TrueCurvature {
+        factor,
+        gbar0: gbar.to_vec(),
+        moved: Vec::new(),
+        drifted: false,
+    });
 
-    // the metric of the last trust-region iteration and the (free set, diagonal) it was built for
-    let mut metric: Option<Metric> = None;
-    let mut metric_key: Option<(Vec<usize>, Vec<f64>)> = None;
-
-    // Under a model curvature, `gbar` follows the model between refreshes; a rejected step
-    // may come from that drift, so the next iteration starts from the exact `gbar`.
-    let mut drifted = false;
     let mut rejected = false;
     for _ in 0..p.max_iter {
-        if let Some((factor, gbar0, moved)) = exact.as_ref().filter(|_| rejected && drifted) {
-            factor.times(moved, &mut ks);
-            for ((g, g0), k) in gbar.iter_mut().zip(gbar0).zip(&ks) {
-                *g = g0 + k;
-            }
-            drifted = false;
+        if let Some(true_curvature) = exact.as_mut().filter(|_| rejected) {
+            true_curvature.refresh(gbar, &mut ks);
         }
         // Gradient, orthant, step box, and the free set.
         free.clear();
         let mut kkt: f64 = 0.0;
         for i in 0..b {
-            let k = &prob.coords[i];
             let a = alpha[i];
-            let gs = gbar[i] + loss.grad(a, k);
-            let (lo, hi) = bounds[i];
-            let (mut lo_s, mut hi_s) = (lo - a, hi - a);
-            let mut gi = gs;
-            if l1 > 0.0 {
-                let sigma = if a > 0.0 {
-                    1.0
-                } else if a < 0.0 {
-                    -1.0
-                } else if gs < -l1 {
-                    1.0
-                } else if gs > l1 {
-                    -1.0
-                } else {
-                    0.0
-                };
-                gi = gs + l1 * sigma;
-                if sigma > 0.0 {
-                    lo_s = lo_s.max(-a);
-                } else if sigma < 0.0 {
-                    hi_s = hi_s.min(-a);
-                } else {
-                    lo_s = 0.0;
-                    hi_s = 0.0;
-                }
-            }
+            let gs = gbar[i] + loss.grad(a, &prob.coords[i]);
+            let (gi, lo_s, hi_s) = orthant_step(gs, a, bounds[i], l1);
             g[i] = gi;
             slo[i] = lo_s;
             shi[i] = hi_s;
@@ -628,19 +780,7 @@ pub fn solve_column(
 
         // The model restricted to the free coordinates.
         let nf = free.len();
-        // CG's model matrix is stored in f32 (half the memory traffic); the ratio test
-        // below uses K_BB in f64. While the free set stays the same only the diagonal (the
-        // loss curvature) changes, so the gather is skipped.
-        if free != q_free {
-            q.resize(nf * nf, 0.0);
-            for (qr, &i) in q.chunks_exact_mut(nf).zip(&free) {
-                let row = &prob.kbb[i * b..(i + 1) * b];
-                for (v, &j) in qr.iter_mut().zip(&free) {
-                    *v = row[j] as f32;
-                }
-            }
-            q_free.clone_from(&free);
-        }
+        gather_model(prob.kbb, b, &free, &mut q, &mut q_free);
         for (r, &i) in free.iter().enumerate() {
             h[i] = loss.hess(alpha[i], &prob.coords[i]);
             q[r * nf + r] = (prob.kbb[i * b + i] + h[i]) as f32;
@@ -648,23 +788,9 @@ pub fn solve_column(
         let gf: Vec<f64> = free.iter().map(|&i| g[i]).collect();
         let lf: Vec<f64> = free.iter().map(|&i| slo[i]).collect();
         let hf: Vec<f64> = free.iter().map(|&i| shi[i]).collect();
-        if let Some(ny) = &sketch {
-            let lam = ny.eigenvalues();
-            let rho = lam
-                .last()
-                .copied()
-                .unwrap_or(0.0)
-                .max(1e-10 * lam[0].max(1e-300));
-            let diag: Vec<f64> = free.iter().map(|&i| h[i] + rho).collect();
-            // The metric depends only on the free set and the curvature there: while both
-            // stay (always for the squared loss without bounds) the factorisation is kept.
-            if metric_key.as_ref() != Some(&(free.clone(), diag.clone())) {
-                metric = Metric::new(ny.u(), lam, &free, &diag);
-                metric_key = Some((free.clone(), diag));
-            }
-        }
+        let metric = metrics.for_free(&free, &h);
         let mut sf = vec![0.0; nf];
-        stats.cg_iters += cg_steihaug(&q, &gf, &lf, &hf, radius, p, metric.as_ref(), &mut sf);
+        stats.cg_iters += cg_steihaug(&q, &gf, &lf, &hf, radius, p, metric, &mut sf);
         s.fill(0.0);
         for (c, &i) in free.iter().enumerate() {
             s[i] = sf[c];
@@ -672,11 +798,7 @@ pub fn solve_column(
 
         // Predicted and actual decrease.
         matvec(prob.kbb, &s, &mut ks);
-        let gs_dot: f64 = free.iter().zip(&sf).map(|(&i, v)| g[i] * v).sum();
-        let sks: f64 = free.iter().zip(&sf).map(|(&i, v)| ks[i] * v).sum();
-        let shs: f64 = free.iter().zip(&sf).map(|(&i, v)| h[i] * v * v).sum();
-        let pred = -(gs_dot + 0.5 * (sks + shs));
-        let noise = 1e-13 * (gs_dot.abs() + sks.abs() + shs.abs());
+        let (pred, noise, sks) = predicted(&free, &sf, &g, &ks, &h);
         if !(pred > noise) {
             break; // the model promises nothing measurable: the block is solved
         }
@@ -692,41 +814,18 @@ pub fn solve_column(
                 let sg: f64 = free.iter().zip(&sf).map(|(&i, v)| v * gbar[i]).sum();
                 (sg + dual_change + 0.5 * sks, None)
             }
-            Some((factor, gbar0, moved)) => {
-                let u = factor.t_times(&s);
-                let sg = dot(&s, gbar0)
-                    + if moved.is_empty() {
-                        0.0
-                    } else {
-                        dot(&u, moved)
-                    };
-                (sg + dual_change + 0.5 * dot(&u, &u), Some(u))
+            Some(true_curvature) => {
+                let (sg, sks, u) = true_curvature.change(&s);
+                (sg + dual_change + 0.5 * sks, Some(u))
             }
         };
         let ared = -dj;
         let rho = ared / pred;
-        let norm_s = m_norm(metric.as_ref(), &sf);
+        let norm_s = m_norm(metric, &sf);
         let on_boundary = (norm_s - radius).abs() <= 1e-3 * radius;
-        let accept = match p.rule {
-            RadiusRule::Reference => {
-                if !(ared > 0.0) {
-                    radius *= 0.25;
-                } else if rho < 0.25 {
-                    radius *= 0.5;
-                } else if rho > 0.75 && on_boundary {
-                    radius = (2.0 * radius).min(delta_max);
-                }
-                ared > 0.0 && rho > p.eta
-            }
-            RadiusRule::Paper => {
-                if !(rho >= 0.5) {
-                    radius *= 0.25;
-                } else if rho > 0.75 && on_boundary {
-                    radius = (2.0 * radius).min(delta_max);
-                }
-                rho > p.eta
-            }
-        };
+        let accept = p
+            .rule
+            .update(&mut radius, ared, rho, on_boundary, delta_max, p.eta);
         rejected = !accept;
         if accept {
             stats.accepted += 1;
@@ -737,13 +836,8 @@ pub fn solve_column(
             for (gb, k) in gbar.iter_mut().zip(&ks) {
                 *gb += k;
             }
-            if let (Some(u), Some((_, _, moved))) = (u, exact.as_mut()) {
-                drifted = true;
-                if moved.is_empty() {
-                    *moved = u;
-                } else {
-                    moved.iter_mut().zip(&u).for_each(|(m, v)| *m += v);
-                }
+            if let (Some(u), Some(true_curvature)) = (u, exact.as_mut()) {
+                true_curvature.accept(u);
             }
         }
         let scale = 1.0 + alpha.iter().fold(0.0f64, |m, v| m.max(v.abs()));
