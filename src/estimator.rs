@@ -605,21 +605,7 @@ impl Joker {
         let mut sol = match &self.full_krr {
             None => solve(backend, &prob, &solver, alpha0, &mut hooks)?,
             Some(cfg) => {
-                if tt != 1 || opts.sample_weight.is_some() || self.class_weight != ClassWeight::None
-                {
-                    return Err(invalid(
-                        "full_krr",
-                        "full KRR solves one target column without sample or class weights",
-                    ));
-                }
-                // the fit's time limit bounds full KRR too (the shorter one applies)
-                let cfg = KrrConfig {
-                    time_limit: match (cfg.time_limit, self.solver.time_limit) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    },
-                    ..cfg.clone()
-                };
+                let cfg = self.krr_config(cfg, tt, opts.sample_weight.is_some())?;
                 full_krr(
                     backend,
                     &x,
@@ -664,6 +650,25 @@ impl Joker {
                 tr_model: sol.tr_model,
             },
             history: sol.history,
+        })
+    }
+
+    /// The full-KRR settings of a fit with `tt` target columns (`weighted`: sample weights
+    /// given): one unweighted column only, and the fit's time limit bounds full KRR too (the
+    /// shorter one applies).
+    fn krr_config(&self, cfg: &KrrConfig, tt: usize, weighted: bool) -> Result<KrrConfig> {
+        if tt != 1 || weighted || self.class_weight != ClassWeight::None {
+            return Err(invalid(
+                "full_krr",
+                "full KRR solves one target column without sample or class weights",
+            ));
+        }
+        Ok(KrrConfig {
+            time_limit: match (cfg.time_limit, self.solver.time_limit) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            ..cfg.clone()
         })
     }
 
