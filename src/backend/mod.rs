@@ -288,11 +288,6 @@ impl<T: Scalar> BlockFeatures<T> {
         let (nb, m) = (self.nb, self.m);
         backend.gram(&self.phi[..nb * m], nb, m, &mut out[..nb * nb]);
     }
-
-    /// Rows in the block.
-    pub fn rows(&self) -> usize {
-        self.nb
-    }
 }
 
 /// What [`BlockEngine::solve_block`] needs besides the iterates.

@@ -417,6 +417,7 @@ fn gram_fallback<T: Scalar>(
 
 /// The trust region's model curvature over a fit: how the engine forms `K_BB` now, how it
 /// formed the staged block's, and the automatic choice's switch back to the Gram.
+#[derive(Default)]
 struct Curvature {
     /// [`TrModel::Auto`] chose the kernel model (and may switch back).
     auto: bool,
@@ -443,13 +444,8 @@ impl Curvature {
         on_device: bool,
     ) -> Curvature {
         let gram = |note: String| Curvature {
-            auto: false,
-            engine_kernel: false,
-            staged_kernel: false,
-            solves: 0,
-            fallbacks: 0,
-            gram: Vec::new(),
             note,
+            ..Default::default()
         };
         let map = match prob.repr {
             Repr::Exact(_) => return gram("exact kernel".into()),
@@ -480,15 +476,47 @@ impl Curvature {
             auto,
             engine_kernel: true,
             staged_kernel: true,
-            solves: 0,
-            fallbacks: 0,
-            gram: Vec::new(),
             note: if auto {
                 format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {columns})")
             } else {
                 "kernel".into()
             },
+            ..Default::default()
         }
+    }
+
+    /// The block solve on the host (see [`solve_here`]) with the block's model: under the
+    /// kernel model the engine's block features are lent for the ratio test and the Gram
+    /// fallback, and the fallbacks counted. Returns the columns and how many fell back.
+    fn solve<'s, T: Scalar>(
+        &mut self,
+        st: &mut State<'s, T>,
+        backend: &'s dyn Backend<T>,
+        solve: HostSolve<'_, T>,
+        ready: bool,
+        (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
+    ) -> Result<(ColumnSolves, usize)> {
+        let kernel = self.block_is_kernel(ready);
+        // the block staged during this solve is formed with the engine's model of now
+        self.staged_kernel = self.engine_kernel;
+        let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
+        let solve = HostSolve {
+            features: lent.as_ref().map(|f| (f, backend)),
+            ..solve
+        };
+        let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
+        let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+        let engine = engine_of(&mut st.engine)?;
+        if let Some(f) = lent {
+            engine.return_features(f);
+        }
+        if kernel {
+            self.record(st.prob.targets, fallbacks, engine);
+        }
+        Ok((
+            cols.into_iter().map(|c| (c.a, c.stats)).collect(),
+            fallbacks,
+        ))
     }
 
     /// Whether the current block's `K_BB` is the kernel model (`ready`: it was staged).
@@ -673,42 +701,6 @@ pub fn solve<T: Scalar>(
         timings,
         tr_model: schedule.curvature.note,
     })
-}
-
-impl Curvature {
-    /// The block solve on the host (see [`solve_here`]) with the block's model: under the
-    /// kernel model the engine's block features are lent for the ratio test and the Gram
-    /// fallback, and the fallbacks counted. Returns the columns and how many fell back.
-    fn solve<'s, T: Scalar>(
-        &mut self,
-        st: &mut State<'s, T>,
-        backend: &'s dyn Backend<T>,
-        solve: HostSolve<'_, T>,
-        ready: bool,
-        (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
-    ) -> Result<(ColumnSolves, usize)> {
-        let kernel = self.block_is_kernel(ready);
-        // the block staged during this solve is formed with the engine's model of now
-        self.staged_kernel = self.engine_kernel;
-        let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
-        let solve = HostSolve {
-            features: lent.as_ref().map(|f| (f, backend)),
-            ..solve
-        };
-        let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
-        let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
-        let engine = engine_of(&mut st.engine)?;
-        if let Some(f) = lent {
-            engine.return_features(f);
-        }
-        if kernel {
-            self.record(st.prob.targets, fallbacks, engine);
-        }
-        Ok((
-            cols.into_iter().map(|c| (c.a, c.stats)).collect(),
-            fallbacks,
-        ))
-    }
 }
 
 /// The block schedule of a fit and its buffers: the fixed blocks, the random choice (drawn
