@@ -91,6 +91,22 @@ fn ulp_diff(a: f32, b: f32) -> u32 {
     (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs() as u32
 }
 
+/// The rounding bound of one f32 feature `phi_j(x)` against its f64 value:
+/// `s (d + 4) eps32 (1 + |b_j| + sum_k |W_jk x_k|)` (the f32 FMA chain of `W_j . x + b_j`, then
+/// `cos`). It grows with `|W_j . x|`: the Laplacian's Cauchy weights reach thousands, where one
+/// ulp of the argument is 1e-3 and the GPU's FMA-contracted sum and the CPU's separate
+/// products round differently.
+fn feature_tol(mp: &FeatureMap<f32>, x: &[f32], j: usize) -> f64 {
+    let d = x.len();
+    let s = (2.0 / mp.b().len() as f64).sqrt();
+    let mag: f64 = 1.0
+        + (mp.b()[j] as f64).abs()
+        + (0..d)
+            .map(|k| (mp.w_at(j, k) as f64 * x[k] as f64).abs())
+            .sum::<f64>();
+    s * (d as f64 + 4.0) * f32::EPSILON as f64 * mag
+}
+
 /// Sizes not multiples of the tiles (128 rows, 32 features, 32 input dimensions).
 const SHAPES: [(usize, usize, usize); 5] = [
     // (rows, M, d)
@@ -190,9 +206,16 @@ fn block_gram_matches_features_gram_project() {
                         let mag: f64 = (0..m)
                             .map(|j| (phi[i * m + j] as f64 * theta[t * m + j]).abs())
                             .sum();
+                        let feat: f64 = (0..m)
+                            .map(|j| {
+                                theta[t * m + j].abs()
+                                    * 2.0
+                                    * feature_tol(&mp, &xb[i * d..(i + 1) * d], j)
+                            })
+                            .sum();
                         let (a, b) = (gv[t * nb + i], gc[t * nb + i]);
                         assert!(
-                            (a - b).abs() <= 1e-5 * mag + 1e-12,
+                            (a - b).abs() <= feat + 1e-5 * mag + 1e-12,
                             "{kind:?} b={nb} M={m} d={d} g[{i},{t}]: gpu {a} cpu {b}"
                         );
                     }
@@ -221,16 +244,26 @@ fn update_theta_matches_features_accumulate() {
                 Cpu.features(&mp, &xb, nb, &mut phi);
                 let mut tc = theta0.clone();
                 Cpu.accumulate(&phi, nb, m, &delta, tt, &mut tc);
+                // Both sides' features are within `feature_tol` of the f64 value; the sums
+                // are f64 on both sides.
                 for t in 0..tt {
                     for j in 0..m {
                         let mag: f64 = theta0[t * m + j].abs()
                             + (0..nb)
                                 .map(|i| (phi[i * m + j] as f64 * delta[t * nb + i]).abs())
                                 .sum::<f64>();
+                        let feat: f64 = (0..nb)
+                            .map(|i| {
+                                delta[t * nb + i].abs()
+                                    * 2.0
+                                    * feature_tol(&mp, &xb[i * d..(i + 1) * d], j)
+                            })
+                            .sum();
                         let (a, b) = (tg[t * m + j], tc[t * m + j]);
+                        let tol = feat + 1e-9 * mag + 1e-12;
                         assert!(
-                            (a - b).abs() <= 1e-5 * mag + 1e-12,
-                            "{kind:?} b={nb} M={m} d={d} theta[{j},{t}]: gpu {a} cpu {b}"
+                            (a - b).abs() <= tol,
+                            "{kind:?} b={nb} M={m} d={d} theta[{j},{t}]: gpu {a} cpu {b} tol {tol}"
                         );
                     }
                 }
@@ -387,7 +420,14 @@ fn cpu_and_gpu_fits(
         "{}",
         gpu.training.device
     );
-    assert!(cpu.training.gap <= 1e-6 && gpu.training.gap <= 1e-6);
+    assert!(
+        cpu.training.gap <= 1e-6 && gpu.training.gap <= 1e-6,
+        "gaps: cpu {:e} ({:?}), gpu {:e} ({:?})",
+        cpu.training.gap,
+        cpu.training.stop,
+        gpu.training.gap,
+        gpu.training.stop
+    );
     let (fc, fg) = (
         cpu.decision_function(&data.x).unwrap(),
         gpu.decision_function(&data.x).unwrap(),
@@ -409,7 +449,9 @@ fn end_to_end_fit_matches_the_cpu() {
     let est = |dev: Device| {
         Joker::builder()
             .loss(Loss::SquaredHinge)
-            .c(10.0)
+            // C = 0.1 converges to gap 1e-6 in about 500 iterations on the CPU; at C = 10 the
+            // dual is too ill-conditioned to get there in 3000.
+            .c(0.1)
             .n_components(1031)
             .block_size(257)
             .max_iter(3000)
