@@ -220,12 +220,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .fit(&data)?;
         let t = &model.training.timings;
         println!(
-            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3} (on the device for cuda), update {:.3} ms) [{}; trust-region model {}]",
+            "fit on {:<8} {:.3} ms/iteration (block {:.3}, solve {:.3} (on the device for cuda), update {:.3} ms; {:.1} trust-region and {:.1} CG iterations per block) [{}; trust-region model {}]",
             dev.to_string(),
             1e3 * t.per_iteration(model.training.iterations),
             1e3 * t.block / model.training.iterations.max(1) as f64,
             1e3 * t.solve / model.training.iterations.max(1) as f64,
             1e3 * t.update / model.training.iterations.max(1) as f64,
+            t.tr_iters as f64 / model.training.iterations.max(1) as f64,
+            t.cg_iters as f64 / model.training.iterations.max(1) as f64,
             model.training.device,
             model.training.tr_model
         );
@@ -337,11 +339,13 @@ fn exact_msd(
     let t = &model.training.timings;
     let it = model.training.iterations.max(1) as f64;
     println!(
-        "exact fit on the GPU: {:.3} ms/iteration (block {:.3}, solve {:.3}, update {:.3} ms) [{}]",
+        "exact fit on the GPU: {:.3} ms/iteration (block {:.3}, solve {:.3}, update {:.3} ms; {:.1} trust-region and {:.1} CG iterations per block) [{}]",
         1e3 * t.per_iteration(model.training.iterations),
         1e3 * t.block / it,
         1e3 * t.solve / it,
         1e3 * t.update / it,
+        t.tr_iters as f64 / it,
+        t.cg_iters as f64 / it,
         model.training.device
     );
     Ok(())

@@ -950,3 +950,56 @@ fn a_missing_gpu_is_a_clean_error() {
         );
     }
 }
+
+/// Runs everywhere: the GPU tests fail, never skip, when they are run and find no usable GPU.
+/// On a machine without one this runs the ignored GPU tests of this very binary in a child
+/// process with `JOKER_REQUIRE_GPU=1` (as `scripts/gpu-validate.sh` does) and checks that
+/// every one of them fails with the probe's reason and none passes. With a GPU it checks
+/// nothing here: the GPU tests themselves then run.
+#[test]
+fn gpu_tests_fail_without_a_gpu() {
+    let p = probe();
+    if p.available() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--ignored", "--test-threads=2"])
+        .env("JOKER_REQUIRE_GPU", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "the GPU tests passed without a GPU:\n{text}"
+    );
+    let failed = text.matches("... FAILED").count();
+    let passed = text.matches("... ok").count();
+    assert!(
+        failed >= 12,
+        "{failed} GPU tests failed, expected all:\n{text}"
+    );
+    assert_eq!(passed, 0, "GPU tests passed without a GPU:\n{text}");
+    assert!(
+        text.contains(&p.reason()),
+        "the probe's reason is missing:\n{text}"
+    );
+}
+
+/// Under `JOKER_REQUIRE_GPU=1` (the validation command) a machine without a usable GPU is a
+/// failure here too, so that a validation run cannot report success on the CPU.
+#[test]
+fn a_required_gpu_is_there() {
+    if std::env::var("JOKER_REQUIRE_GPU").as_deref() == Ok("1") {
+        let p = probe();
+        assert!(
+            p.available(),
+            "JOKER_REQUIRE_GPU=1 but no usable GPU: {}",
+            p.reason()
+        );
+    }
+}

@@ -8,6 +8,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 
+use super::launch;
 use super::rff::GramWorkspace;
 use super::trsolve::TrWorkspace;
 use super::{drv, int, shield, zeros};
@@ -123,8 +124,11 @@ pub struct Cuda {
     pub(super) stream: Arc<CudaStream>,
     pub(super) k: Kernels,
     info: GpuInfo,
-    /// Streaming multiprocessors (the split of `rff_block_gram`).
+    /// Streaming multiprocessors.
     pub(super) sms: usize,
+    /// Blocks of `rff_block_gram` the GPU runs at once (multiprocessors times the occupancy
+    /// the driver computes for its registers and shared memory): the waves its grid fills.
+    pub(super) gram_slots: usize,
     max_memory: Option<usize>,
     /// Why an exact-kernel launch failed, once one has: the [`Backend`](super::Backend)
     /// methods then stay on the CPU for the rest of this handle's life.
@@ -158,12 +162,18 @@ impl Cuda {
                 )
                 .map_err(drv("cuDeviceGetAttribute"))?
                 .max(1) as usize;
+            let per_sm = k
+                .gram
+                .occupancy_max_active_blocks_per_multiprocessor(launch::THREADS, 0, None)
+                .map_err(drv("cuOccupancyMaxActiveBlocksPerMultiprocessor"))?
+                .max(1) as usize;
             Ok(Cuda {
                 ctx,
                 stream,
                 k,
                 info,
                 sms,
+                gram_slots: sms * per_sm,
                 max_memory: None,
                 exact_fallback: OnceLock::new(),
             })
@@ -237,7 +247,7 @@ impl Cuda {
         }
         let (free, budget) = self.budget()?;
         let pr = PREDICT_ROWS.min(n.max(1));
-        let gram = GramWorkspace::bytes(block, m, targets, self.sms);
+        let gram = GramWorkspace::bytes(block, m, targets, self.gram_slots);
         let fixed = m * targets * 8
             + block * d * 4
             + block * targets * 8

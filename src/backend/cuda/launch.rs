@@ -88,12 +88,25 @@ fn cfg1(blocks: usize) -> LaunchConfig {
 }
 
 /// Row tiles, lower-triangle tiles and M-slices of `rff_block_gram` for `b` rows, `m`
-/// features on a GPU with `sms` multiprocessors (cuda/README.md, "Launching rff_block_gram").
-pub(super) fn gram_shape(b: usize, m: usize, sms: usize) -> (usize, usize) {
+/// features on a GPU that runs `slots` of its blocks at once (multiprocessors times the
+/// occupancy; cuda/README.md, "Launching rff_block_gram").
+///
+/// The grid is `ntiles x S` blocks of equal work, so it runs in `ceil(S ntiles / slots)` waves
+/// and the last one idles the slots it leaves empty: `S` is the smallest slice count whose
+/// waves are at least 95% as full as the best `S <= max(8, 4 slots / ntiles)` allows (more
+/// slices mean more partial tiles to store and reduce), and never more than the `ceil(m / 32)` feature chunks.
+pub(super) fn gram_shape(b: usize, m: usize, slots: usize) -> (usize, usize) {
     let nt = b.div_ceil(GT);
     let ntiles = nt * (nt + 1) / 2;
     let nchunks = m.div_ceil(MC).max(1);
-    let s = (2 * sms).div_ceil(ntiles).clamp(1, nchunks);
+    let slots = slots.max(1);
+    let fill = |s: usize| {
+        let blocks = s * ntiles;
+        blocks as f64 / (blocks.div_ceil(slots) * slots) as f64
+    };
+    let most = (4 * slots / ntiles).max(8).min(nchunks);
+    let best = (1..=most).map(fill).fold(0.0, f64::max);
+    let s = (1..=most).find(|&s| fill(s) >= 0.95 * best).unwrap_or(1);
     (ntiles, s)
 }
 
@@ -106,7 +119,7 @@ fn gram_split(gpu: &Cuda, a: &MapArgs, nb: usize, ws: &GramWorkspace) -> Result<
             format!("{nb} rows exceed the workspace's {}", ws.b),
         ));
     }
-    let (ntiles, _) = gram_shape(nb, a.m as usize, gpu.sms);
+    let (ntiles, _) = gram_shape(nb, a.m as usize, gpu.gram_slots);
     let s = ws.nsplit.min((a.m as usize).div_ceil(MC).max(1));
     Ok((ntiles, s))
 }
@@ -571,13 +584,42 @@ pub(super) fn exact_matvec_csr(
 mod tests {
     use super::*;
 
-    /// The launch shape of the README's worked example (b = 512, M = 1e5, H100 132 SMs).
+    /// The launch shape of the README's worked example (b = 512, M = 1e5, H100: 132 SMs,
+    /// two blocks of `rff_block_gram` each): 260 blocks in one wave of 264 slots.
     #[test]
     fn gram_shape_matches_the_readme() {
-        let (ntiles, s) = gram_shape(512, 100_000, 132);
-        assert_eq!((ntiles, s), (10, 27));
+        let (ntiles, s) = gram_shape(512, 100_000, 264);
+        assert_eq!((ntiles, s), (10, 26));
+        // b = 2048: 136 tiles on 132 slots; one slice fills 2 waves to 52%, six fill 7 waves to
+        // 88% (the best of S <= 8 is 92%, at S = 8).
+        assert_eq!(gram_shape(2048, 100_000, 132), (136, 6));
         // Small M: S never exceeds the number of 32-feature chunks.
-        assert_eq!(gram_shape(100, 40, 132), (1, 2));
+        assert_eq!(gram_shape(100, 40, 264), (1, 2));
         assert_eq!(gram_shape(1, 1, 1), (1, 1));
+    }
+
+    /// Every shape fills its waves to within 95% of the best fill on offer.
+    #[test]
+    fn gram_shape_fills_waves() {
+        for slots in [1, 46, 132, 264, 528] {
+            for b in [1, 100, 129, 512, 1000, 2048, 4096] {
+                for m in [1, 40, 1000, 100_000] {
+                    let (ntiles, s) = gram_shape(b, m, slots);
+                    let nchunks = m.div_ceil(MC);
+                    assert!(
+                        s >= 1 && s <= nchunks.max(1),
+                        "b={b} m={m} slots={slots}: S={s}"
+                    );
+                    let fill = |s: usize| {
+                        let n = s * ntiles;
+                        n as f64 / (n.div_ceil(slots) * slots) as f64
+                    };
+                    let best = (1..=(4 * slots / ntiles).max(8).min(nchunks.max(1)))
+                        .map(fill)
+                        .fold(0.0, f64::max);
+                    assert!(fill(s) >= 0.95 * best, "b={b} m={m} slots={slots}: S={s}");
+                }
+            }
+        }
     }
 }

@@ -28,10 +28,10 @@ pub(super) struct GramWorkspace {
 }
 
 impl GramWorkspace {
-    /// Device bytes for blocks of `b` rows, `m` features and `targets` columns on `sms`
-    /// multiprocessors.
-    pub(super) fn bytes(b: usize, m: usize, targets: usize, sms: usize) -> usize {
-        let (ntiles, s) = gram_shape(b, m, sms);
+    /// Device bytes for blocks of `b` rows, `m` features and `targets` columns on a GPU with
+    /// `slots` concurrent `rff_block_gram` blocks.
+    pub(super) fn bytes(b: usize, m: usize, targets: usize, slots: usize) -> usize {
+        let (ntiles, s) = gram_shape(b, m, slots);
         s * ntiles * GT * GT * 4 + s * targets * b * 8 + b * b * 4 + b * targets * 8
     }
 }
@@ -39,7 +39,7 @@ impl GramWorkspace {
 impl Cuda {
     /// A zeroed workspace for blocks of up to `b` rows.
     fn workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
-        let (ntiles, s) = gram_shape(b, m, self.sms);
+        let (ntiles, s) = gram_shape(b, m, self.gram_slots);
         Ok(GramWorkspace {
             b,
             nsplit: s,
@@ -53,7 +53,7 @@ impl Cuda {
     /// A workspace whose every buffer holds NaN: the kernels must overwrite all of it
     /// (the host wrappers use it so that tests catch unwritten entries).
     fn poisoned_workspace(&self, b: usize, m: usize, targets: usize) -> Result<GramWorkspace> {
-        let (ntiles, s) = gram_shape(b, m, self.sms);
+        let (ntiles, s) = gram_shape(b, m, self.gram_slots);
         Ok(GramWorkspace {
             b,
             nsplit: s,
