@@ -467,7 +467,9 @@ impl Joker {
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
                 )
             } else {
-                let solve = if self.solver.trust_region.nystrom_rank == 0 {
+                let solve = if !crate::backend::cuda::device_solves(tt) {
+                    "block solve on the host"
+                } else if self.solver.trust_region.nystrom_rank == 0 {
                     "block solve on the device"
                 } else {
                     "block solve on the device (Nystrom metric: sketch on the device, factors on the host)"
@@ -499,12 +501,17 @@ impl Joker {
         match gpu {
             Ok((g, plan)) => {
                 let note = format!(
-                    "{resolved}; {} MiB of device memory, data {}",
+                    "{resolved}; {} MiB of device memory, data {}, block solve on the {}",
                     plan.total() >> 20,
                     if plan.resident {
                         "resident"
                     } else {
                         "streamed per block"
+                    },
+                    if crate::backend::cuda::device_solves(tt) {
+                        "device"
+                    } else {
+                        "host"
                     }
                 );
                 self.fit_in::<U, f32>(data, opts, &g, note)

@@ -465,6 +465,55 @@ fn end_to_end_fit_matches_the_cpu() {
     assert!(rel <= 1e-4, "primal objectives differ by {rel}");
 }
 
+/// Sixteen Gaussian blobs in 3-d, one class each.
+fn blobs(n: usize, classes: usize, seed: u64) -> Dataset<f32> {
+    let mut s = Stream::new(seed, 11);
+    let centres: Vec<f64> = (0..classes * 3).map(|_| 6.0 * s.uniform() - 3.0).collect();
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let c = i % classes;
+        for k in 0..3 {
+            x.push((centres[c * 3 + k] + 0.6 * (s.uniform() - 0.5)) as f32);
+        }
+        y.push(c as f64);
+    }
+    Dataset::new(Features::Dense(DenseMatrix::new(n, 3, x).unwrap()), y).unwrap()
+}
+
+/// With [`DEVICE_SOLVE_MIN_COLUMNS`](joker::backend::cuda::DEVICE_SOLVE_MIN_COLUMNS) or more
+/// target columns the blocks are solved on the device (`tr_solve_f32` for random features,
+/// `tr_solve` for exact kernels), one thread block per class: the fits match the CPU's.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn many_columns_are_solved_on_the_device() {
+    let classes = joker::backend::cuda::DEVICE_SOLVE_MIN_COLUMNS;
+    let data = blobs(40 * classes, classes, 8);
+    for exact in [false, true] {
+        let est = |dev: Device| {
+            let b = Joker::builder()
+                .loss(Loss::SquaredHinge)
+                .c(0.1)
+                .block_size(64)
+                .max_iter(3000)
+                .tol(1e-6)
+                .device(dev);
+            if exact {
+                b.exact()
+            } else {
+                b.n_components(257)
+            }
+            .build()
+            .unwrap()
+        };
+        let (_, gpu) = cpu_and_gpu_fits("many_columns_are_solved_on_the_device", est, &data);
+        assert!(
+            gpu.training.device.contains("block solve on the device"),
+            "{}",
+            gpu.training.device
+        );
+    }
+}
+
 /// The device trust-region block solve (`tr_solve_f32`) against the host solver
 /// (`solve_column`) for every loss, two columns per launch, blocks smaller and larger than the
 /// 256 threads, without and with the Nystrom metric (rank 8; the sketch on the device, the

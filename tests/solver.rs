@@ -521,8 +521,10 @@ fn automatic_trust_region_model() {
     let three = common::three_classes(1200, 92);
     let reg = common::regression(2000, 3, 93);
     let fit = |data: &Dataset<f64>, loss: Loss, gamma: f64, precision: Precision| {
+        // On the CPU: a GPU engine forms only the Gram, so Auto has no choice to make there.
         Joker::builder()
             .tr_model(joker::TrModel::Auto)
+            .device(joker::Device::Cpu)
             .loss(loss)
             .n_components(1200)
             .gamma(gamma)

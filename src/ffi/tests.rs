@@ -665,6 +665,8 @@ fn trust_region_model_choice() {
             "JOKER_TR_MODEL_*",
         );
         ok(joker_params_set_max_iter(p, 20));
+        // The CPU engine offers both models (a GPU engine forms only the Gram).
+        ok(joker_params_set_device(p, JOKER_DEVICE_CPU));
         for (code, name) in [
             (JOKER_TR_MODEL_GRAM, "gram"),
             (JOKER_TR_MODEL_KERNEL, "kernel"),

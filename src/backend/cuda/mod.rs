@@ -50,6 +50,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
 
 pub use context::{Cuda, EXACT_PTX, MemoryPlan, PREDICT_ROWS, RFF_PTX, TRSOLVE_PTX};
+pub use trsolve::{DEVICE_SOLVE_MIN_COLUMNS, device_solves};
 
 use self::exact::CudaExact;
 use self::rff::CudaRff;

@@ -475,9 +475,10 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("copying theta", || gpu.download(theta, out))
     }
 
-    /// Every block is solved on the device, with the Nystrom metric when one is asked for.
+    /// Blocks of many columns are solved on the device (with the Nystrom metric when one is
+    /// asked for), a few columns on the host ([`device_solves`](super::trsolve::device_solves)).
     fn solves_blocks(&self, _p: &TrustRegion) -> bool {
-        true
+        super::trsolve::device_solves(self.targets)
     }
 
     fn solve_block(
