@@ -121,9 +121,16 @@ pub const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 0);
 /// Minimum driver API version for the embedded PTX (ISA 9.0, CUDA 13.0: driver R580).
 pub const MIN_DRIVER_VERSION: i32 = 13000;
 
+static PROBE: OnceLock<Probe> = OnceLock::new();
+
+/// Whether this process has queried the CUDA driver ([`probe`]): fits on [`Device::Cpu`]
+/// never do.
+pub fn probed() -> bool {
+    PROBE.get().is_some()
+}
+
 /// The usable GPUs, or why there are none. Probed once per process; never panics.
 pub fn probe() -> &'static Probe {
-    static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| {
         std::panic::catch_unwind(probe_now).unwrap_or_else(|_| Probe {
             devices: Vec::new(),
@@ -254,7 +261,14 @@ impl fmt::Display for Resolved {
 ///
 /// [`Device::Auto`] never fails; [`Device::Cuda`] fails with [`JokerError::Device`] naming
 /// the reason when it cannot be honoured.
+/// [`Device::Cpu`] never queries the driver.
 pub fn resolve(requested: Device, supported: std::result::Result<(), String>) -> Result<Resolved> {
+    if requested == Device::Cpu {
+        return Ok(Resolved {
+            placement: Placement::Cpu,
+            reason: "requested".into(),
+        });
+    }
     resolve_with(probe(), requested, supported)
 }
 

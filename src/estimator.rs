@@ -437,9 +437,10 @@ impl Joker {
         }
     }
 
-    /// A fit on CUDA device `index`. Under [`Device::Auto`], a device that cannot be opened or
-    /// whose memory cannot hold the fit sends it back to the CPU (with the reason recorded);
-    /// under [`Device::Cuda`] that is an error.
+    /// A fit on CUDA device `index`. Under [`Device::Auto`], a device that cannot be opened,
+    /// fails its self-check ([`crate::backend::selfcheck`], once per process) or whose memory
+    /// cannot hold the fit sends it back to the CPU (with the reason recorded); under
+    /// [`Device::Cuda`] that is an error.
     #[cfg(feature = "cuda")]
     fn fit_gpu<U: Scalar>(
         &self,
@@ -462,6 +463,8 @@ impl Joker {
         if self.n_components.is_none() {
             // Exact kernels run only under an explicit Device::Cuda (see gpu_support).
             let g = Cuda::new(index)?.with_memory_limit(self.device_memory_limit());
+            g.trusted()
+                .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
             let note = if self.full_krr.is_some() {
                 format!(
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
@@ -496,6 +499,8 @@ impl Joker {
         }
         let gpu = Cuda::new(index).and_then(|g| {
             let g = g.with_memory_limit(self.device_memory_limit());
+            g.trusted()
+                .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
             g.memory_plan(n, d, m, tt, b).map(|plan| (g, plan))
         });
         match gpu {

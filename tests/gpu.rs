@@ -1013,7 +1013,12 @@ fn gpu_tests_fail_without_a_gpu() {
     }
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args(["--ignored", "--test-threads=2"])
+        .args([
+            "--ignored",
+            "--test-threads=2",
+            "--skip",
+            "cpu_fit_in_a_fresh_process",
+        ])
         .env("JOKER_REQUIRE_GPU", "1")
         .output()
         .unwrap();
@@ -1028,9 +1033,18 @@ fn gpu_tests_fail_without_a_gpu() {
     );
     let failed = text.matches("... FAILED").count();
     let passed = text.matches("... ok").count();
+    let ran = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("running ")?
+                .strip_suffix(" tests")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0usize);
     assert!(
-        failed >= 12,
-        "{failed} GPU tests failed, expected all:\n{text}"
+        ran >= 13 && failed == ran,
+        "{failed} of {ran} GPU tests failed, expected all:\n{text}"
     );
     assert_eq!(passed, 0, "GPU tests passed without a GPU:\n{text}");
     assert!(
@@ -1051,4 +1065,57 @@ fn a_required_gpu_is_there() {
             p.reason()
         );
     }
+}
+
+/// Runs everywhere: a fit on `Device::Cpu` (random features and exact, then a prediction)
+/// never queries the CUDA driver. The fit runs in a child process (this binary, the ignored
+/// test below), where nothing else has probed.
+#[test]
+fn a_cpu_fit_does_not_touch_the_driver() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "cpu_fit_in_a_fresh_process"])
+        .env("JOKER_CPU_FIT_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by a_cpu_fit_does_not_touch_the_driver in a fresh process"]
+fn cpu_fit_in_a_fresh_process() {
+    if std::env::var_os("JOKER_CPU_FIT_CHILD").is_none() {
+        return;
+    }
+    let data = two_moons(200, 4);
+    for exact in [false, true] {
+        let b = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .max_iter(20)
+            .device(Device::Cpu);
+        let est = if exact { b.exact() } else { b.n_components(64) };
+        let m = est.build().unwrap().fit(&data).unwrap();
+        m.predict(&data.x).unwrap();
+    }
+    assert!(
+        !joker::device::probed(),
+        "a CPU fit queried the CUDA driver"
+    );
+}
+
+/// The self-check that `Device::Auto` and `Device::Cuda` fits run first passes on this GPU.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn the_gpu_passes_its_self_check() {
+    use joker::backend::selfcheck::{Problem, compare};
+    let g = gpu("the_gpu_passes_its_self_check");
+    let p = Problem::new();
+    let (cpu, _) = p.cpu();
+    let dev = g.self_check_answers(&p).unwrap();
+    assert_eq!(compare(&dev, &cpu), Ok(()));
+    assert_eq!(g.trusted(), Ok(()));
 }

@@ -21,6 +21,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod predict;
+pub mod selfcheck;
 
 use crate::data::Features;
 use crate::error::Result;

@@ -271,7 +271,8 @@ impl BlockEngine<f32> for CudaExact<'_> {
                 DeviceRows::Csr(c) => {
                     launch::exact_matvec_csr(gpu, kernel, c, start, nb, dd, nb, tt, beta, n)
                 }
-            }
+            }?;
+            super::settle(gpu, "exact_matvec (the update step)")
         })
     }
 

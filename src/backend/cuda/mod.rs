@@ -38,6 +38,7 @@
 //! Every call into the driver runs behind `catch_unwind`; a panic inside cudarc becomes
 //! [`JokerError::Device`].
 
+mod check;
 mod context;
 mod exact;
 mod launch;
@@ -76,6 +77,12 @@ fn shield<R>(what: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
             )))
         }
     }
+}
+
+/// Waits for the stream's work, so that a failure the driver reports asynchronously is
+/// named by the engine step that launched it (`what`), not by a later call.
+fn settle(gpu: &Cuda, what: &'static str) -> Result<()> {
+    gpu.stream.synchronize().map_err(drv(what))
 }
 
 /// Maps a driver error to [`JokerError::Device`] with context.

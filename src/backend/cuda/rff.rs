@@ -409,7 +409,8 @@ impl BlockEngine<f32> for CudaRff<'_> {
             gpu.stream
                 .memcpy_htod(delta, &mut dd.slice_mut(0..delta.len()))
                 .map_err(drv("cuMemcpyHtoD"))?;
-            launch::rff_update_theta(gpu, &a, &xb, nb, dd, tt, theta)
+            launch::rff_update_theta(gpu, &a, &xb, nb, dd, tt, theta)?;
+            super::settle(gpu, "rff_update_theta (the update step)")
         })
     }
 
