@@ -70,19 +70,23 @@ JK_HD uint32_t mulhi32(uint32_t a, uint32_t b) {
 #endif
 }
 
-// Round-to-nearest double add / mul that the compiler may not fuse.
+// Round-to-nearest double add / mul that the compiler may not fuse. On the host (the
+// emulator, scripts/emu-cuda.sh) the result goes through a volatile so that a build with FMA
+// contraction (-ffp-contract=fast) cannot fuse dadd(x, dmul(y, z)) either, as on the GPU.
 JK_HD double dadd(double a, double b) {
 #ifdef __CUDA_ARCH__
     return __dadd_rn(a, b);
 #else
-    return a + b;
+    volatile double r = a + b;
+    return r;
 #endif
 }
 JK_HD double dmul(double a, double b) {
 #ifdef __CUDA_ARCH__
     return __dmul_rn(a, b);
 #else
-    return a * b;
+    volatile double r = a * b;
+    return r;
 #endif
 }
 

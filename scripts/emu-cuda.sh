@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Compiles the CUDA kernels for the host with the emulator in cuda/hostemu and runs their tests
 # (no GPU needed). Needs g++ with C++20 (gcc 12).
-#   scripts/emu-cuda.sh           logic tests (40-60 s on 2 cores, a third of it compiling)
+#   scripts/emu-cuda.sh           logic tests, twice: built as plain C++ (no FMA contraction, like
+#                                 the Rust code), then with FMA contraction as nvcc compiles
+#                                 (a*b+c fused: -mfma -ffp-contract=fast on x86-64; test_exact on
+#                                 its --quick subset); 45-60 s on 2 cores, a third of it compiling
 #   scripts/emu-cuda.sh --tsan    under ThreadSanitizer (missing __syncthreads = race), on a
-#                                 subset of the exact and trust-region cases (about 2 min)
+#                                 subset of the exact and trust-region cases, without
+#                                 contraction (about 2 min)
+# A CPU without FMA (x86-64 without the fma flag) cannot run the contracted build: the script
+# then says so in a WARNING line at the start and in its last line, and runs the plain build only.
 # Tests:
 #   test_rff       cuda/rff.cu against Phi built explicitly from the same generator
 #   test_exact     cuda/exact.cu against f64 direct sums
 #   test_trsolve   cuda/trsolve.cu against the Rust solver's results in cuda/hostemu/tr_vectors.txt
-#                  (written and checked by tests/tr_vectors.rs): all 24 cases with the kernel
+#                  (written and checked by tests/tr_vectors.rs): all 40 cases with the kernel
 #                  built for 64 threads per block (the emulator runs a CUDA thread as an OS
-#                  thread, so every barrier costs a round of context switches), and the first
-#                  case of the first two matrices (b = 37, 270 > 256) with the real 256 threads per block.
+#                  thread, so every barrier costs a round of context switches), and cases 0, 8,
+#                  24 and 32 (b = 37 and 270 > 256, without and with the Nystrom metric) with
+#                  the real 256 threads per block. The comparison rule (counts
+#                  within one, iterates equal up to rounding or within what the KKT residuals
+#                  certify) is the one of tr_solve_matches_the_host_solver in tests/gpu.rs; the
+#                  contracted build is how it is exercised without a GPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -22,6 +32,26 @@ tsan=0
 flags=(-std=c++20 -O2 -pthread -Wno-unknown-pragmas)
 if (( tsan )); then flags=(-std=c++20 -O1 -g -fsanitize=thread -pthread -Wno-unknown-pragmas); fi
 
+# FMA contraction the way nvcc compiles (it fuses a*b+c into fma.rn; trsolve.ptx holds over a
+# thousand fma.rn.f64): x86-64 needs the CPU's fma flag and -mfma, AArch64 always has FMA.
+contract=()
+no_fma=""
+if (( ! tsan )); then
+    case "$(uname -m)" in
+        x86_64)
+            if grep -qw fma /proc/cpuinfo; then
+                contract=(-mfma -ffp-contract=fast -DEMU_FP_CONTRACT)
+            else
+                no_fma="this CPU has no FMA (no fma flag in /proc/cpuinfo)"
+            fi ;;
+        aarch64 | arm64) contract=(-ffp-contract=fast -DEMU_FP_CONTRACT) ;;
+        *) no_fma="unknown architecture $(uname -m)" ;;
+    esac
+    if [[ -n "$no_fma" ]]; then
+        echo "emu-cuda: WARNING: $no_fma: the build with FMA contraction (nvcc's arithmetic) is SKIPPED"
+    fi
+fi
+
 # Two compilations at a time (they dominate the run time).
 build() { nice -n 10 g++ "${flags[@]}" "${@:2}" -o "$tmp/$1" "cuda/hostemu/${1%%.*}.cpp"; }
 build test_rff & p1=$!
@@ -30,6 +60,22 @@ wait $p1; wait $p2
 build test_trsolve.64 -DTR_THREADS=64 & p1=$!
 build test_trsolve.256 & p2=$!
 wait $p1; wait $p2
+if (( ${#contract[@]} )); then
+    build test_rff.fma "${contract[@]}" & p1=$!
+    build test_exact.fma "${contract[@]}" & p2=$!
+    wait $p1; wait $p2
+    build test_trsolve.64.fma -DTR_THREADS=64 "${contract[@]}" & p1=$!
+    build test_trsolve.256.fma "${contract[@]}" & p2=$!
+    wait $p1; wait $p2
+    # the flags must have produced fused multiply-adds (vfmadd... on x86-64, fmadd on AArch64)
+    if command -v objdump > /dev/null; then
+        for t in test_rff.fma test_exact.fma test_trsolve.64.fma; do
+            n=$(objdump -d "$tmp/$t" | grep -cE '\b(v?fn?m(add|sub)[0-9a-z]*)\b' || true)
+            echo "emu-cuda: $t: $n fused multiply-add instructions"
+            (( n > 0 )) || { echo "emu-cuda: FAILED: $t was built without FMA instructions"; exit 1; }
+        done
+    fi
+fi
 
 run() {
     if (( tsan )); then
@@ -50,12 +96,26 @@ else
     tr64_cases=()
     tr256_cases=(0 8 24 32)
 fi
+echo "=== without FMA contraction"
 run "$tmp/test_rff" || status=1
 run "$tmp/test_exact" "${exact_args[@]}" || status=1
 run "$tmp/test_trsolve.64" cuda/hostemu/tr_vectors.txt "${tr64_cases[@]}" || status=1
 run "$tmp/test_trsolve.256" cuda/hostemu/tr_vectors.txt "${tr256_cases[@]}" || status=1
+if (( ${#contract[@]} )); then
+    echo "=== with FMA contraction (${contract[*]})"
+    run "$tmp/test_rff.fma" || status=1
+    run "$tmp/test_exact.fma" --quick || status=1  # every kernel family, dense, CSR and far points
+    run "$tmp/test_trsolve.64.fma" cuda/hostemu/tr_vectors.txt || status=1
+    run "$tmp/test_trsolve.256.fma" cuda/hostemu/tr_vectors.txt "${tr256_cases[@]}" || status=1
+fi
 if (( status )); then
     echo "emu-cuda: FAILED"
     exit 1
 fi
-echo "emu-cuda: all host emulation tests passed"
+if (( tsan )); then
+    echo "emu-cuda: all host emulation tests passed under ThreadSanitizer (without contraction)"
+elif [[ -n "$no_fma" ]]; then
+    echo "emu-cuda: all host emulation tests passed WITHOUT FMA contraction only: the contracted build was SKIPPED ($no_fma)"
+else
+    echo "emu-cuda: all host emulation tests passed, without and with FMA contraction"
+fi
