@@ -24,6 +24,24 @@ export JOKER_CUDA_TOOLCHAIN
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
+# NVRTC 12.6 is not fully deterministic: rff.cu gave a second PTX variant in about one build of
+# ten (none seen with address-space randomisation off, which gen-ptx.sh uses where it can). A
+# file that differs is rebuilt up to REBUILDS more times and passes if any build equals the
+# committed one; a stale file never does.
+REBUILDS=4
+rebuilt_matches() {
+    local f="$1" k
+    for ((k = 1; k <= REBUILDS; k++)); do
+        rm -rf "$tmp/retry"
+        scripts/gen-ptx.sh "$tmp/retry" 2>/dev/null
+        if cmp -s "$f" "$tmp/retry/$(basename "$f")"; then
+            echo "check-ptx: note $f matched rebuild $((k + 1)) (the build gave another variant first)"
+            return 0
+        fi
+    done
+    return 1
+}
+
 # 1. The committed PTX and fat binaries must be what the sources give.
 scripts/gen-ptx.sh "$tmp/out" "$tmp/logs" 2>/dev/null
 fail=0
@@ -35,7 +53,7 @@ for cu in cuda/*.cu; do
         if [[ ! -f "$f" ]]; then
             echo "check-ptx: FAIL $f is missing (run scripts/gen-ptx.sh and commit)"
             fail=1
-        elif ! cmp -s "$f" "$tmp/out/$name.$ext"; then
+        elif ! cmp -s "$f" "$tmp/out/$name.$ext" && ! rebuilt_matches "$f"; then
             if [[ "$ext" == ptx ]]; then
                 changed="$(diff "$f" "$tmp/out/$name.ptx" | grep -c '^[<>]' || true)"
                 echo "check-ptx: FAIL $f differs from a fresh build of $cu ($changed lines differ); first differences:"

@@ -11,9 +11,12 @@
 # and the PTX (compressed). The Rust side embeds the fat binaries; the PTX is committed as the
 # reviewable text of the kernels and is what the fat binary's PTX entry holds.
 #
-# The output is deterministic (measured: byte-identical PTX, cubins and fat binaries from two
-# builds and from two checkout paths); every build still runs on a copy of cuda/ at one fixed
-# path, under a lock, so that the source names in the output never depend on the checkout.
+# Determinism: NVRTC 12.6 gave a second variant of rff.ptx (and so of rff.fatbin) in about one
+# build of ten, and none in 35 builds with address-space randomisation off, so the build runs
+# under `setarch -R` where that works (scripts/check-ptx.sh still rebuilds a differing file a
+# few times before failing). Builds from two checkout paths gave byte-identical PTX, cubins
+# and fat binaries; every build still runs on a copy of cuda/ at one fixed path, under a lock,
+# so that the source names in the output never depend on the checkout.
 # No line information (it embeds paths). Never add fast-math options: the kernels rely on
 # accurate cosf and on IEEE division/sqrt.
 # Environment: JOKER_CUDA_TOOLCHAIN (default: the path printed by scripts/cuda-toolchain.sh).
@@ -42,7 +45,11 @@ flock 9
 rm -rf "$BUILD"
 mkdir -p "$BUILD/cuda"
 cp cuda/*.cu cuda/*.cuh "$BUILD/cuda/" 2>/dev/null || cp cuda/*.cu "$BUILD/cuda/"
-(cd "$BUILD" && python3 "$ROOT/scripts/build-kernels.py" "$TC" "${sources[@]}")
+NORAND=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+    NORAND=(setarch "$(uname -m)" -R)
+fi
+(cd "$BUILD" && "${NORAND[@]}" python3 "$ROOT/scripts/build-kernels.py" "$TC" "${sources[@]}")
 for cu in "${sources[@]}"; do
     name="$(basename "$cu" .cu)"
     cp "$BUILD/cuda/$name.ptx" "$BUILD/cuda/$name.fatbin" "$OUT_ABS/"
