@@ -500,7 +500,7 @@ const char *joker_status_name(int32_t status);
 /**
  * Whether a GPU can be used: 1 or 0. Answers from the device probe (run once per process):
  * 0 when the library was built without CUDA support, no NVIDIA driver library can be loaded,
- * the driver is too old for the embedded PTX, or no device of compute capability 8.0 or newer
+ * the driver is too old for the embedded kernels, or no device of compute capability 8.0 or newer
  * is present.
  */
 int32_t joker_gpu_available(void);

@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# Compiles every cuda/<name>.cu to PTX: cuda/<name>.ptx, or <outdir>/<name>.ptx if an output
-# directory is given (scripts/check-ptx.sh uses that to compare with the committed files).
+# Builds every cuda/<name>.cu into its PTX and its fat binary: cuda/<name>.ptx and
+# cuda/<name>.fatbin, or into <outdir> if one is given (scripts/check-ptx.sh uses that to compare
+# with the committed files); with a second directory, the ptxas -v reports go there too
+# (<name>.sm_80.log, <name>.sm_90.log).
 #
-#   nvcc --ptx -arch=compute_80 -O3 -o cuda/<name>.ptx cuda/<name>.cu      (run from the repo root)
+#   scripts/gen-ptx.sh [outdir [logdir]]
 #
-# compute_80 PTX runs on sm_80 and newer through the driver's JIT; nvcc 13.0 writes PTX ISA 9.0,
-# which needs an R580 or newer driver. The output is deterministic: no -lineinfo (it embeds an
-# absolute path) and the source is always named by the same relative path. Never add
-# --use_fast_math: the kernels rely on accurate cosf and on IEEE division/sqrt.
-# Environment: NVCC (default: the path printed by scripts/cuda-toolchain.sh).
+# scripts/build-kernels.py does the work with the CUDA 12.6 wheels: NVRTC to compute_80 PTX
+# (ISA 8.5), ptxas to sm_80 and sm_90 code, nvFatbin to one fat binary per file with both cubins
+# and the PTX (compressed). The Rust side embeds the fat binaries; the PTX is committed as the
+# reviewable text of the kernels and is what the fat binary's PTX entry holds.
+#
+# Determinism: NVRTC 12.6 gave a second variant of rff.ptx (and so of rff.fatbin) in about one
+# build of ten, and none in 35 builds with address-space randomisation off, so the build runs
+# under `setarch -R` where that works (scripts/check-ptx.sh still rebuilds a differing file a
+# few times before failing). Builds from two checkout paths gave byte-identical PTX, cubins
+# and fat binaries; every build still runs on a copy of cuda/ at one fixed path, under a lock,
+# so that the source names in the output never depend on the checkout.
+# No line information (it embeds paths). Never add fast-math options: the kernels rely on
+# accurate cosf and on IEEE division/sqrt.
+# Environment: JOKER_CUDA_TOOLCHAIN (default: the path printed by scripts/cuda-toolchain.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-NVCC="${NVCC:-$(scripts/cuda-toolchain.sh)}"
+TC="${JOKER_CUDA_TOOLCHAIN:-$(scripts/cuda-toolchain.sh)}"
 OUT="${1:-cuda}"
+LOGS="${2:-}"
 mkdir -p "$OUT"
+[[ -z "$LOGS" ]] || mkdir -p "$LOGS"
 
 shopt -s nullglob
 sources=(cuda/*.cu)
@@ -23,19 +36,23 @@ if (( ${#sources[@]} == 0 )); then
     echo "gen-ptx: no cuda/*.cu files" >&2
     exit 1
 fi
-# nvcc's output depends on where the checkout lives (seen: cuda/trsolve.cu gave different
-# PTX in /work/main and in a clone elsewhere), so every build runs on a copy of cuda/ at one
-# fixed path, under a lock.
 BUILD=/tmp/joker-gen-ptx
 OUT_ABS="$(cd "$OUT" && pwd)"
+LOGS_ABS=""
+[[ -z "$LOGS" ]] || LOGS_ABS="$(cd "$LOGS" && pwd)"
 exec 9>/tmp/joker-gen-ptx.lock
 flock 9
 rm -rf "$BUILD"
 mkdir -p "$BUILD/cuda"
 cp cuda/*.cu cuda/*.cuh "$BUILD/cuda/" 2>/dev/null || cp cuda/*.cu "$BUILD/cuda/"
+NORAND=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+    NORAND=(setarch "$(uname -m)" -R)
+fi
+(cd "$BUILD" && "${NORAND[@]}" python3 "$ROOT/scripts/build-kernels.py" "$TC" "${sources[@]}")
 for cu in "${sources[@]}"; do
     name="$(basename "$cu" .cu)"
-    (cd "$BUILD" && "$NVCC" --ptx -arch=compute_80 -O3 -o "cuda/$name.ptx" "cuda/$name.cu")
-    cp "$BUILD/cuda/$name.ptx" "$OUT_ABS/$name.ptx"
-    echo "gen-ptx: $cu -> $OUT/$name.ptx" >&2
+    cp "$BUILD/cuda/$name.ptx" "$BUILD/cuda/$name.fatbin" "$OUT_ABS/"
+    [[ -z "$LOGS_ABS" ]] || cp "$BUILD/cuda/$name.sm_80.log" "$BUILD/cuda/$name.sm_90.log" "$LOGS_ABS/"
+    echo "gen-ptx: $cu -> $OUT/$name.ptx, $OUT/$name.fatbin ($(stat -c %s "$OUT_ABS/$name.fatbin") bytes)" >&2
 done

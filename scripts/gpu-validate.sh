@@ -3,7 +3,8 @@
 # device engines against the host engines, fits on the GPU against fits on the CPU), the rest
 # of the test suite with Device::Auto on the GPU, and bench_gpu. Prints the device, its compute
 # capability and driver, one verdict line per test group, and writes the table row for
-# docs/gpu-validation.md. Exit status 0 only when every group passed on a GPU.
+# docs/gpu-validation.md. Exit status 0 only when every group passed on a GPU. First it loads
+# every kernel image (scripts/gpu-load-check.py: the fat binaries and the PTX through the JIT).
 #
 #   scripts/gpu-validate.sh                 build with cargo, then run
 #   scripts/gpu-validate.sh --bins DIR      run prebuilt binaries (a GPU machine without Rust):
@@ -81,6 +82,14 @@ group() {
         failed=1
     fi
 }
+
+# The kernel images load (fat binaries and PTX through the JIT), with the driver's logs.
+if python3 "$ROOT/scripts/gpu-load-check.py" >"$OUTDIR/load.log" 2>&1; then
+    verdicts+=("PASS kernel images load ($(grep -c '^ok' "$OUTDIR/load.log") files)")
+else
+    verdicts+=("FAIL kernel images load [$OUTDIR/load.log]")
+    failed=1
+fi
 
 suite gpu gpu --ignored --test-threads=1
 group gpu "random-feature kernels (W, features, Gram, update, prediction)" \

@@ -7,7 +7,7 @@
 //! Rules:
 //! - [`Device::Auto`] uses GPU 0 when the build has the `cuda` feature, the NVIDIA driver
 //!   library can be loaded, a device of compute capability 8.0 or newer is present, the driver
-//!   is new enough for the embedded PTX, and the model is one the GPU path covers
+//!   is new enough for the embedded kernels, and the model is one the GPU path covers
 //!   (random features in f32 with DBCD-TR). Otherwise it falls back to the CPU.
 //! - [`Device::Cuda`] fails with [`JokerError::Device`] when any of these does not hold.
 //! - [`Device::Cpu`] always runs on the CPU.
@@ -92,7 +92,7 @@ pub struct GpuInfo {
 /// What this process can use, found once by [`probe`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
-    /// The usable GPUs, by ordinal (only devices the embedded PTX can run on).
+    /// The usable GPUs, by ordinal (only devices the embedded kernels can run on).
     pub devices: Vec<GpuInfo>,
     /// Why no GPU (or not every device) can be used; `None` when every device is usable.
     pub note: Option<String>,
@@ -115,11 +115,15 @@ impl Probe {
     }
 }
 
-/// Minimum compute capability of the embedded PTX (`compute_80`).
+/// Minimum compute capability of the embedded kernels (`sm_80` code, `compute_80` PTX).
 pub const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 0);
 
-/// Minimum driver API version for the embedded PTX (ISA 9.0, CUDA 13.0: driver R580).
-pub const MIN_DRIVER_VERSION: i32 = 13000;
+/// Minimum driver API version (`cuDriverGetVersion`) for the embedded kernels: CUDA 12.0, the
+/// R525 drivers (525.60.13 or newer on Linux). The fat binaries hold sm_80 and sm_90 code built
+/// by CUDA 12.6, which any CUDA 12 driver runs (minor version compatibility), and compute_80
+/// PTX of ISA 8.5 for GPUs newer than sm_90, which needs a CUDA 12.5 driver (R555) to
+/// JIT-compile; every driver that supports such a GPU (R570 or newer) is newer than that.
+pub const MIN_DRIVER_VERSION: i32 = 12000;
 
 static PROBE: OnceLock<Probe> = OnceLock::new();
 
@@ -171,7 +175,7 @@ fn probe_now() -> Probe {
     }
     if version < MIN_DRIVER_VERSION {
         return none(format!(
-            "the NVIDIA driver supports CUDA {}.{}, the embedded PTX needs CUDA {}.{} (driver R580 or newer)",
+            "the NVIDIA driver supports CUDA {}.{}, the embedded kernels need CUDA {}.{} (driver R525 or newer)",
             version / 1000,
             (version % 1000) / 10,
             MIN_DRIVER_VERSION / 1000,

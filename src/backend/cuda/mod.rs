@@ -7,7 +7,7 @@
 //! against the CPU twins on a GPU machine (where it has run: `docs/gpu-validation.md`).
 //!
 //! The layers follow cudarc's:
-//! - `context`: the device context and stream, the embedded PTX modules, the memory plan and
+//! - `context`: the device context and stream, the embedded kernel modules, the memory plan and
 //!   limits, host/device copies;
 //! - `launch`: one typed launch function per kernel (argument order, grid, bounds checks);
 //! - `trsolve`: the trust-region block solve on a device-resident `K_BB`, shared by both
@@ -50,7 +50,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
 
-pub use context::{Cuda, EXACT_PTX, MemoryPlan, PREDICT_ROWS, RFF_PTX, TRSOLVE_PTX};
+pub use context::{Cuda, EXACT_FATBIN, MemoryPlan, PREDICT_ROWS, RFF_FATBIN, TRSOLVE_FATBIN};
 pub use trsolve::{DEVICE_SOLVE_MIN_COLUMNS, device_solves};
 
 use self::exact::CudaExact;
