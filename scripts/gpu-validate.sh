@@ -44,7 +44,9 @@ for line in sys.stdin:
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
     t = m["target"]
-    name = "joker_unit" if t["kind"] == ["lib"] else t["name"]
+    name = "joker_unit" if "rlib" in t["kind"] or "lib" in t["kind"] else t["name"]
+    if t["kind"] == ["bin"]:
+        continue
     shutil.copy(m["executable"], f"{dest}/{name}")
 ' "$BINS" || exit 1
 fi
