@@ -1,8 +1,8 @@
 // rff.cu: random Fourier feature kernels for the inexact Joker model.
 //
-// Nothing here has run on a GPU yet: the kernels are validated by ptxas only (see
-// cuda/README.md). Each kernel has a CPU twin with the same name and meaning; GPU tests must
-// compare the two.
+// Run on an H100 against the CPU twins (docs/gpu-validation.md), and validated by ptxas and
+// the host emulator (cuda/README.md). Each kernel has a CPU twin with the same name and
+// meaning; the GPU tests (tests/gpu.rs) compare the two.
 //
 // ------------------------------------------------------------------------------------------
 // The feature map (spec shared with the CPU twin; generator details in philox.cuh)
