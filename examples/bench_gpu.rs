@@ -201,7 +201,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         exact_msd(&gpu, ne, iters.min(20), reps)?;
     }
 
-    // 5. Real fits: seconds per iteration from the solver's timings.
+    // 5. The block solve by target columns: the device (one thread block per column) against
+    //    the host (one rayon task per column), the crossover behind DEVICE_SOLVE_MIN_COLUMNS.
+    if arg("--solve-columns", 1) != 0 {
+        solve_by_columns(&gpu)?;
+    }
+
+    // 6. Real fits: seconds per iteration from the solver's timings.
     let data = Dataset::new(x, y)?;
     let mut devices = vec![Device::Cuda(info.index)];
     if arg("--cpu", 1) != 0 {
@@ -348,5 +354,91 @@ fn exact_msd(
         t.cg_iters as f64 / it,
         model.training.device
     );
+    Ok(())
+}
+
+/// Section 5: wall time of one block solve of `T` columns on the device (`Cuda::tr_solve`,
+/// `K_BB` uploaded per call: 1 MB at b = 512, 16 MB at b = 2048) and on the host
+/// (`solve_column` per column in parallel, as `dbcd` does), on a Gaussian kernel block of
+/// random points with squared-hinge coordinates (`lam = 0.01`).
+fn solve_by_columns(gpu: &Cuda) -> Result<(), Box<dyn std::error::Error>> {
+    use joker::loss::Coord;
+    use joker::solver::trust_region::{BlockProblem, TrustRegion, solve_column};
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    println!(
+        "block solve by target columns (device: one thread block per column on {} SMs; host: {threads} threads)",
+        gpu.sm_count()
+    );
+    for b in [512usize, 2048] {
+        let d = 28;
+        let mut s = Stream::new(17, b as u32);
+        let x: Vec<f64> = (0..b * d).map(|_| s.uniform()).collect();
+        let gamma = 1.0 / d as f64;
+        let mut k32 = vec![0.0f32; b * b];
+        for i in 0..b {
+            for j in 0..=i {
+                let d2: f64 = (0..d).map(|k| (x[i * d + k] - x[j * d + k]).powi(2)).sum();
+                let v = (-gamma * d2).exp() as f32;
+                k32[i * b + j] = v;
+                k32[j * b + i] = v;
+            }
+        }
+        let k64: Vec<f64> = k32.iter().map(|&v| v as f64).collect();
+        let p = TrustRegion::default();
+        let loss = Loss::SquaredHinge;
+        for tt in [1usize, 16, 64, 132, 264] {
+            let coords: Vec<Coord> = (0..b * tt)
+                .map(|_| Coord {
+                    y: if s.uniform() < 0.5 { -1.0 } else { 1.0 },
+                    lam: 0.01,
+                    eps: 0.0,
+                })
+                .collect();
+            let alpha0 = vec![0.0; b * tt];
+            let gbar0 = vec![0.0; b * tt];
+            let (mut ad, mut gd) = (alpha0.clone(), gbar0.clone());
+            gpu.tr_solve(
+                &k32,
+                b,
+                loss,
+                &coords[..b],
+                &mut ad[..b],
+                &mut gd[..b],
+                4.0,
+                &p,
+            )?;
+            let t0 = std::time::Instant::now();
+            let st = gpu.tr_solve(&k32, b, loss, &coords, &mut ad, &mut gd, 4.0, &p)?;
+            let dev = t0.elapsed().as_secs_f64();
+            let t0 = std::time::Instant::now();
+            let host: Vec<_> = (0..tt)
+                .into_par_iter()
+                .map(|t| {
+                    let col = t * b..(t + 1) * b;
+                    let (mut a, mut g) =
+                        (alpha0[col.clone()].to_vec(), gbar0[col.clone()].to_vec());
+                    let bp = BlockProblem {
+                        kbb: &k64,
+                        loss,
+                        coords: &coords[col],
+                        exact: None,
+                    };
+                    solve_column(&bp, &mut a, &mut g, 4.0, &p)
+                })
+                .collect();
+            let hst = t0.elapsed().as_secs_f64();
+            let cg: usize = st.iter().map(|s| s.cg_iters).sum();
+            let cg_host: usize = host.iter().map(|s| s.cg_iters).sum();
+            println!(
+                "  b = {b:4}, T = {tt:3}: device {:8.2} ms, host {:8.2} ms, device/host {:5.2} (CG iterations per column: device {:.0}, host {:.0})",
+                1e3 * dev,
+                1e3 * hst,
+                dev / hst,
+                cg as f64 / tt as f64,
+                cg_host as f64 / tt as f64
+            );
+        }
+    }
     Ok(())
 }

@@ -15,13 +15,16 @@ use crate::loss::{Coord, Loss};
 use crate::solver::trust_region::{BlockStats, TrustRegion, block_nystrom};
 
 /// Target columns from which the device solves the blocks (`tr_solve*`, one thread block per
-/// column) instead of the host.
+/// column) instead of the host (one task per column).
 ///
-/// One column runs on one multiprocessor: measured on an H100 (132 SMs) at one column, the
-/// host solve (`K_BB` copied back, 16 cores) took 44 ms per block where the device took 617
-/// (exact kernel, b = 2048, 122 CG iterations per block) and 2.9 ms against 7.3 (random
-/// features, b = 512, 37 CG iterations). The device solves its columns at once, the host in
-/// turn, so the device pays off from about 617 / 44 = 14 columns; 16 rounds that up.
+/// One column runs on one multiprocessor, so the device is slower than the host for a single
+/// column (an exact b = 2048 MSD block: 617 ms against 44 ms on an H100 machine), and its
+/// columns run side by side while the host's compete for memory bandwidth. Measured on an H100
+/// with 16 host threads (`bench_gpu`, "block solve by target columns", docs/gpu-validation.md),
+/// device time over host time: at b = 512, 1.24 for one column, 1.03 for 16, 0.48 for 64; at
+/// b = 2048, 2.62, 0.90 and 0.25. With 4 host threads 16 columns already give 0.45 and 0.31.
+/// So 16 columns are where the device stops losing on a 16-core machine and wins on smaller
+/// ones.
 pub const DEVICE_SOLVE_MIN_COLUMNS: usize = 16;
 
 /// Whether the engines solve blocks of `targets` columns on the device
