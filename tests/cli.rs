@@ -488,7 +488,13 @@ fn errors_are_reported_cleanly() {
         "lambda",
     );
     fails_with(joker(&t.0, &["train", "-c", "-1", "good.svm"]), "`C`");
-    fails_with(joker(&t.0, &["train", "--delta", "2", "good.svm"]), "huber");
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "--loss", "krr", "--delta", "2", "good.svm"],
+        ),
+        "huber",
+    );
     // a block larger than the data is capped at the number of samples
     let o = ok(joker(
         &t.0,
@@ -890,4 +896,59 @@ fn messages_name_flags_and_causes() {
             "lf.tsv",
         ],
     ));
+}
+
+/// Without `--loss`, integer labels with 2-32 values fit a classifier and other labels a
+/// regression, and the CLI says which and why; `--task` and a loss parameter decide instead.
+#[test]
+fn the_task_is_inferred_from_the_labels() {
+    let t = TempDir::new("infer");
+    t.write("classes.svm", &circle_libsvm(60, 5, false));
+    let mut real = String::new();
+    for i in 0..60 {
+        real += &format!("{} 1:{} 2:{}\n", 0.37 * i as f64 - 3.1, i % 7, (i * 3) % 11);
+    }
+    t.write("real.svm", &real);
+    let e = stderr(&ok(joker(
+        &t.0,
+        &["train", "classes.svm", "c.json", "--max-iter", "20"],
+    )));
+    assert!(
+        e.contains("task: classification (l2-svc), inferred from the labels: 2 integer values"),
+        "{e}"
+    );
+    assert!(e.contains("fit: l2-svc"), "{e}");
+    let e = stderr(&ok(joker(
+        &t.0,
+        &["train", "real.svm", "r.json", "--max-iter", "20"],
+    )));
+    assert!(
+        e.contains(
+            "task: regression (krr), inferred from the labels: 60 distinct values, not all integers"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("fit: krr"), "{e}");
+    let args = [
+        "train",
+        "classes.svm",
+        "t.json",
+        "--max-iter",
+        "20",
+        "--task",
+        "regression",
+    ];
+    let e = stderr(&ok(joker(&t.0, &args)));
+    assert!(!e.contains("inferred") && e.contains("fit: krr"), "{e}");
+    let args = [
+        "train",
+        "classes.svm",
+        "h.json",
+        "--max-iter",
+        "20",
+        "--delta",
+        "0.5",
+    ];
+    let e = stderr(&ok(joker(&t.0, &args)));
+    assert!(!e.contains("inferred") && e.contains("fit: huber"), "{e}");
 }

@@ -199,9 +199,11 @@ pub struct TrainArgs {
     #[arg(value_name = "MODEL_FILE")]
     pub model_file: Option<PathBuf>,
 
-    /// Loss (and so the model).
-    #[arg(short, long, value_enum, default_value_t = LossArg::Krr, alias = "criterion", help_heading = "Model")]
-    pub loss: LossArg,
+    /// Loss (and so the model) [default: from --task, from --delta (huber), --epsilon (svr)
+    /// or --p (lp), else from the labels: l2-svc when they are class labels (integers, 2 to 32
+    /// distinct values), krr otherwise].
+    #[arg(short, long, value_enum, alias = "criterion", help_heading = "Model")]
+    pub loss: Option<LossArg>,
     /// Huber: width of the quadratic zone [default: 1].
     #[arg(long, help_heading = "Model")]
     pub delta: Option<f64>,

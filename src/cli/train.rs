@@ -83,10 +83,62 @@ pub fn kernel_of(kernel: KernelArg, nu: Option<NuArg>) -> CliResult<KernelKind> 
     })
 }
 
-/// The validated estimator of the command line.
-fn estimator(a: &TrainArgs) -> CliResult<Joker> {
+/// Labels with at most this many distinct values, all integers, are class labels when neither
+/// the loss nor the task is given (LIBSVM's `svm-train` always fits a classifier; 32 covers
+/// the 26 letters of the largest multi-class set in common use).
+const MAX_INFERRED_CLASSES: usize = 32;
+
+/// The loss the command line names, directly or through a loss parameter or the task; `None`
+/// when it is left to the labels ([`inferred_loss`]).
+fn named_loss(a: &TrainArgs) -> Option<LossArg> {
+    a.loss.or(if a.delta.is_some() {
+        Some(LossArg::Huber)
+    } else if a.epsilon.is_some() {
+        Some(LossArg::Svr)
+    } else if a.p.is_some() {
+        Some(LossArg::Lp)
+    } else {
+        match a.task {
+            Some(TaskArg::Classification) => Some(LossArg::L2Svc),
+            Some(TaskArg::Regression) => Some(LossArg::Krr),
+            None => None,
+        }
+    })
+}
+
+/// The loss for labels `y` when the command line names none: the L2-SVM for class labels
+/// (integers, 2 to [`MAX_INFERRED_CLASSES`] distinct values), KRR otherwise; and why.
+fn inferred_loss(y: &[f64]) -> (LossArg, String) {
+    let values = distinct(y);
+    if (2..=MAX_INFERRED_CLASSES).contains(&values.len()) && values.iter().all(|v| v.fract() == 0.0)
+    {
+        (
+            LossArg::L2Svc,
+            format!(
+                "classification (l2-svc), inferred from the labels: {} integer values; --loss krr or --task regression fits a regression",
+                values.len()
+            ),
+        )
+    } else {
+        (
+            LossArg::Krr,
+            format!(
+                "regression (krr), inferred from the labels: {} distinct values{}; --task classification or --loss fits a classifier",
+                values.len(),
+                if values.iter().any(|v| v.fract() != 0.0) {
+                    ", not all integers"
+                } else {
+                    ""
+                }
+            ),
+        )
+    }
+}
+
+/// The validated estimator of the command line, with `loss` (named or inferred).
+fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     let mut b = Joker::builder()
-        .loss(loss_of(a.loss, a.delta, a.epsilon, a.p)?)
+        .loss(loss_of(loss, a.delta, a.epsilon, a.p)?)
         .kernel(kernel_of(a.kernel, a.nu)?)
         .bandwidth(match (a.gamma, a.bandwidth) {
             (Some(g), _) => Bandwidth::Gamma(g),
@@ -138,7 +190,7 @@ fn estimator(a: &TrainArgs) -> CliResult<Joker> {
         b = b.class_weight(w.clone());
     }
     if let Some(m) = a.full_krr {
-        if !a.exact || a.loss != LossArg::Krr {
+        if !a.exact || named_loss(a) != Some(LossArg::Krr) {
             return fail(
                 "--full-krr solves exact kernel ridge regression: add --exact and --loss krr",
             );
@@ -235,7 +287,8 @@ fn check_model_path(a: &TrainArgs, model_path: &Path) -> CliResult<()> {
 
 /// Runs `joker train`.
 pub fn run(a: TrainArgs) -> CliResult<()> {
-    let est = estimator(&a)?;
+    // Checked before reading the data; a loss left to the labels is settled in `train`.
+    let est = estimator(&a, named_loss(&a).unwrap_or(LossArg::Krr))?;
     let model_path = match &a.model_file {
         Some(p) => p.clone(),
         None if a.train_file == Path::new("-") => {
@@ -263,6 +316,13 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     let train: Dataset<U> = read_data(&a.train_file, &a.data, a.n_features, None)?;
     let (n, d) = (train.x.nrows(), train.x.ncols());
     let mut est = est.clone();
+    if named_loss(a).is_none() {
+        let (loss, why) = inferred_loss(&train.y);
+        est = estimator(a, loss)?;
+        if !a.quiet {
+            eprintln!("task: {why}");
+        }
+    }
     // the library caps the block at n as well; capped here, the summary shows the real block
     est.solver.block_size = est.solver.block_size.min(n);
     let task = est.task();
