@@ -542,7 +542,7 @@ mod tests {
         let Command::Train(t) = cli.command else {
             panic!()
         };
-        assert_eq!(t.loss, LossArg::L2Svc);
+        assert_eq!(t.loss, Some(LossArg::L2Svc));
         assert_eq!(t.c, Some(4.0));
         assert_eq!(t.n_components, 2048);
         assert!(
