@@ -209,6 +209,23 @@ impl<T: Scalar> CsrMatrix<T> {
     pub(crate) fn values_mut(&mut self) -> &mut [T] {
         &mut self.values
     }
+
+    /// The same rows stored densely (`nrows x ncols`, zeros where nothing is stored).
+    pub fn to_dense(&self) -> DenseMatrix<T> {
+        let mut data = vec![T::from_f64(0.0); self.nrows * self.ncols];
+        for i in 0..self.nrows {
+            let (idx, val) = self.row(i);
+            let row = &mut data[i * self.ncols..(i + 1) * self.ncols];
+            for (&j, &v) in idx.iter().zip(val) {
+                row[j as usize] = v;
+            }
+        }
+        DenseMatrix {
+            nrows: self.nrows,
+            ncols: self.ncols,
+            data,
+        }
+    }
 }
 
 impl<T: Scalar> Features<T> {

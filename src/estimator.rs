@@ -573,7 +573,7 @@ impl Joker {
         } else {
             Standardizer::identity(d)
         };
-        let x: Features<T> = standardizer.transform(&data.x)?;
+        let x: Features<T> = dense_if_smaller(standardizer.transform(&data.x)?);
         let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
         let kernel = Kernel {
             kind: self.kernel,
@@ -842,6 +842,22 @@ struct Targets {
     scaler: TargetScaler,
 }
 
+/// Sparse rows at least this full are trained on as dense rows: dense storage then takes no
+/// more memory (`size_of::<T>()` bytes per entry against `size_of::<T>() + 4` per stored
+/// entry: half full in f32, two thirds in f64) and the dense kernels run over contiguous rows.
+/// The values are the same, and so is the model.
+fn dense_if_smaller<T: Scalar>(x: Features<T>) -> Features<T> {
+    let Features::Sparse(c) = &x else {
+        return x;
+    };
+    let size = std::mem::size_of::<T>();
+    let entries = c.nrows().saturating_mul(c.ncols());
+    if entries.saturating_mul(size) > c.nnz() * (size + 4) {
+        return x;
+    }
+    Features::Dense(c.to_dense())
+}
+
 /// The validation metric of a predictor (accuracy, or RMSE in the original units) on the
 /// validation set in the training's preprocessing. Dense validation rows must have the
 /// training width (zero-padding them would score something else); sparse rows may omit
@@ -1061,4 +1077,41 @@ fn class_weights(cw: &ClassWeight, classes: &[f64], y: &[f64]) -> Result<Vec<f64
             w
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::CsrMatrix;
+
+    /// Rows whose dense storage is no larger are made dense with the same values; sparser
+    /// ones stay sparse. In f32 the line is half full, in f64 two thirds.
+    #[test]
+    fn half_full_rows_are_trained_dense() {
+        // 3 rows x 4 columns; `full` of the 12 entries stored.
+        let csr = |full: usize| {
+            let (mut indptr, mut indices, mut values) = (vec![0], vec![], vec![]);
+            for k in 0..full {
+                indices.push((k % 4) as u32);
+                values.push(k as f64 + 0.5);
+                if k % 4 == 3 || k + 1 == full {
+                    indptr.push(values.len());
+                }
+            }
+            while indptr.len() < 4 {
+                indptr.push(values.len());
+            }
+            Features::Sparse(CsrMatrix::new(3, 4, indptr, indices, values).unwrap())
+        };
+        let as32 = |x: Features<f64>| x.cast::<f32>();
+        assert!(matches!(dense_if_smaller(as32(csr(6))), Features::Dense(_)));
+        assert!(matches!(dense_if_smaller(as32(csr(5))), Features::Sparse(_)));
+        assert!(matches!(dense_if_smaller(csr(8)), Features::Dense(_)));
+        assert!(matches!(dense_if_smaller(csr(7)), Features::Sparse(_)));
+        let Features::Dense(m) = dense_if_smaller(csr(8)) else {
+            unreachable!()
+        };
+        assert_eq!(m.row(0), &[0.5, 1.5, 2.5, 3.5]);
+        assert_eq!(m.row(2), &[0.0; 4]);
+    }
 }
