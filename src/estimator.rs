@@ -615,7 +615,13 @@ impl Joker {
             eps: &eps,
         };
         let mut sol = match &self.full_krr {
-            None => solve(backend, &prob, &solver, alpha0, &mut hooks)?,
+            None => {
+                // Under Auto a device that fails mid-fit hands the fit to the CPU.
+                let cpu: &dyn Backend<T> = &Cpu;
+                let fallback =
+                    (self.device == Device::Auto && backend.name() != cpu.name()).then_some(cpu);
+                solve(backend, &prob, &solver, alpha0, &mut hooks, fallback)?
+            }
             Some(cfg) => {
                 let cfg = self.krr_config(cfg, tt, opts.sample_weight.is_some())?;
                 full_krr(
@@ -658,7 +664,10 @@ impl Joker {
                 seconds: start.elapsed().as_secs_f64(),
                 n_samples: n,
                 timings: sol.timings,
-                device: device_note,
+                device: match sol.fell_back {
+                    Some(why) => format!("{device_note}; {why}"),
+                    None => device_note,
+                },
                 tr_model: sol.tr_model,
             },
             history: sol.history,
@@ -1022,6 +1031,7 @@ fn full_krr<T: Scalar>(
         theta: None,
         iters: sol.iters,
         stop,
+        fell_back: None,
         history,
         timings: Default::default(),
         tr_model: "none (full KRR has no trust region)".into(),
@@ -1105,7 +1115,10 @@ mod tests {
         };
         let as32 = |x: Features<f64>| x.cast::<f32>();
         assert!(matches!(dense_if_smaller(as32(csr(6))), Features::Dense(_)));
-        assert!(matches!(dense_if_smaller(as32(csr(5))), Features::Sparse(_)));
+        assert!(matches!(
+            dense_if_smaller(as32(csr(5))),
+            Features::Sparse(_)
+        ));
         assert!(matches!(dense_if_smaller(csr(8)), Features::Dense(_)));
         assert!(matches!(dense_if_smaller(csr(7)), Features::Sparse(_)));
         let Features::Dense(m) = dense_if_smaller(csr(8)) else {

@@ -559,3 +559,165 @@ fn automatic_trust_region_model() {
         t.timings.gram_fallbacks
     );
 }
+
+/// A backend whose random-feature engine fails (`JokerError::Device`) at its `fail_at`-th
+/// update, as a GPU that stops answering mid-fit; everything else is the CPU's.
+struct FailingDevice {
+    fail_at: usize,
+}
+
+/// The host engine of [`FailingDevice`], failing at the given update.
+struct FailingEngine<'a> {
+    inner: joker::backend::HostRff<'a, f64>,
+    updates: usize,
+    fail_at: usize,
+}
+
+impl joker::backend::BlockEngine<f64> for FailingEngine<'_> {
+    fn load_block(&mut self, start: usize, len: usize) -> joker::Result<()> {
+        self.inner.load_block(start, len)
+    }
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> joker::Result<()> {
+        self.inner.block_gram(kbb, g)
+    }
+    fn update(&mut self, delta: &[f64]) -> joker::Result<()> {
+        self.updates += 1;
+        if self.updates == self.fail_at {
+            return Err(joker::JokerError::Device("the test device stopped".into()));
+        }
+        self.inner.update(delta)
+    }
+    fn set_alpha(&mut self, alpha: &[f64]) -> joker::Result<()> {
+        self.inner.set_alpha(alpha)
+    }
+    fn decision(&mut self) -> joker::Result<Vec<f64>> {
+        self.inner.decision()
+    }
+    fn theta(&mut self, out: &mut [f64]) -> joker::Result<()> {
+        self.inner.theta(out)
+    }
+}
+
+impl joker::backend::Backend<f64> for FailingDevice {
+    fn name(&self) -> &'static str {
+        "failing test device"
+    }
+    fn features(
+        &self,
+        map: &joker::features::FeatureMap<f64>,
+        x: &[f64],
+        n: usize,
+        out: &mut [f64],
+    ) {
+        joker::backend::cpu::Cpu.features(map, x, n, out)
+    }
+    fn gram(&self, phi: &[f64], n: usize, m: usize, out: &mut [f64]) {
+        joker::backend::cpu::Cpu.gram(phi, n, m, out)
+    }
+    fn project(&self, phi: &[f64], n: usize, m: usize, theta: &[f64], t: usize, out: &mut [f64]) {
+        joker::backend::cpu::Cpu.project(phi, n, m, theta, t, out)
+    }
+    fn accumulate(&self, phi: &[f64], n: usize, m: usize, d: &[f64], t: usize, th: &mut [f64]) {
+        joker::backend::cpu::Cpu.accumulate(phi, n, m, d, t, th)
+    }
+    fn kernel_tile(
+        &self,
+        kernel: &Kernel,
+        xi: &[f64],
+        ni: usize,
+        xj: &[f64],
+        nj: usize,
+        d: usize,
+        out: &mut [f64],
+    ) {
+        joker::backend::cpu::Cpu.kernel_tile(kernel, xi, ni, xj, nj, d, out)
+    }
+    fn rff_engine<'a>(
+        &'a self,
+        map: &'a joker::features::FeatureMap<f64>,
+        x: &'a Features<f64>,
+        order: &'a [usize],
+        targets: usize,
+        block: usize,
+    ) -> joker::Result<Option<Box<dyn joker::backend::BlockEngine<f64> + 'a>>> {
+        let inner =
+            joker::backend::HostRff::new(&joker::backend::cpu::Cpu, map, x, order, targets, block)?;
+        Ok(Some(Box::new(FailingEngine {
+            inner,
+            updates: 0,
+            fail_at: self.fail_at,
+        })))
+    }
+}
+
+/// A device failure in the middle of a fit: with a fallback the fit goes on on the CPU from
+/// the current dual iterate, says so, and reaches the optimum of a fit that never failed;
+/// without one it is the device error.
+#[test]
+fn a_device_failure_mid_fit_finishes_on_the_cpu() {
+    use joker::backend::cpu::Cpu;
+    use joker::features::{FeatureMap, FeatureSpec};
+    use joker::solver::dbcd::{Hooks, Problem, Repr, solve};
+    let data = common::binary(400, 3, 41);
+    let map = FeatureMap::<f64>::new(FeatureSpec {
+        kernel: Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 0.5,
+        },
+        n_components: 64,
+        dim: 3,
+        seed: 7,
+    })
+    .unwrap();
+    let lam = vec![0.1; 400];
+    let eps = vec![0.0; 400];
+    let prob = Problem {
+        x: &data.x,
+        repr: Repr::Features(&map),
+        loss: Loss::SquaredHinge,
+        targets: 1,
+        y: &data.y,
+        lam: &lam,
+        eps: &eps,
+    };
+    let cfg = joker::SolverConfig {
+        block_size: 50,
+        max_iter: 4000,
+        tol: 1e-7,
+        ..joker::SolverConfig::default()
+    };
+    let hooks = || Hooks::<f64> {
+        validate: None,
+        progress: None,
+        interrupt: None,
+    };
+    let clean = solve(&Cpu, &prob, &cfg, None, &mut hooks(), None).unwrap();
+    assert!(clean.fell_back.is_none());
+    assert_eq!(
+        clean.stop,
+        joker::StopReason::Converged,
+        "{:?}",
+        clean.history.last()
+    );
+    let device = FailingDevice { fail_at: 37 };
+    let err = solve(&device, &prob, &cfg, None, &mut hooks(), None).unwrap_err();
+    assert!(matches!(err, joker::JokerError::Device(_)), "{err}");
+    let rescued = solve(&device, &prob, &cfg, None, &mut hooks(), Some(&Cpu)).unwrap();
+    let note = rescued.fell_back.as_deref().unwrap();
+    // (an iteration whose step is zero makes no update, so the 37th update comes later)
+    assert!(
+        note.contains("the device failed at iteration") && note.contains("on the cpu"),
+        "{note}"
+    );
+    assert_eq!(rescued.stop, joker::StopReason::Converged);
+    let (a, b) = (
+        clean.history.last().unwrap(),
+        rescued.history.last().unwrap(),
+    );
+    assert!(
+        (a.primal - b.primal).abs() <= 1e-5 * a.primal.abs(),
+        "primal {} against {}",
+        b.primal,
+        a.primal
+    );
+}

@@ -19,6 +19,7 @@
 //! the iterates are the same as with the stages in sequence.
 
 use crate::memory::try_filled;
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -203,6 +204,8 @@ pub struct Solution {
     pub timings: Timings,
     /// The trust region's model curvature, and why (`exact kernel`, `gram`, `kernel`, ...).
     pub tr_model: String,
+    /// Where and why the fit left its device for the fallback backend, if it did.
+    pub fell_back: Option<String>,
 }
 
 /// How the kernel is represented.
@@ -609,13 +612,16 @@ impl<T: Scalar> State<'_, T> {
 }
 
 /// Runs DBCD-TR. `alpha0` (column-major `n x T`) warm-starts the dual; it is projected into the
-/// box (strictly inside for KLR).
+/// box (strictly inside for KLR). With `fallback`, a device failure ([`JokerError::Device`])
+/// in the middle of the fit moves it onto `fallback` from the current dual iterate instead of
+/// failing, and [`Solution::fell_back`] says where and why.
 pub fn solve<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &Problem<T>,
     cfg: &SolverConfig,
     alpha0: Option<Vec<f64>>,
     hooks: &mut Hooks<T>,
+    fallback: Option<&dyn Backend<T>>,
 ) -> Result<Solution> {
     let start = Instant::now();
     let (n, tt) = (prob.x.nrows(), prob.targets);
@@ -626,6 +632,11 @@ pub fn solve<T: Scalar>(
     Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = start_state(backend, prob, alpha0, &perm, b)?;
+    let mut backend = backend;
+    let mut resume = Resume {
+        fallback,
+        note: None,
+    };
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
     } else {
@@ -640,19 +651,32 @@ pub fn solve<T: Scalar>(
     let mut iter = 0;
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
-    let mut schedule = Schedule::new(&mut st, cfg, blocks, tt)?;
+    let mut schedule = Schedule::new(&mut st, cfg, blocks.clone(), tt)?;
 
     while iter < cfg.max_iter {
         let last = iter + 1 >= cfg.max_iter;
-        let (block, cols) = schedule.step(&mut st, backend, cfg, delta_max, last, &mut timings)?;
-        let t2 = Instant::now();
+        let t2 = Cell::new(Instant::now());
+        let step = schedule
+            .step(&mut st, backend, cfg, delta_max, last, &mut timings)
+            .and_then(|(block, cols)| {
+                t2.set(Instant::now());
+                apply_update(&mut st, block, &cols, iter)?;
+                Ok(cols)
+            });
+        let cols = match step {
+            Ok(cols) => cols,
+            Err(e) => {
+                backend = resume.recover(e, iter, prob, &mut st, &perm, b)?;
+                schedule = Schedule::new(&mut st, cfg, blocks.clone(), tt)?;
+                continue;
+            }
+        };
         for (_, s) in &cols {
             accepted += s.accepted;
             timings.tr_iters += s.tr_iters;
             timings.cg_iters += s.cg_iters;
         }
-        apply_update(&mut st, block, &cols, iter)?;
-        timings.update += t2.elapsed().as_secs_f64();
+        timings.update += t2.get().elapsed().as_secs_f64();
         iter += 1;
         if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
             delta_max *= cfg.shrink_rate;
@@ -660,7 +684,14 @@ pub fn solve<T: Scalar>(
         if iter % check_every == 0 {
             checked_at = iter;
             let tc = Instant::now();
-            let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
+            let p = match monitor(&mut st, hooks, iter, accepted, start, timings.check, b) {
+                Ok(p) => p,
+                Err(e) => {
+                    backend = resume.recover(e, iter, prob, &mut st, &perm, b)?;
+                    schedule = Schedule::new(&mut st, cfg, blocks.clone(), tt)?;
+                    monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?
+                }
+            };
             timings.check += tc.elapsed().as_secs_f64();
             let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
             let verdict = verdict(&p, cfg.tol, go_on);
@@ -682,12 +713,21 @@ pub fn solve<T: Scalar>(
     }
     if checked_at != iter && !interrupted {
         let tc = Instant::now();
-        let p = monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?;
+        let p = match monitor(&mut st, hooks, iter, accepted, start, timings.check, b) {
+            Ok(p) => p,
+            Err(e) => {
+                resume.recover(e, iter, prob, &mut st, &perm, b)?;
+                monitor(&mut st, hooks, iter, accepted, start, timings.check, b)?
+            }
+        };
         timings.check += tc.elapsed().as_secs_f64();
         stop = final_verdict(&p, hooks, cfg.tol, stop);
         history.push(p);
     }
-    st.pull_theta()?;
+    if let Err(e) = st.pull_theta() {
+        resume.recover(e, iter, prob, &mut st, &perm, b)?;
+        st.pull_theta()?;
+    }
     let theta = match prob.repr {
         Repr::Features(_) => Some(std::mem::take(&mut st.theta)),
         Repr::Exact(_) => None,
@@ -700,7 +740,44 @@ pub fn solve<T: Scalar>(
         history,
         timings,
         tr_model: schedule.curvature.note,
+        fell_back: resume.note,
     })
+}
+
+/// Where a fit goes on when its device fails ([`solve`]'s `fallback`), and whether it has.
+struct Resume<'a, T> {
+    fallback: Option<&'a dyn Backend<T>>,
+    note: Option<String>,
+}
+
+impl<'a, T: Scalar> Resume<'a, T> {
+    /// After the device error `e` at iteration `iter`, restarts the fit's state on the
+    /// fallback from the current dual iterate (which is in the box whether or not the failed
+    /// step reached it) and returns the fallback; any other error, or a second failure, is
+    /// returned as it is.
+    fn recover(
+        &mut self,
+        e: JokerError,
+        iter: usize,
+        prob: &'a Problem<'a, T>,
+        st: &mut State<'a, T>,
+        perm: &'a [usize],
+        b: usize,
+    ) -> Result<&'a dyn Backend<T>> {
+        let JokerError::Device(why) = &e else {
+            return Err(e);
+        };
+        let Some(next) = self.fallback.take() else {
+            return Err(e);
+        };
+        self.note = Some(format!(
+            "the device failed at iteration {iter} ({why}); the fit went on on the {} from that iterate",
+            next.name()
+        ));
+        let alpha = std::mem::take(&mut st.alpha);
+        *st = start_state(next, prob, Some(alpha), perm, b)?;
+        Ok(next)
+    }
 }
 
 /// The block schedule of a fit and its buffers: the fixed blocks, the random choice (drawn
