@@ -8,7 +8,10 @@
 //! ```sh
 //! cargo run --release --example bench_dsg                         # a9a and ijcnn1, M 2048, 60 s
 //! cargo run --release --example bench_dsg -- --sets a9a --m 4096 --seconds 120 --loss klr
+//! cargo run --release --example bench_dsg -- --sets ijcnn1 --theta 10000 --t0 1000 --block 64
 //! ```
+//! `--theta`, `--t0` (step `theta / (t + t0)`), `--block` (features per step) and `--batch`
+//! (rows per step) set the doubly stochastic solvers; their defaults are `DsgConfig`'s.
 //! Sets: `a9a`, `ijcnn1` (LIBSVM files under `JOKER_DATA_DIR`, default `../shared/datasets`,
 //! read in place). Writes `bench-out/dsg.json`.
 
@@ -115,7 +118,12 @@ fn main() -> joker::Result<()> {
             "dbcd",
         )?];
         for v in ["dsg", "udsg", "cdsg"] {
-            let cfg = DsgConfig::named(v).expect("a variant");
+            let mut cfg = DsgConfig::named(v).expect("a variant");
+            let num = |name: &str| arg(name).map(|v| v.parse::<f64>().expect(name));
+            cfg.step.theta = num("--theta").unwrap_or(cfg.step.theta);
+            cfg.step.t0 = num("--t0").unwrap_or(cfg.step.t0);
+            cfg.feature_block = num("--block").map_or(cfg.feature_block, |v| v as usize);
+            cfg.batch_size = num("--batch").map_or(cfg.batch_size, |v| v as usize);
             let est = base()
                 .dsg(cfg)
                 .max_iter(1_000_000)

@@ -238,6 +238,28 @@ fn bad_settings_are_errors_not_panics() {
         .fit(&small)
         .unwrap_err();
     assert_eq!(name(e), "step");
+    // steps far too large: the iterate diverges, and the fit says so
+    let e = Joker::builder()
+        .lambda(1e-6)
+        .n_components(64)
+        .dsg(DsgConfig {
+            feature_block: 16,
+            batch_size: 10,
+            step: StepSize {
+                theta: 1e6,
+                t0: 1.0,
+            },
+            ..ok.clone()
+        })
+        .max_iter(2000)
+        .build()
+        .unwrap()
+        .fit(&common::regression(200, 2, 10))
+        .unwrap_err();
+    assert!(
+        matches!(&e, JokerError::Numerical(m) if m.contains("diverged")),
+        "{e:?}"
+    );
     // warm starts need dual coefficients
     let dbcd = Joker::builder()
         .n_components(64)

@@ -508,6 +508,9 @@ pub fn solve_dsg<T: Scalar>(
             let phi_i = &phi[i * m..(i + 1) * m];
             for t_ in 0..tt {
                 let f: f64 = (0..m).map(|j| phi_i[j] * coef.s[j * tt + t_]).sum::<f64>() * coef.c;
+                if !f.is_finite() {
+                    return Err(diverged(t, cfg));
+                }
                 let y = p.y[t_ * n + row];
                 grad[i * tt + t_] = p.weight[row] * p.loss.derivative(f, y);
                 loss_sum += p.weight[row] * p.loss.primal(f, y);
@@ -575,6 +578,14 @@ pub fn solve_dsg<T: Scalar>(
         timings,
         tr_model: String::new(),
     })
+}
+
+/// The error of an iterate whose predictions are no longer finite: the steps were too large.
+fn diverged(t: usize, cfg: &DsgConfig) -> JokerError {
+    JokerError::Numerical(format!(
+        "the doubly stochastic iterate diverged at step {t} (a prediction is not finite): the step size theta / (t + t0) = {} / (t + {}) is too large for this loss and kernel; lower theta or raise t0",
+        cfg.step.theta, cfg.step.t0
+    ))
 }
 
 /// The block step `t` updates and its step size: a new block (index `opened`) with `gamma_t`,
