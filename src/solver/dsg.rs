@@ -352,7 +352,7 @@ pub fn feature_block<T: Scalar>(
     let scale = (2.0 / r as f64).sqrt();
     let (wt, b) = (map.wt(), map.b());
     let mut out = vec![0.0; (x.len() / d.max(1)) * width];
-    if width == 0 || d == 0 && x.is_empty() {
+    if width == 0 || x.is_empty() {
         return out;
     }
     out.par_chunks_mut(width)
@@ -675,7 +675,7 @@ fn progress<T: Scalar>(
         dual: f64::NAN,
         gap: f64::NAN,
         validation,
-        accepted: t,
+        accepted: 0,
         rel_residual: None,
     }
 }
