@@ -368,6 +368,39 @@ typedef int32_t JokerKrrMethod;
 #endif // __cplusplus
 
 /**
+ * Solvers, for `joker_params_set_solver`.
+ */
+enum JokerSolver
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * DBCD-TR (the default).
+   */
+  JOKER_SOLVER_DBCD = 0,
+  /**
+   * Doubly stochastic gradients: a new random-feature block every step.
+   */
+  JOKER_SOLVER_DSG = 1,
+  /**
+   * DSG alternating one step on a new block and one on a uniformly drawn old one.
+   */
+  JOKER_SOLVER_UDSG = 2,
+  /**
+   * DSG updating an old block when its checked step beats the DSG step (cap 2).
+   */
+  JOKER_SOLVER_CDSG = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum JokerSolver JokerSolver;
+#else
+typedef int32_t JokerSolver;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * What a prediction function writes, for `joker_model_output_size`.
  */
 enum JokerOutput
@@ -766,6 +799,20 @@ JokerStatus joker_params_set_tr_model(struct JokerParams *params, int32_t model)
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_full_krr(struct JokerParams *params, int32_t method, size_t blocks, size_t rank, size_t max_iter, double tol, int32_t store_preconditioners);
+
+/**
+ * Chooses the solver, one of `JOKER_SOLVER_*`: DBCD-TR (the default) or a doubly stochastic
+ * gradient solver (random features on the CPU; `n_components` caps the features opened,
+ * `joker_params_set_max_iter` counts steps, and there is no duality gap, so the fit runs its
+ * step or time budget). For the doubly stochastic solvers, `batch_size >= 1` rows and
+ * `feature_block >= 1` new features per step (at most `n_components`), and the step size
+ * `theta / (t + t0)` with `theta > 0`, `t0 >= 0`. `0` for `batch_size` or `feature_block` and
+ * NaN for `theta` or `t0` take the default (256, 64, 1000, 1000). DBCD-TR ignores them.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_solver(struct JokerParams *params, int32_t solver, size_t batch_size, size_t feature_block, double theta, double t0);
 
 /**
  * Chooses where fits with these parameters run: `JOKER_DEVICE_AUTO` (the default),

@@ -27,14 +27,15 @@ use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
-    FORMAT_NAME, FORMAT_VERSION, Model, Precision, Representation, Task, TrainingInfo, accuracy,
-    rmse,
+    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, Model, Precision, Representation, Task,
+    TrainingInfo, accuracy, rmse,
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::{
     Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, memory_estimate, solve,
 };
+use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRun, solve_dsg};
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
 use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason, TrModel};
 
@@ -82,6 +83,10 @@ pub struct Joker {
     /// Solve full KRR with Skotch, ASkotch or Nystrom-PCG instead of DBCD-TR (squared loss
     /// and the exact kernel only).
     pub full_krr: Option<KrrConfig>,
+    /// Train by doubly stochastic gradients (DSG, UDSG or CDSG; [`crate::solver::dsg`])
+    /// instead of DBCD-TR: a streaming primal solver that opens random features as it goes,
+    /// `n_components` of them at most. Random features on the CPU only.
+    pub dsg: Option<DsgConfig>,
     /// Where to fit (default [`Device::Auto`]; see [`crate::device`]). The GPU covers
     /// random-feature models in f32 trained with DBCD-TR; `max_memory` also caps the device
     /// memory there.
@@ -111,6 +116,7 @@ impl Default for JokerBuilder {
                 solver: SolverConfig::default(),
                 max_memory: MemoryLimit::Auto,
                 full_krr: None,
+                dsg: None,
                 device: Device::Auto,
             },
         }
@@ -251,6 +257,14 @@ impl JokerBuilder {
         self.p.full_krr = Some(cfg);
         self
     }
+    /// Train with a doubly stochastic gradient solver (DSG, UDSG or CDSG) instead of DBCD-TR.
+    /// `n_components` is then the cap on the random features; `max_iter` counts steps (one
+    /// mini-batch each), and `time_limit`, `check_every` and `seed` apply as for DBCD-TR. No
+    /// duality gap exists, so the fit runs its budget. See [`crate::solver::dsg`].
+    pub fn dsg(mut self, cfg: DsgConfig) -> Self {
+        self.p.dsg = Some(cfg);
+        self
+    }
     /// Memory limit in bytes (0: none). The default is [`MemoryLimit::Auto`].
     pub fn max_memory(mut self, bytes: usize) -> Self {
         self.p.max_memory = MemoryLimit::from_bytes_or_none(bytes);
@@ -346,6 +360,44 @@ impl JokerBuilder {
             }
             k.validate()?;
         }
+        if let Some(cfg) = &p.dsg {
+            cfg.validate()?;
+            if p.full_krr.is_some() {
+                return Err(invalid(
+                    "dsg",
+                    "choose one solver: doubly stochastic gradients or full KRR",
+                ));
+            }
+            let Some(m) = p.n_components else {
+                return Err(invalid(
+                    "dsg",
+                    "the doubly stochastic solvers train random-feature models: set n_components (the cap on the features)",
+                ));
+            };
+            if cfg.feature_block > m {
+                return Err(invalid(
+                    "feature_block",
+                    format!(
+                        "a block of {} features exceeds the cap n_components = {m}",
+                        cfg.feature_block
+                    ),
+                ));
+            }
+            if !crate::solver::dsg::supports(&p.loss) {
+                return Err(invalid(
+                    "loss",
+                    format!(
+                        "the doubly stochastic solvers need a loss with a bounded derivative; {} has none",
+                        p.loss.name()
+                    ),
+                ));
+            }
+            if matches!(p.device, Device::Cuda(_)) {
+                return Err(JokerError::Unsupported(
+                    "the doubly stochastic solvers run on the CPU; use device auto or cpu".into(),
+                ));
+            }
+        }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
             return Err(invalid(
                 "task",
@@ -408,6 +460,9 @@ impl Joker {
 
     /// Whether these parameters can be fitted on a GPU, or why not.
     pub fn gpu_support(&self) -> std::result::Result<(), String> {
+        if self.dsg.is_some() {
+            return Err("the doubly stochastic solvers run on the CPU".into());
+        }
         if self.n_components.is_none() && !matches!(self.device, Device::Cuda(_)) {
             // Exact kernels use the GPU only when it is asked for by name: the device path
             // for them is validated separately (docs/gpu-validation.md).
@@ -614,6 +669,69 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
+        if let (Some(cfg), Some(map)) = (&self.dsg, &map) {
+            if alpha0.is_some() {
+                return Err(invalid(
+                    "warm_start",
+                    "the doubly stochastic solvers have no dual coefficients to start from",
+                ));
+            }
+            let weight: Vec<f64> = lam.iter().map(|l| self.lambda / l).collect();
+            let problem = DsgProblem {
+                x: &x,
+                map,
+                loss: self.loss,
+                targets: tt,
+                y: &targets.y,
+                weight: &weight,
+                lambda: self.lambda,
+            };
+            let run = DsgRun {
+                max_iter: self.solver.max_iter,
+                time_limit: self.solver.time_limit,
+                check_every: self.solver.check_every,
+                seed: self.solver.seed,
+            };
+            let sol = solve_dsg(&problem, cfg, &run, &mut hooks)?;
+            let theta = sol.theta.unwrap_or_default();
+            let representation = Representation::RandomFeatures {
+                n_components: theta.len() / tt,
+                seed: self.solver.seed,
+                theta,
+            };
+            let last = sol.history.last().cloned();
+            return Ok(Model {
+                format: FORMAT_NAME.into(),
+                version: FORMAT_VERSION,
+                joker_version: env!("CARGO_PKG_VERSION").into(),
+                loss: self.loss,
+                kernel,
+                lambda: self.lambda,
+                precision: self.precision,
+                task: self.task(),
+                classes: targets.classes,
+                n_features: d,
+                n_targets: tt,
+                standardizer,
+                target_scaler: targets.scaler,
+                representation,
+                dual: None,
+                training: TrainingInfo {
+                    iterations: sol.iters,
+                    stop: sol.stop,
+                    gap: f64::NAN,
+                    primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
+                    dual: f64::NAN,
+                    seconds: start.elapsed().as_secs_f64(),
+                    n_samples: n,
+                    timings: sol.timings,
+                    device: device_note,
+                    tr_model: String::new(),
+                    solver: cfg.variant.name().into(),
+                },
+                history: sol.history,
+            });
+        }
         let mut sol = match &self.full_krr {
             None => {
                 // Under Auto a device that fails mid-fit hands the fit to the CPU.
@@ -641,7 +759,7 @@ impl Joker {
         let last = sol.history.last().cloned();
         Ok(Model {
             format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION,
+            version: FORMAT_VERSION_DUAL,
             joker_version: env!("CARGO_PKG_VERSION").into(),
             loss: self.loss,
             kernel,
@@ -669,6 +787,7 @@ impl Joker {
                     None => device_note,
                 },
                 tr_model: sol.tr_model,
+                solver: String::new(),
             },
             history: sol.history,
         })

@@ -45,4 +45,7 @@ pub use loss::Loss;
 pub use memory::MemoryLimit;
 pub use model::{Model, Precision, Task};
 pub use solver::krr::{KrrConfig, KrrMethod};
-pub use solver::{Progress, RadiusRule, SolverConfig, StopReason, TrModel, TrustRegion};
+pub use solver::{
+    DsgConfig, DsgVariant, Progress, RadiusRule, SolverConfig, StepSize, StopReason, TrModel,
+    TrustRegion,
+};

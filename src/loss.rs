@@ -329,6 +329,31 @@ impl Loss {
         }
     }
 
+    /// A (sub)gradient `l'(u)` of the primal loss in the prediction `u`, read off the
+    /// optimality relation `-lambda a in d l(y, u)` at `lambda = 1`: with `c = 1` the KKT
+    /// interval is `-d l(y, u)`, so the derivative needs no formula of its own. Where `l` has
+    /// a kink (hinge at `y u = 1`, SVR at `|y - u| = epsilon`, L1 at `y = u`) the subgradient
+    /// of smallest magnitude is returned, which is zero whenever zero is a subgradient.
+    /// Stochastic primal solvers ([`crate::solver::dsg`]) step along it.
+    pub fn derivative(&self, u: f64, y: f64) -> f64 {
+        let (lo, hi) = self.kkt_interval(
+            u,
+            &Coord {
+                y,
+                lam: 1.0,
+                eps: 0.0,
+            },
+        );
+        let a = if lo <= 0.0 && hi >= 0.0 {
+            0.0
+        } else if lo > 0.0 {
+            lo
+        } else {
+            hi
+        };
+        -a
+    }
+
     /// The dual starting point of a coordinate among `n`: zero, or for KLR (whose box excludes
     /// zero) `a_hat = min(c/2, 1/n)`, inside the box and small enough that every starting
     /// prediction `|f(x)| <= sum_i a_hat_i k(x_i, x)` is at most 1. (The reference code's
@@ -408,6 +433,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `derivative` agrees with central differences of `primal` away from the kinks.
+    #[test]
+    fn derivative_matches_finite_differences_of_the_primal() {
+        for loss in ALL {
+            for &y in &[1.0f64, -1.0, 0.35] {
+                if loss.is_classifier() && y.abs() != 1.0 {
+                    continue;
+                }
+                for u in [-2.3, -0.45, 0.1, 0.62, 1.9] {
+                    let h = 1e-6;
+                    let fd = (loss.primal(u + h, y) - loss.primal(u - h, y)) / (2.0 * h);
+                    let g = loss.derivative(u, y);
+                    assert!(
+                        (fd - g).abs() < 1e-5 * (1.0 + g.abs()),
+                        "{loss:?} y={y} u={u}: {fd} vs {g}"
+                    );
+                }
+            }
+        }
+        // at a kink the subgradient of least magnitude
+        assert_eq!(Loss::Hinge.derivative(1.0, 1.0), 0.0);
+        assert_eq!(Loss::Absolute.derivative(0.5, 0.5), 0.0);
     }
 
     /// Fenchel-Young in dual-coordinate form: `c l(y, u) + f_i(a) + a u >= 0`, with equality

@@ -24,8 +24,18 @@ use crate::solver::{Progress, StopReason, Timings};
 
 /// The model file format's name, in every file's `format` field.
 pub const FORMAT_NAME: &str = "joker-model";
-/// The newest model file version this build reads and the one it writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest model file version this build reads. Version 2 adds `training.solver` and
+/// allows `null` for `training.gap`, `primal` and `dual` (a doubly stochastic fit has no
+/// duality gap); this build writes it for such models only.
+pub const FORMAT_VERSION: u32 = 2;
+/// The version written for DBCD-TR and full-KRR models: their files are unchanged from
+/// version 1, so older builds read them.
+pub const FORMAT_VERSION_DUAL: u32 = 1;
+
+/// Reads a number that may be `null` (a value with no meaning for the fit) as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
 
 /// Floating-point precision of features, random features and Gram blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,11 +89,14 @@ pub struct TrainingInfo {
     pub iterations: usize,
     /// Why training stopped (`converged`, `max_iter`, `time_limit`, `cancelled` in the file).
     pub stop: StopReason,
-    /// Final relative duality gap.
+    /// Final relative duality gap (NaN, `null` in the file, where there is none).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub gap: f64,
     /// Final primal objective.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub primal: f64,
-    /// Final dual objective.
+    /// Final dual objective (NaN, `null` in the file, where there is none).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub dual: f64,
     /// Training time in seconds.
     pub seconds: f64,
@@ -100,6 +113,10 @@ pub struct TrainingInfo {
     /// reason where it was chosen automatically or could not be had.
     #[serde(default)]
     pub tr_model: String,
+    /// The solver that trained the model when it was not DBCD-TR: `dsg`, `udsg` or `cdsg`
+    /// (absent from the file, and empty, for DBCD-TR and full KRR).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub solver: String,
 }
 
 /// A trained Joker model.
@@ -107,7 +124,8 @@ pub struct TrainingInfo {
 pub struct Model {
     /// Always [`FORMAT_NAME`].
     pub format: String,
-    /// Model file version ([`FORMAT_VERSION`] for files this build writes).
+    /// Model file version: [`FORMAT_VERSION_DUAL`] for DBCD-TR and full-KRR models,
+    /// [`FORMAT_VERSION`] for doubly stochastic ones.
     pub version: u32,
     /// Version of joker that trained the model.
     pub joker_version: String,

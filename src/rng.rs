@@ -83,6 +83,8 @@ pub mod streams {
     pub const POWER_ITERATION: u32 = 0x5A0F;
     /// The subsample of the median-distance bandwidth heuristic.
     pub const BANDWIDTH_SUBSAMPLE: u32 = 0xB4D;
+    /// The mini-batches and revisited feature blocks of the doubly stochastic solvers.
+    pub const DSG_BATCH: u32 = 0xD5B;
     /// The demo's synthetic data.
     pub const DEMO_DATA: u32 = 0xDE70;
 }

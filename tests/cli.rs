@@ -952,3 +952,64 @@ fn the_task_is_inferred_from_the_labels() {
     let e = stderr(&ok(joker(&t.0, &args)));
     assert!(!e.contains("inferred") && e.contains("fit: huber"), "{e}");
 }
+
+#[test]
+fn doubly_stochastic_solvers_from_the_command_line() {
+    let t = TempDir::new("dsg");
+    t.write("train.svm", &circle_libsvm(1500, 21, false));
+    t.write("test.svm", &circle_libsvm(500, 22, false));
+    for solver in ["dsg", "udsg", "cdsg"] {
+        let model = format!("{solver}.json");
+        let out = ok(joker(
+            &t.0,
+            &[
+                "train",
+                "-l",
+                "klr",
+                "-m",
+                "256",
+                "--solver",
+                solver,
+                "--max-iter",
+                "300",
+                "--batch-size",
+                "100",
+                "--feature-block",
+                "32",
+                "train.svm",
+                &model,
+            ],
+        ));
+        let (o, e) = (stdout(&out), stderr(&out));
+        assert!(o.contains(&format!("solver      {solver}")), "{o}");
+        assert!(e.contains("batch 100, feature block 32"), "{e}");
+        let pred = ok(joker(&t.0, &["predict", "test.svm", &model]));
+        let acc = accuracy_of(&stderr(&pred));
+        assert!(acc > 90.0, "{solver}: {acc}%");
+        let info = stdout(&ok(joker(&t.0, &["info", &model])));
+        assert!(info.contains(&format!("300 {solver} steps")), "{info}");
+    }
+    // the solver's settings without the solver, and a zero batch, are clean errors
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "--batch-size", "10", "train.svm", "x.json"],
+        ),
+        "--solver dsg",
+    );
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "train",
+                "--solver",
+                "dsg",
+                "--batch-size",
+                "0",
+                "train.svm",
+                "x.json",
+            ],
+        ),
+        "batch_size",
+    );
+}

@@ -13,7 +13,9 @@ Examples:
   joker train -l klr --lambda 0.125 -v higgs.val higgs.train higgs.model
       kernel logistic regression, scored on a validation set at every check
   joker train --format csv --label-column first -l huber --delta 2 data.csv
-      Huber regression on a CSV file whose first column is the target";
+      Huber regression on a CSV file whose first column is the target
+  joker train -l klr --solver cdsg -m 4096 --max-iter 2000 a9a
+      kernel logistic regression by doubly stochastic gradients with checked revisits";
 
 const PREDICT_EXAMPLES: &str = "\
 Examples:
@@ -127,6 +129,19 @@ pub enum PrecisionArg {
     F32,
     /// Double precision.
     F64,
+}
+
+/// The solver (`--solver`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SolverArg {
+    /// Dual block coordinate descent with a trust region (the default).
+    Dbcd,
+    /// Doubly stochastic gradients (Dai et al.).
+    Dsg,
+    /// DSG with uniformly revisited old features (Li and Poczos).
+    Udsg,
+    /// DSG with checked revisits of old features (Li and Poczos).
+    Cdsg,
 }
 
 /// Full kernel ridge regression methods (`--full-krr`).
@@ -293,6 +308,30 @@ pub struct TrainArgs {
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]
     pub seed: u64,
+
+    /// The solver: DBCD-TR (dual block coordinate descent with a trust region), or doubly
+    /// stochastic gradients: dsg (a new random-feature block every step), udsg (alternating
+    /// new and uniformly revisited blocks), cdsg (old blocks revisited when their checked step
+    /// is larger). The doubly stochastic solvers open at most -m features, count --max-iter in
+    /// mini-batch steps and have no duality gap (--tol does not apply); see docs/dsg.md.
+    #[arg(long, value_enum, default_value_t = SolverArg::Dbcd, help_heading = "Doubly stochastic gradients")]
+    pub solver: SolverArg,
+    /// Rows per step of the doubly stochastic solvers [default: 256].
+    #[arg(long, value_name = "B", help_heading = "Doubly stochastic gradients")]
+    pub batch_size: Option<usize>,
+    /// Random features opened per step [default: 64].
+    #[arg(long, value_name = "R", help_heading = "Doubly stochastic gradients")]
+    pub feature_block: Option<usize>,
+    /// theta of the step size theta / (t + t0) [default: 1000].
+    #[arg(
+        long,
+        value_name = "THETA",
+        help_heading = "Doubly stochastic gradients"
+    )]
+    pub step_theta: Option<f64>,
+    /// t0 of the step size theta / (t + t0) [default: 1000].
+    #[arg(long, value_name = "T0", help_heading = "Doubly stochastic gradients")]
+    pub step_t0: Option<f64>,
 
     /// Solve exact kernel ridge regression with ASkotch, Skotch or Nystrom-PCG instead of
     /// DBCD-TR (needs --exact and --loss krr). It stops at --krr-tol, --max-iter or

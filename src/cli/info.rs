@@ -115,14 +115,25 @@ fn print_model(m: &Model, name: &str) -> CliResult<()> {
         if standardized { " (standardised)" } else { "" }
     );
     let t = &m.training;
-    outln!(
-        "training        {} samples, {} iterations, stopped: {}, gap {:.3e}, {:.2} s",
-        t.n_samples,
-        t.iterations,
-        t.stop,
-        t.gap,
-        t.seconds
-    );
+    if t.solver.is_empty() {
+        outln!(
+            "training        {} samples, {} iterations, stopped: {}, gap {:.3e}, {:.2} s",
+            t.n_samples,
+            t.iterations,
+            t.stop,
+            t.gap,
+            t.seconds
+        );
+    } else {
+        outln!(
+            "training        {} samples, {} {} steps, stopped: {}, {:.2} s",
+            t.n_samples,
+            t.iterations,
+            t.solver,
+            t.stop,
+            t.seconds
+        );
+    }
     outln!(
         "objectives      primal {} dual {}",
         sig(t.primal, 8),

@@ -56,12 +56,17 @@ impl Reporter {
     pub fn check(&self, p: &Progress) -> bool {
         let val = p.validation.map(|v| self.metric(v));
         if let Some(bar) = &self.bar {
-            let mut msg = format!(
-                "gap {:.2e} P {} D {}",
-                p.gap,
-                sig(p.primal, 5),
-                sig(p.dual, 5)
-            );
+            // the doubly stochastic solvers have no dual: their primal is an estimate
+            let mut msg = if p.gap.is_nan() {
+                format!("P~ {}", sig(p.primal, 5))
+            } else {
+                format!(
+                    "gap {:.2e} P {} D {}",
+                    p.gap,
+                    sig(p.primal, 5),
+                    sig(p.dual, 5)
+                )
+            };
             if let Some(r) = p.rel_residual {
                 msg.push_str(&format!(" residual {r:.2e}"));
             }
@@ -77,14 +82,19 @@ impl Reporter {
             } else {
                 String::new()
             };
+            let objectives = if p.gap.is_nan() {
+                format!("primal~ {}", sig(p.primal, 6))
+            } else {
+                format!(
+                    "gap {:.3e} primal {} dual {}",
+                    p.gap,
+                    sig(p.primal, 6),
+                    sig(p.dual, 6)
+                )
+            };
             let mut line = format!(
-                "iter {}/{}{epoch} {:.2}s gap {:.3e} primal {} dual {}",
-                p.iter,
-                self.max_iter,
-                p.seconds,
-                p.gap,
-                sig(p.primal, 6),
-                sig(p.dual, 6)
+                "iter {}/{}{epoch} {:.2}s {objectives}",
+                p.iter, self.max_iter, p.seconds,
             );
             if let Some(r) = p.rel_residual {
                 line.push_str(&format!(" residual {r:.3e}"));

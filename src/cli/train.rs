@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Dataset, FitOptions, Joker, KernelKind, Loss, MaternNu, Model, Precision, Scalar,
@@ -10,8 +11,8 @@ use joker::{
 };
 
 use super::args::{
-    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, TaskArg, TrModelArg,
-    TrainArgs,
+    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, SolverArg, TaskArg,
+    TrModelArg, TrainArgs,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -188,6 +189,30 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     }
     if let Some(w) = &a.class_weight {
         b = b.class_weight(w.clone());
+    }
+    if a.solver != SolverArg::Dbcd {
+        if a.full_krr.is_some() {
+            return fail("--full-krr and --solver dsg|udsg|cdsg are two solvers: choose one");
+        }
+        let name = match a.solver {
+            SolverArg::Dsg => "dsg",
+            SolverArg::Udsg => "udsg",
+            _ => "cdsg",
+        };
+        let mut cfg = DsgConfig::named(name).unwrap_or_default();
+        cfg.batch_size = a.batch_size.unwrap_or(cfg.batch_size);
+        cfg.feature_block = a.feature_block.unwrap_or(cfg.feature_block);
+        cfg.step.theta = a.step_theta.unwrap_or(cfg.step.theta);
+        cfg.step.t0 = a.step_t0.unwrap_or(cfg.step.t0);
+        b = b.dsg(cfg);
+    } else if a.batch_size.is_some()
+        || a.feature_block.is_some()
+        || a.step_theta.is_some()
+        || a.step_t0.is_some()
+    {
+        return fail(
+            "--batch-size, --feature-block, --step-theta and --step-t0 set the doubly stochastic solvers: add --solver dsg, udsg or cdsg",
+        );
     }
     if let Some(m) = a.full_krr {
         if !a.exact || named_loss(a) != Some(LossArg::Krr) {
@@ -375,10 +400,21 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                     k.method, k.rank, k.max_iter, k.tol
                 )
             }
-            None => format!(
-                "block {}, max {} iterations, tol {}",
-                est.solver.block_size, est.solver.max_iter, est.solver.tol
-            ),
+            None => match &est.dsg {
+                Some(g) => format!(
+                    "{}, batch {}, feature block {}, step {}/(t + {}), max {} steps",
+                    g.variant.name(),
+                    g.batch_size.min(n),
+                    g.feature_block,
+                    g.step.theta,
+                    g.step.t0,
+                    est.solver.max_iter
+                ),
+                None => format!(
+                    "block {}, max {} iterations, tol {}",
+                    est.solver.block_size, est.solver.max_iter, est.solver.tol
+                ),
+            },
         };
         eprintln!(
             "fit: {}, {} kernel ({}), {}, {}, {solver}",
@@ -409,7 +445,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     reporter.finish();
     if !a.quiet {
         eprintln!("device: {}", model.training.device);
-        eprintln!("trust-region model: {}", model.training.tr_model);
+        if !model.training.tr_model.is_empty() {
+            eprintln!("trust-region model: {}", model.training.tr_model);
+        }
     }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
@@ -445,12 +483,20 @@ fn summary<U: Scalar>(
             last.map_or(0.0, |p| p.epoch)
         ),
     }
-    outln!(
-        "gap         {:.3e} (primal {}, dual {})",
-        t.gap,
-        sig(t.primal, 8),
-        sig(t.dual, 8)
-    );
+    if t.solver.is_empty() {
+        outln!(
+            "gap         {:.3e} (primal {}, dual {})",
+            t.gap,
+            sig(t.primal, 8),
+            sig(t.dual, 8)
+        );
+    } else {
+        outln!(
+            "solver      {} (primal ~{}, estimated from the last mini-batches; no duality gap)",
+            t.solver,
+            sig(t.primal, 8)
+        );
+    }
     outln!("time        {:.2} s", t.seconds);
     outln!("kernel      {}", describe_kernel(&model.kernel));
     outln!("train       {}", Score::of_model(model, train)?);

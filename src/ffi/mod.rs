@@ -247,6 +247,9 @@ fn setter_of(param: &str) -> Option<&'static str> {
         "full_krr" | "method" | "krr_blocks" | "krr_rank" | "krr_tol" | "alpha" | "power_iters" => {
             "joker_params_set_full_krr"
         }
+        "dsg" | "batch_size" | "feature_block" | "step" | "udsg" | "step_cap" | "solver" => {
+            "joker_params_set_solver"
+        }
         "precision" => "joker_params_set_precision",
         "device" => "joker_params_set_device",
         "seed" => "joker_params_set_seed",

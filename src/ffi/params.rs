@@ -104,6 +104,20 @@ pub enum JokerClassWeight {
     Balanced = 1,
 }
 
+/// Solvers, for `joker_params_set_solver`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerSolver {
+    /// DBCD-TR (the default).
+    Dbcd = 0,
+    /// Doubly stochastic gradients: a new random-feature block every step.
+    Dsg = 1,
+    /// DSG alternating one step on a new block and one on a uniformly drawn old one.
+    Udsg = 2,
+    /// DSG updating an old block when its checked step beats the DSG step (cap 2).
+    Cdsg = 3,
+}
+
 /// Full kernel ridge regression methods, for `joker_params_set_full_krr`.
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -756,6 +770,53 @@ pub unsafe extern "C" fn joker_params_set_full_krr(
                 });
             })
         }
+    })
+}
+
+/// Chooses the solver, one of `JOKER_SOLVER_*`: DBCD-TR (the default) or a doubly stochastic
+/// gradient solver (random features on the CPU; `n_components` caps the features opened,
+/// `joker_params_set_max_iter` counts steps, and there is no duality gap, so the fit runs its
+/// step or time budget). For the doubly stochastic solvers, `batch_size >= 1` rows and
+/// `feature_block >= 1` new features per step (at most `n_components`), and the step size
+/// `theta / (t + t0)` with `theta > 0`, `t0 >= 0`. `0` for `batch_size` or `feature_block` and
+/// NaN for `theta` or `t0` take the default (256, 64, 1000, 1000). DBCD-TR ignores them.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_solver(
+    params: *mut JokerParams,
+    solver: i32,
+    batch_size: usize,
+    feature_block: usize,
+    theta: f64,
+    t0: f64,
+) -> JokerStatus {
+    use crate::solver::dsg::DsgConfig;
+    guard(|| {
+        let name = match solver {
+            0 => None,
+            1 => Some("dsg"),
+            2 => Some("udsg"),
+            3 => Some("cdsg"),
+            _ => {
+                return Err(Failure::invalid(
+                    "solver",
+                    format!("{solver} is not a JOKER_SOLVER_* value (0 to 3)"),
+                ));
+            }
+        };
+        let cfg = name.and_then(DsgConfig::named).map(|mut c| {
+            let or = |v: usize, d: usize| if v == 0 { d } else { v };
+            let orf = |v: f64, d: f64| if v.is_nan() { d } else { v };
+            c.batch_size = or(batch_size, c.batch_size);
+            c.feature_block = or(feature_block, c.feature_block);
+            c.step.theta = orf(theta, c.step.theta);
+            c.step.t0 = orf(t0, c.step.t0);
+            c
+        });
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.dsg = cfg) }
     })
 }
 

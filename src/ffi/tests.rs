@@ -945,3 +945,71 @@ fn an_interrupt_flag_stops_a_fit_at_the_next_iteration() {
         ok(joker_params_free(p));
     }
 }
+
+#[test]
+fn doubly_stochastic_solvers_through_the_c_abi() {
+    let (n, d) = (400, 2);
+    let mut s = Stream::new(23, 3);
+    let x: Vec<f64> = (0..n * d).map(|_| 4.0 * s.uniform() - 2.0).collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| {
+            if x[i * d] * x[i * d] + x[i * d + 1] > 1.0 {
+                1.0
+            } else {
+                -1.0
+            }
+        })
+        .collect();
+    let mut p = null_mut();
+    // SAFETY: valid pointers and buffers of the stated sizes; handles used on this thread only.
+    unsafe {
+        ok(joker_params_new(&mut p));
+        ok(joker_params_set_loss(p, JokerLoss::Klr as i32, 0.0));
+        ok(joker_params_set_n_components(p, 256));
+        ok(joker_params_set_max_iter(p, 300));
+        for (solver, batch, block, theta, needle) in [
+            (9, 0, 0, f64::NAN, "JOKER_SOLVER"),
+            (1, 0, 512, f64::NAN, "feature_block"),
+            (2, 0, 0, -1.0, "step"),
+        ] {
+            expect(
+                joker_params_set_solver(p, solver, batch, block, theta, f64::NAN),
+                JokerStatus::InvalidArgument,
+                needle,
+            );
+        }
+        ok(joker_params_set_solver(
+            p,
+            JokerSolver::Cdsg as i32,
+            100,
+            32,
+            f64::NAN,
+            f64::NAN,
+        ));
+        // the exact kernel conflicts with the doubly stochastic solvers
+        expect(
+            joker_params_set_exact(p),
+            JokerStatus::InvalidArgument,
+            "n_components",
+        );
+        let train = dense(&x, n, d, Some(&y));
+        let mut m = null_mut();
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            None,
+            null_mut(),
+            &mut m,
+        ));
+        let mut pred = vec![f64::NAN; n];
+        ok(joker_model_predict(m, train, pred.as_mut_ptr(), n));
+        let right = pred.iter().zip(&y).filter(|(a, b)| a == b).count();
+        assert!(right as f64 > 0.85 * n as f64, "{right} of {n}");
+        ok(joker_model_free(m));
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
