@@ -669,97 +669,62 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
-        if let (Some(cfg), Some(map)) = (&self.dsg, &map) {
-            if alpha0.is_some() {
-                return Err(invalid(
-                    "warm_start",
-                    "the doubly stochastic solvers have no dual coefficients to start from",
-                ));
+        let (mut sol, solver_name) = match (&self.dsg, &map) {
+            (Some(cfg), Some(map)) => {
+                if alpha0.is_some() {
+                    return Err(invalid(
+                        "warm_start",
+                        "the doubly stochastic solvers have no dual coefficients to start from",
+                    ));
+                }
+                let problem = DsgProblem {
+                    x: &x,
+                    map,
+                    loss: self.loss,
+                    targets: tt,
+                    y: &targets.y,
+                    weight: &lam.iter().map(|l| self.lambda / l).collect::<Vec<f64>>(),
+                    lambda: self.lambda,
+                };
+                let run = DsgRun {
+                    max_iter: self.solver.max_iter,
+                    time_limit: self.solver.time_limit,
+                    check_every: self.solver.check_every,
+                    seed: self.solver.seed,
+                };
+                let sol = solve_dsg(&problem, cfg, &run, &mut hooks)?;
+                (sol, cfg.variant.name())
             }
-            let weight: Vec<f64> = lam.iter().map(|l| self.lambda / l).collect();
-            let problem = DsgProblem {
-                x: &x,
-                map,
-                loss: self.loss,
-                targets: tt,
-                y: &targets.y,
-                weight: &weight,
-                lambda: self.lambda,
-            };
-            let run = DsgRun {
-                max_iter: self.solver.max_iter,
-                time_limit: self.solver.time_limit,
-                check_every: self.solver.check_every,
-                seed: self.solver.seed,
-            };
-            let sol = solve_dsg(&problem, cfg, &run, &mut hooks)?;
-            let theta = sol.theta.unwrap_or_default();
-            let representation = Representation::RandomFeatures {
-                n_components: theta.len() / tt,
-                seed: self.solver.seed,
-                theta,
-            };
-            let last = sol.history.last().cloned();
-            return Ok(Model {
-                format: FORMAT_NAME.into(),
-                version: FORMAT_VERSION,
-                joker_version: env!("CARGO_PKG_VERSION").into(),
-                loss: self.loss,
-                kernel,
-                lambda: self.lambda,
-                precision: self.precision,
-                task: self.task(),
-                classes: targets.classes,
-                n_features: d,
-                n_targets: tt,
-                standardizer,
-                target_scaler: targets.scaler,
-                representation,
-                dual: None,
-                training: TrainingInfo {
-                    iterations: sol.iters,
-                    stop: sol.stop,
-                    gap: f64::NAN,
-                    primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
-                    dual: f64::NAN,
-                    seconds: start.elapsed().as_secs_f64(),
-                    n_samples: n,
-                    timings: sol.timings,
-                    device: device_note,
-                    tr_model: String::new(),
-                    solver: cfg.variant.name().into(),
-                },
-                history: sol.history,
-            });
-        }
-        let mut sol = match &self.full_krr {
-            None => {
-                // Under Auto a device that fails mid-fit hands the fit to the CPU.
-                let cpu: &dyn Backend<T> = &Cpu;
-                let fallback =
-                    (self.device == Device::Auto && backend.name() != cpu.name()).then_some(cpu);
-                solve(backend, &prob, &solver, alpha0, &mut hooks, fallback)?
-            }
-            Some(cfg) => {
-                let cfg = self.krr_config(cfg, tt, opts.sample_weight.is_some())?;
-                full_krr(
+            _ => (
+                self.solve_dual(
                     backend,
+                    &prob,
+                    &solver,
+                    alpha0,
                     &x,
                     &kernel,
                     &targets.y,
-                    self.lambda,
-                    &cfg,
+                    tt,
+                    opts.sample_weight.is_some(),
                     &mut hooks,
-                )?
-            }
+                )?,
+                "",
+            ),
         };
+        // A doubly stochastic fit has no dual coefficients (and so no gap): it is written in
+        // the model format that allows their absence.
+        let doubly_stochastic = !solver_name.is_empty();
         let theta = sol.theta.take();
         let representation =
             representation_of(theta, &sol.alpha, map.as_ref(), &x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
         Ok(Model {
             format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION_DUAL,
+            version: if doubly_stochastic {
+                FORMAT_VERSION
+            } else {
+                FORMAT_VERSION_DUAL
+            },
             joker_version: env!("CARGO_PKG_VERSION").into(),
             loss: self.loss,
             kernel,
@@ -772,7 +737,7 @@ impl Joker {
             standardizer,
             target_scaler: targets.scaler,
             representation,
-            dual: Some(sol.alpha),
+            dual: (!doubly_stochastic).then_some(sol.alpha),
             training: TrainingInfo {
                 iterations: sol.iters,
                 stop: sol.stop,
@@ -787,10 +752,40 @@ impl Joker {
                     None => device_note,
                 },
                 tr_model: sol.tr_model,
-                solver: String::new(),
+                solver: solver_name.into(),
             },
             history: sol.history,
         })
+    }
+
+    /// The dual solve of a fit: DBCD-TR (under [`Device::Auto`] a device that fails mid-fit
+    /// hands it to the CPU), or full KRR when asked for.
+    #[allow(clippy::too_many_arguments)]
+    fn solve_dual<T: Scalar>(
+        &self,
+        backend: &dyn Backend<T>,
+        prob: &Problem<'_, T>,
+        solver: &SolverConfig,
+        alpha0: Option<Vec<f64>>,
+        x: &Features<T>,
+        kernel: &Kernel,
+        y: &[f64],
+        tt: usize,
+        weighted: bool,
+        hooks: &mut Hooks<'_, T>,
+    ) -> Result<Solution> {
+        match &self.full_krr {
+            None => {
+                let cpu: &dyn Backend<T> = &Cpu;
+                let fallback =
+                    (self.device == Device::Auto && backend.name() != cpu.name()).then_some(cpu);
+                solve(backend, prob, solver, alpha0, hooks, fallback)
+            }
+            Some(cfg) => {
+                let cfg = self.krr_config(cfg, tt, weighted)?;
+                full_krr(backend, x, kernel, y, self.lambda, &cfg, hooks)
+            }
+        }
     }
 
     /// The full-KRR settings of a fit with `tt` target columns (`weighted`: sample weights
@@ -1055,8 +1050,9 @@ fn representation_of<T: Scalar>(
 ) -> Representation {
     let (n, d) = (x.nrows(), x.ncols());
     match (theta, map) {
-        (Some(theta), Some(m)) => Representation::RandomFeatures {
-            n_components: m.m(),
+        // A doubly stochastic fit keeps only the features it opened (at most `m.m()`).
+        (Some(theta), Some(_)) => Representation::RandomFeatures {
+            n_components: theta.len() / tt.max(1),
             seed,
             theta,
         },

@@ -530,28 +530,7 @@ fn kkt_residual(
     for ((k, &a), &gb) in coords.iter().zip(alpha).zip(gbar) {
         let (lo, hi) = loss.bounds(k);
         let gs = gb + loss.grad(a, k);
-        let (mut lo_s, mut hi_s, mut gi) = (lo - a, hi - a, gs);
-        if l1 > 0.0 {
-            let sigma = if a > 0.0 {
-                1.0
-            } else if a < 0.0 {
-                -1.0
-            } else if gs < -l1 {
-                1.0
-            } else if gs > l1 {
-                -1.0
-            } else {
-                0.0
-            };
-            gi = gs + l1 * sigma;
-            if sigma > 0.0 {
-                lo_s = lo_s.max(-a);
-            } else if sigma < 0.0 {
-                hi_s = hi_s.min(-a);
-            } else {
-                (lo_s, hi_s) = (0.0, 0.0);
-            }
-        }
+        let (gi, lo_s, hi_s) = joker::solver::trust_region::orthant_step(gs, a, (lo, hi), l1);
         let tol = 1e-13 * (1.0 + a.abs());
         let frozen = (lo_s >= -tol && gi > 0.0)
             || (hi_s <= tol && gi < 0.0)
@@ -1297,8 +1276,8 @@ fn the_gpu_passes_its_self_check() {
     use joker::backend::selfcheck::{Problem, compare};
     let g = gpu("the_gpu_passes_its_self_check");
     let p = Problem::new();
-    let (cpu, _) = p.cpu();
-    let dev = g.self_check_answers(&p).unwrap();
+    let (cpu, k32) = p.cpu();
+    let dev = g.self_check_answers(&p, &k32).unwrap();
     assert_eq!(compare(&dev, &cpu), Ok(()));
     assert_eq!(g.trusted(), Ok(()));
 }

@@ -589,7 +589,7 @@ fn predicted(free: &[usize], sf: &[f64], g: &[f64], ks: &[f64], h: &[f64]) -> (f
 /// The gradient and the step box `[lo_s, hi_s]` of a coordinate at `a` with smooth gradient
 /// `gs` and box `(lo, hi)`. With an `l1 |a|` term (SVR) the coordinate is confined to the
 /// orthant of its sign, or of its steepest-descent sign at zero (no move where `|gs| <= l1`).
-fn orthant_step(gs: f64, a: f64, (lo, hi): (f64, f64), l1: f64) -> (f64, f64, f64) {
+pub fn orthant_step(gs: f64, a: f64, (lo, hi): (f64, f64), l1: f64) -> (f64, f64, f64) {
     let (mut lo_s, mut hi_s) = (lo - a, hi - a);
     if l1 <= 0.0 {
         return (gs, lo_s, hi_s);

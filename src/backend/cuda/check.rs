@@ -10,13 +10,13 @@ use crate::error::Result;
 
 impl Cuda {
     /// The fixed problem's answers computed on this device: the fused Gram and projection,
-    /// the trust-region solve on the CPU's `K_BB`, the prediction.
-    pub fn self_check_answers(&self, p: &Problem) -> Result<Answers> {
+    /// the trust-region solve on the CPU's `K_BB` (`k32`, from [`Problem::cpu`]), the
+    /// prediction.
+    pub fn self_check_answers(&self, p: &Problem, k32: &[f32]) -> Result<Answers> {
         let (kbb, g) = self.block_gram(&p.map, &p.x, ROWS, &p.theta, 1)?;
-        let (_, k32) = p.cpu();
-        let (mut alpha, mut gbar) = p.start(&k32);
+        let (mut alpha, mut gbar) = p.start(k32);
         self.tr_solve(
-            &k32,
+            k32,
             ROWS,
             p.loss,
             &p.coords,
@@ -45,9 +45,9 @@ impl Cuda {
         v.entry(index)
             .or_insert_with(|| {
                 let p = Problem::new();
-                let (cpu, _) = p.cpu();
+                let (cpu, k32) = p.cpu();
                 let device = self
-                    .self_check_answers(&p)
+                    .self_check_answers(&p, &k32)
                     .map_err(|e| format!("a self-check launch failed: {e}"))?;
                 compare(&device, &cpu).map_err(|e| format!("self-check: {e}"))
             })
