@@ -14,8 +14,9 @@
 //!   Gram, copies of `K_BB` and `g` back, delta up, fused update), between two CUDA events on
 //!   the stream (host gaps between the calls included), on resident data;
 //! - wall-clock seconds per DBCD-TR iteration of a real fit on the GPU (host trust-region
-//!   solve included) next to the same fit on the CPU (`--cpu 0` skips it), from the solver's
-//!   own timings;
+//!   solve included) with the Gram and with the kernel block as the trust region's model, next
+//!   to the same fit on the CPU with the automatic choice (`--cpu 0` skips it), from the
+//!   solver's own timings;
 //! - device memory: joker's estimate and the measured growth of used memory when the engine is
 //!   created (`cuMemGetInfo`);
 //! - exact kernels in the paper's MSD setting (n = 1e6, d = 90, b = 2048, Gaussian; `--exact-n`
@@ -36,7 +37,7 @@ use joker::backend::cuda::Cuda;
 use joker::device::probe;
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::rng::Stream;
-use joker::{Dataset, DenseMatrix, Device, Features, Joker, Kernel, KernelKind, Loss};
+use joker::{Dataset, DenseMatrix, Device, Features, Joker, Kernel, KernelKind, Loss, TrModel};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -209,11 +210,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // 6. Real fits: seconds per iteration from the solver's timings.
     let data = Dataset::new(x, y)?;
-    let mut devices = vec![Device::Cuda(info.index)];
+    // the GPU with either trust-region model, the CPU with the automatic choice
+    let mut runs = vec![
+        (Device::Cuda(info.index), TrModel::Gram),
+        (Device::Cuda(info.index), TrModel::Kernel),
+    ];
     if arg("--cpu", 1) != 0 {
-        devices.push(Device::Cpu);
+        runs.push((Device::Cpu, TrModel::Auto));
     }
-    for dev in devices {
+    for (dev, tr_model) in runs {
         let model = Joker::builder()
             .loss(Loss::SquaredHinge)
             .n_components(m)
@@ -221,6 +226,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .max_iter(iters)
             .check_every(iters)
             .tol(0.0)
+            .tr_model(tr_model)
             .device(dev)
             .build()?
             .fit(&data)?;

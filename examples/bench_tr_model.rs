@@ -9,6 +9,7 @@
 //! cargo run --release --example bench_tr_model                       # the real sets, M 2000 and 10000
 //! cargo run --release --example bench_tr_model -- --sets ijcnn1 --m 2000,10000,100000 --seconds 120
 //! cargo run --release --example bench_tr_model -- --sets HIGGS-like,SUSY-like,MSD-like --n 100000
+//! cargo run --release --example bench_tr_model -- --device cuda:0    # both models on a GPU
 //! ```
 //! Writes `bench-out/tr_model.json`. Sets: `ijcnn1`, `a9a`, `w8a`, `cadata`, `covtype`,
 //! `higgs`, `cpusmall` (from `JOKER_DATA_DIR`, default `../shared/datasets`) and the synthetic
@@ -66,7 +67,13 @@ struct Fit {
     history: Vec<(f64, f64, f64)>,
 }
 
-fn fit(split: &Split, name: &str, m: usize, model: TrModel, seconds: f64) -> joker::Result<Fit> {
+fn fit(
+    split: &Split,
+    name: &str,
+    m: usize,
+    model: TrModel,
+    (seconds, device): (f64, Device),
+) -> joker::Result<Fit> {
     let train = dataset(&split.xtr, &split.ytr, split.d)?;
     let test = dataset(&split.xte, &split.yte, split.d)?;
     let reg = regularisation(name);
@@ -83,6 +90,7 @@ fn fit(split: &Split, name: &str, m: usize, model: TrModel, seconds: f64) -> jok
         .block_size(512.min(split.ntr()))
         .max_iter(1_000_000)
         .time_limit(Duration::from_secs_f64(seconds))
+        .device(device)
         .build()?;
     let mut history = Vec::new();
     let fitted = joker.fit_with(
@@ -139,9 +147,10 @@ fn main() -> joker::Result<()> {
         .collect();
     let seconds: f64 = arg("--seconds").map_or(60.0, |v| v.parse().expect("--seconds"));
     let n: usize = arg("--n").map_or(100_000, |v| v.parse().expect("--n"));
+    let device: Device = arg("--device").map_or(Device::Cpu, |v| v.parse().expect("--device"));
     let gemm = joker::linalg::gemm_gflops_f32(2048);
     println!(
-        "{} threads, f32 GEMM {gemm:.0} GFLOP/s; time limit {seconds} s per fit",
+        "{} threads, f32 GEMM {gemm:.0} GFLOP/s; time limit {seconds} s per fit; device {device:?}",
         rayon::current_num_threads()
     );
     println!(
@@ -164,8 +173,8 @@ fn main() -> joker::Result<()> {
         };
         for &m in &ms {
             let fits = [
-                fit(&split, name, m, TrModel::Gram, seconds)?,
-                fit(&split, name, m, TrModel::Kernel, seconds)?,
+                fit(&split, name, m, TrModel::Gram, (seconds, device))?,
+                fit(&split, name, m, TrModel::Kernel, (seconds, device))?,
             ];
             let classification = split.task == Task::Classification;
             let best = if classification {

@@ -96,10 +96,10 @@ fi
 suite gpu gpu --ignored --test-threads=1
 group gpu "random-feature kernels (W, features, Gram, update, prediction)" \
     "weights_|features_match|block_gram|update_theta|predict_matches"
-group gpu "device engines against host engines, the self-check" "device_engine|exact_engine|the_gpu_passes"
+group gpu "device engines against host engines, the self-check" "device_engine|exact_engine|kernel_model_engine|the_gpu_passes"
 group gpu "trust-region block solve on the device" "tr_solve"
 group gpu "exact kernels against f64 direct sums" "exact_kernels"
-group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns"
+group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit"
 suite gpu-everywhere gpu
 group gpu-everywhere "device errors, the GPU requirement, CPU fits without the driver" "a_missing_gpu|a_required_gpu|gpu_tests_fail|a_cpu_fit"
 for s in joker_unit api solver krr tr_vectors; do

@@ -387,6 +387,149 @@ fn device_engine_matches_host_engine() {
     }
 }
 
+/// Under the kernel model the device engine's block (`K(X_B, X_B)` and `Phi_B theta`) and its
+/// products with `Phi_B` (`Phi_B^T s`, `Phi_B u`, the Gram) match the host engine's, with the
+/// rows resident and sent per block.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn kernel_model_engine_matches_host_engine() {
+    let g = gpu("kernel_model_engine_matches_host_engine");
+    let seed = run_seed();
+    let (n, d, m, tt, b) = (900usize, 5usize, 613usize, 1usize, 140usize);
+    let xv = f32s(&random(n * d, seed ^ 31));
+    let x = Features::Dense(DenseMatrix::new(n, d, xv).unwrap());
+    let mut order: Vec<usize> = (0..n).collect();
+    Stream::new(seed, 5).shuffle(&mut order);
+    let close = |a: &[f64], b: &[f64], tol: f64, what: &str| {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= tol * scale, "{what}[{i}]: gpu {x} cpu {y}");
+        }
+    };
+    for kind in kernels() {
+        let mp = map(kind, m, d, seed ^ 7);
+        let plan = g.memory_plan(n, d, m, tt, b).unwrap();
+        let streamed = Cuda::new(g.info().index)
+            .unwrap()
+            .with_memory_limit(Some(plan.fixed + plan.data / 2));
+        let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b).unwrap();
+        assert!(host.set_kernel_model(true));
+        let mut engines: Vec<Box<dyn BlockEngine<f32> + '_>> = vec![
+            g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
+            streamed
+                .rff_engine(&mp, &x, &order, tt, b)
+                .unwrap()
+                .unwrap(),
+        ];
+        let alpha = random(n * tt, seed ^ 32);
+        host.set_alpha(&alpha).unwrap();
+        for e in engines.iter_mut() {
+            assert!(
+                e.block_products().is_none(),
+                "{kind:?}: products before the model"
+            );
+            assert!(e.set_kernel_model(true), "{kind:?}");
+            e.set_alpha(&alpha).unwrap();
+        }
+        for step in 0..4 {
+            let start = (step * 5 % 7) * b;
+            let len = b.min(n - start);
+            let what = |ei: usize, q: &str| format!("{kind:?} engine {ei} step {step} {q}");
+            let mut kh = vec![f64::NAN; len * len];
+            let mut gh = vec![f64::NAN; len * tt];
+            host.load_block(start, len).unwrap();
+            host.block_gram(Some(&mut kh), &mut gh).unwrap();
+            // a step with zeros (the free set of an SVM) and a vector of M values
+            let mut sv = random(len, seed ^ (40 + step as u64));
+            sv.iter_mut().step_by(3).for_each(|v| *v = 0.0);
+            let uv = random(m, seed ^ (50 + step as u64));
+            let lent = host.lend_features().unwrap();
+            let hp = joker::backend::HostProducts {
+                features: &lent,
+                backend: &Cpu,
+            };
+            use joker::backend::FeatureProducts;
+            let ut_h = hp.transpose_times(&sv).unwrap();
+            let mut pu_h = vec![f64::NAN; len];
+            hp.times(&uv, &mut pu_h).unwrap();
+            let mut gram_h = vec![f64::NAN; len * len];
+            hp.gram(&mut gram_h).unwrap();
+            host.return_features(lent);
+            let delta = random(len * tt, seed ^ (60 + step as u64));
+            host.update(&delta).unwrap();
+            for (ei, e) in engines.iter_mut().enumerate() {
+                let mut k = vec![f64::NAN; len * len];
+                let mut gv = vec![f64::NAN; len * tt];
+                e.load_block(start, len).unwrap();
+                e.block_gram(Some(&mut k), &mut gv).unwrap();
+                // the exact tile in f32 arithmetic against the host's f64 tile
+                close(&k, &kh, 1e-4, &what(ei, "K(X_B, X_B)"));
+                close(&gv, &gh, 1e-4, &what(ei, "g"));
+                let p = e.block_products().expect("products under the kernel model");
+                close(
+                    &p.transpose_times(&sv).unwrap(),
+                    &ut_h,
+                    1e-4,
+                    &what(ei, "Phi^T s"),
+                );
+                let mut pu = vec![f64::NAN; len];
+                p.times(&uv, &mut pu).unwrap();
+                close(&pu, &pu_h, 1e-4, &what(ei, "Phi u"));
+                let mut gram = vec![f64::NAN; len * len];
+                p.gram(&mut gram).unwrap();
+                close(&gram, &gram_h, 1e-4, &what(ei, "Gram"));
+                assert!(
+                    p.transpose_times(&sv[..len - 1]).is_err(),
+                    "{}",
+                    what(ei, "short s")
+                );
+                e.update(&delta).unwrap();
+            }
+        }
+        let want = host.decision().unwrap();
+        for (ei, e) in engines.iter_mut().enumerate() {
+            close(
+                &e.decision().unwrap(),
+                &want,
+                1e-4,
+                &format!("{kind:?} engine {ei} decision"),
+            );
+            assert!(e.set_kernel_model(false));
+            assert!(e.block_products().is_none());
+        }
+    }
+}
+
+/// A fit under the kernel model on the GPU (exact tile on the device, the products there, the
+/// block solve on the host) reaches the CPU's solution, and says which model it ran.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn kernel_model_fit_on_the_gpu_matches_the_cpu() {
+    let data = two_moons(3001, 9);
+    for loss in [Loss::SquaredHinge, Loss::SquaredError] {
+        let est = |dev: Device| {
+            Joker::builder()
+                .loss(loss)
+                .c(0.1)
+                .n_components(1031)
+                .block_size(257)
+                .tr_model(joker::TrModel::Kernel)
+                .max_iter(3000)
+                .tol(1e-6)
+                .device(dev)
+                .build()
+                .unwrap()
+        };
+        let (cpu, gpu) =
+            cpu_and_gpu_fits("kernel_model_fit_on_the_gpu_matches_the_cpu", est, &data);
+        assert_eq!(cpu.training.tr_model, "kernel", "{loss:?}");
+        assert_eq!(gpu.training.tr_model, "kernel", "{loss:?}");
+        let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
+        assert!(rel <= 1e-4, "{loss:?}: primal objectives differ by {rel}");
+    }
+}
+
 fn two_moons(n: usize, seed: u64) -> Dataset<f32> {
     let mut s = Stream::new(seed, 9);
     let (mut x, mut y) = (Vec::new(), Vec::new());

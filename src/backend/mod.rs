@@ -258,6 +258,50 @@ pub trait BlockEngine<T>: Send + Sync {
     fn return_features(&mut self, features: BlockFeatures<T>) {
         let _ = features;
     }
+
+    /// The products with the current block's features, where the engine forms them itself (a
+    /// device, whose block features never reach the host) instead of lending them: the block
+    /// solver then borrows the engine for the solve. `None` where the engine lends its
+    /// features ([`lend_features`](BlockEngine::lend_features)) or the kernel model is off.
+    fn block_products(&self) -> Option<&dyn FeatureProducts> {
+        None
+    }
+}
+
+/// Products with a block's random features `Phi_B` (`nb x M`), accumulated in `f64`: what the
+/// kernel model's ratio test ([`TrModel::Kernel`](crate::solver::trust_region::TrModel)) and
+/// its Gram fallback need from the block's true curvature `Phi_B Phi_B^T`.
+pub trait FeatureProducts: Sync {
+    /// `Phi_B^T s` (length `M`; `s` has length `nb`).
+    fn transpose_times(&self, s: &[f64]) -> Result<Vec<f64>>;
+    /// `out[..nb] = Phi_B u` (`u` has length `M`).
+    fn times(&self, u: &[f64], out: &mut [f64]) -> Result<()>;
+    /// `out[..nb * nb] = Phi_B Phi_B^T` (row-major).
+    fn gram(&self, out: &mut [f64]) -> Result<()>;
+}
+
+/// Lent host features and the backend that multiplies by them, as [`FeatureProducts`].
+pub struct HostProducts<'a, T> {
+    /// The block's features.
+    pub features: &'a BlockFeatures<T>,
+    /// The backend whose `accumulate`, `project` and `gram` form the products.
+    pub backend: &'a dyn Backend<T>,
+}
+
+impl<T: Scalar> FeatureProducts for HostProducts<'_, T> {
+    fn transpose_times(&self, s: &[f64]) -> Result<Vec<f64>> {
+        Ok(self.features.transpose_times(self.backend, s))
+    }
+
+    fn times(&self, u: &[f64], out: &mut [f64]) -> Result<()> {
+        self.features.times(self.backend, u, out);
+        Ok(())
+    }
+
+    fn gram(&self, out: &mut [f64]) -> Result<()> {
+        self.features.gram(self.backend, out);
+        Ok(())
+    }
 }
 
 /// A block's random features `Phi_B` (`nb x M`, row-major), lent by an engine to the block

@@ -20,6 +20,7 @@
 
 use crate::memory::try_filled;
 use std::cell::Cell;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -28,7 +29,10 @@ use super::trust_region::{
     BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
 };
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
-use crate::backend::{Backend, BlockEngine, BlockFeatures, BlockSolve, HostExact, HostRff};
+use crate::backend::{
+    Backend, BlockEngine, BlockFeatures, BlockSolve, FeatureProducts, HostExact, HostProducts,
+    HostRff,
+};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
@@ -313,19 +317,66 @@ fn coord<T>(prob: &Problem<T>, i: usize, t: usize) -> Coord {
     }
 }
 
-/// `Phi_B` as the factor of the block's true curvature under the kernel model.
-struct Factor<'s, T> {
-    features: &'s BlockFeatures<T>,
-    backend: &'s dyn Backend<T>,
+/// `Phi_B` as the factor of the block's true curvature under the kernel model. A product that
+/// fails (a device error) is kept here and poisons its result with NaN, which the ratio test
+/// rejects; the block solve then reports the error ([`Factor::outcome`]) and its result is
+/// dropped.
+struct Factor<'s> {
+    products: &'s dyn FeatureProducts,
+    error: Mutex<Option<JokerError>>,
 }
 
-impl<T: Scalar> CurvatureFactor for Factor<'_, T> {
+impl<'s> Factor<'s> {
+    fn new(products: &'s dyn FeatureProducts) -> Self {
+        Factor {
+            products,
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Whether a product has failed.
+    fn failed(&self) -> bool {
+        self.error.lock().map_or(true, |e| e.is_some())
+    }
+
+    /// Keeps the first error.
+    fn keep(&self, e: JokerError) {
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(e);
+        }
+    }
+
+    /// The first product error, if any.
+    fn outcome(self) -> Result<()> {
+        match self.error.into_inner() {
+            Ok(None) => Ok(()),
+            Ok(Some(e)) => Err(e),
+            Err(_) => Err(JokerError::Device(
+                "a block solve panicked while multiplying by the block's features".into(),
+            )),
+        }
+    }
+}
+
+impl CurvatureFactor for Factor<'_> {
     fn t_times(&self, s: &[f64]) -> Vec<f64> {
-        self.features.transpose_times(self.backend, s)
+        if !self.failed() {
+            match self.products.transpose_times(s) {
+                Ok(u) => return u,
+                Err(e) => self.keep(e),
+            }
+        }
+        vec![f64::NAN; s.len()]
     }
 
     fn times(&self, u: &[f64], out: &mut [f64]) {
-        self.features.times(self.backend, u, out);
+        if !self.failed() {
+            match self.products.times(u, out) {
+                Ok(()) => return,
+                Err(e) => self.keep(e),
+            }
+        }
+        out.fill(f64::NAN);
     }
 }
 
@@ -340,12 +391,14 @@ struct Column {
 
 /// Solves the block's subproblem on the host, one target column per task. With `features`,
 /// `kbb` is the kernel model and the ratio test runs on `Phi_B Phi_B^T`.
-fn solve_on_host<T: Scalar>(prob: &Problem<T>, alpha: &[f64], s: &HostSolve<T>) -> Vec<Column> {
+fn solve_on_host<T: Scalar>(
+    prob: &Problem<T>,
+    alpha: &[f64],
+    s: &HostSolve,
+) -> Result<Vec<Column>> {
     let (n, nb) = (prob.lam.len(), s.block.len());
-    let factor = s
-        .features
-        .map(|(features, backend)| Factor { features, backend });
-    (0..prob.targets)
+    let factor = s.features.map(Factor::new);
+    let cols = (0..prob.targets)
         .into_par_iter()
         .map(|t| {
             let coords: Vec<Coord> = s.block.iter().map(|&i| coord(prob, i, t)).collect();
@@ -360,7 +413,9 @@ fn solve_on_host<T: Scalar>(prob: &Problem<T>, alpha: &[f64], s: &HostSolve<T>) 
             let stats = solve_column(&bp, &mut a, &mut g, s.delta_max, s.p);
             Column { a, stats }
         })
-        .collect()
+        .collect();
+    factor.map_or(Ok(()), Factor::outcome)?;
+    Ok(cols)
 }
 
 /// Whether a kernel-model column solve kept failing the ratio test: at least half of the
@@ -375,11 +430,11 @@ fn kept_rejecting(stats: &BlockStats, p: &TrustRegion) -> bool {
 fn gram_fallback<T: Scalar>(
     prob: &Problem<T>,
     alpha: &[f64],
-    s: &HostSolve<T>,
+    s: &HostSolve,
     gram: &mut Vec<f64>,
     cols: &mut [Column],
 ) -> Result<usize> {
-    let Some((features, backend)) = s.features else {
+    let Some(features) = s.features else {
         return Ok(0);
     };
     let failing: Vec<usize> = (0..cols.len())
@@ -392,7 +447,7 @@ fn gram_fallback<T: Scalar>(
     if gram.len() < nb * nb {
         *gram = try_filled(nb * nb, 0.0, "the block's Gram (kernel-model fallback)")?;
     }
-    features.gram(backend, gram);
+    features.gram(gram)?;
     let kbb = &gram[..nb * nb];
     let n = prob.lam.len();
     for &t in &failing {
@@ -495,26 +550,48 @@ impl Curvature {
         &mut self,
         st: &mut State<'s, T>,
         backend: &'s dyn Backend<T>,
-        solve: HostSolve<'_, T>,
+        solve: HostSolve<'_>,
         ready: bool,
         (ahead, kbb_next): (Option<(usize, usize)>, &mut [f64]),
     ) -> Result<(ColumnSolves, usize)> {
         let kernel = self.block_is_kernel(ready);
         // the block staged during this solve is formed with the engine's model of now
         self.staged_kernel = self.engine_kernel;
-        let lent = lend_if(kernel, engine_of(&mut st.engine)?)?;
-        let solve = HostSolve {
-            features: lent.as_ref().map(|f| (f, backend)),
-            ..solve
-        };
-        let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
-        let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
         let engine = engine_of(&mut st.engine)?;
-        if let Some(f) = lent {
-            engine.return_features(f);
-        }
+        let (cols, fallbacks) = if kernel && engine.block_products().is_some() {
+            // The engine multiplies by its block's features itself (a device): nothing is
+            // lent, and it stages nothing beside the solve.
+            if ahead.is_some() {
+                return Err(JokerError::Device(
+                    "an engine that forms its own feature products cannot stage blocks".into(),
+                ));
+            }
+            let products = st.engine.as_deref().and_then(|e| e.block_products());
+            let solve = HostSolve {
+                features: products,
+                ..solve
+            };
+            let mut cols = solve_on_host(st.prob, &st.alpha, &solve)?;
+            let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+            (cols, fallbacks)
+        } else {
+            let lent = lend_if(kernel, engine)?;
+            let host = lent
+                .as_ref()
+                .map(|features| HostProducts { features, backend });
+            let solve = HostSolve {
+                features: host.as_ref().map(|h| h as &dyn FeatureProducts),
+                ..solve
+            };
+            let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
+            let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+            if let Some(f) = lent {
+                engine_of(&mut st.engine)?.return_features(f);
+            }
+            (cols, fallbacks)
+        };
         if kernel {
-            self.record(st.prob.targets, fallbacks, engine);
+            self.record(st.prob.targets, fallbacks, engine_of(&mut st.engine)?);
         }
         Ok((
             cols.into_iter().map(|c| (c.a, c.stats)).collect(),
@@ -1076,21 +1153,21 @@ fn solve_on_device<T: Scalar>(
 }
 
 /// A block solve on the host.
-struct HostSolve<'s, T> {
+struct HostSolve<'s> {
     block: &'s [usize],
     kbb: &'s [f64],
     gbar: &'s [f64],
     delta_max: f64,
     p: &'s TrustRegion,
-    /// Under the kernel model: the block's features and the backend that multiplies by them.
-    features: Option<(&'s BlockFeatures<T>, &'s dyn Backend<T>)>,
+    /// Under the kernel model: the products with the block's features.
+    features: Option<&'s dyn FeatureProducts>,
 }
 
 /// The block solve on the host, one column per task; with `ahead = Some((start, len))` the
 /// engine forms that block's features and `K_BB` (into `kbb_next`) beside it.
 fn solve_here<T: Scalar>(
     st: &mut State<T>,
-    s: &HostSolve<T>,
+    s: &HostSolve,
     ahead: Option<(usize, usize)>,
     kbb_next: &mut [f64],
 ) -> Result<Vec<Column>> {
@@ -1102,9 +1179,9 @@ fn solve_here<T: Scalar>(
             let kn = &mut kbb_next[..len * len];
             let (cols, formed) = rayon::join(host, || e.stage(start, len, kn));
             formed?;
-            Ok(cols)
+            cols
         }
-        None => Ok(host()),
+        None => host(),
     }
 }
 

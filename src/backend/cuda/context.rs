@@ -10,7 +10,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 
 use super::launch;
-use super::rff::GramWorkspace;
+use super::rff::{GramWorkspace, ProductBuffers};
 use super::trsolve::TrWorkspace;
 use super::{drv, int, shield, zeros};
 use crate::data::Features;
@@ -338,6 +338,7 @@ impl Cuda {
             + block * targets * 8
             + gram
             + TrWorkspace::bytes(block, targets)
+            + ProductBuffers::bytes(block, m)
             + pr * d * 4
             + pr * targets * 8;
         let data = n * d * 4;

@@ -2,7 +2,7 @@
 //! rows resident in block order when they fit the memory plan or gathered and copied per block
 //! otherwise; and the host-input twins of its kernels for tests and benchmarks.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView};
 
@@ -10,10 +10,11 @@ use super::context::{Cuda, PREDICT_ROWS};
 use super::launch::{self, GT, MapArgs, gram_shape};
 use super::trsolve::TrWorkspace;
 use super::{add_by_blocks, check_len, drv, int, shield, zeros};
-use crate::backend::{BlockEngine, BlockSolve};
+use crate::backend::{BlockEngine, BlockSolve, FeatureProducts};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
 use crate::features::FeatureMap;
+use crate::kernel::Kernel;
 use crate::solver::trust_region::{BlockStats, TrustRegion};
 
 /// The `K_BB` / `g` workspace of `rff_block_gram` for blocks of up to `b` rows.
@@ -260,10 +261,57 @@ impl Cuda {
     }
 }
 
+/// The device buffers of the kernel model (the trust region's model curvature is the exact
+/// kernel block, [`TrModel::Kernel`](crate::solver::trust_region::TrModel)): `K(X_B, X_B)`
+/// from `exact_tile`, and the operands of the products with `Phi_B` that its ratio test and
+/// Gram fallback ask for. The products regenerate the block's features in the fused kernels
+/// (`rff_update_theta` for `Phi_B^T s`, `rff_predict` for `Phi_B u`, `rff_block_gram` for the
+/// Gram), so `Phi_B` itself never takes device memory.
+pub(super) struct ProductBuffers {
+    /// `s` (block rows).
+    s: CudaSlice<f64>,
+    /// `u` (`M`).
+    u: CudaSlice<f64>,
+    /// `Phi_B u` (block rows).
+    out: CudaSlice<f64>,
+    /// `K(X_B, X_B)` (block x block, f64).
+    kbb: CudaSlice<f64>,
+    /// The Gram fallback's `K_BB` on the host (f32, as `rff_block_gram` forms it).
+    k32: Vec<f32>,
+}
+
+impl ProductBuffers {
+    /// Device bytes for blocks of `b` rows and `m` features.
+    pub(super) fn bytes(b: usize, m: usize) -> usize {
+        (2 * b + m + b * b) * 8
+    }
+
+    fn new(stream: &Arc<CudaStream>, b: usize, m: usize) -> Result<Self> {
+        Ok(ProductBuffers {
+            s: zeros(stream, b)?,
+            u: zeros(stream, m)?,
+            out: zeros(stream, b)?,
+            kbb: zeros(stream, b * b)?,
+            k32: vec![0.0; b * b],
+        })
+    }
+}
+
+/// Locks a buffer set of an engine; a panic while it was held (a failed CUDA call inside
+/// [`shield`]) leaves buffers that the next call overwrites, so the lock is taken back.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The DBCD-TR random-feature engine on the device.
 pub(super) struct CudaRff<'a> {
     gpu: &'a Cuda,
     a: MapArgs,
+    /// The map's kernel, which `exact_tile` evaluates under the kernel model.
+    kernel: Kernel,
+    /// `block_gram` returns `K(X_B, X_B)` (the kernel model) in place of the Gram.
+    kernel_model: bool,
+    products: Mutex<ProductBuffers>,
     x: &'a Features<f32>,
     order: &'a [usize],
     targets: usize,
@@ -274,7 +322,11 @@ pub(super) struct CudaRff<'a> {
     xb_dev: CudaSlice<f32>,
     xb_host: Vec<f32>,
     cur: (usize, usize),
-    ws: GramWorkspace,
+    /// Rows per block at most.
+    block: usize,
+    /// Behind a lock because the kernel model's Gram fallback forms the Gram through
+    /// [`FeatureProducts`], which borrows the engine shared.
+    ws: Mutex<GramWorkspace>,
     tr: TrWorkspace,
     delta_dev: CudaSlice<f64>,
     k_host: Vec<f32>,
@@ -314,6 +366,9 @@ impl<'a> CudaRff<'a> {
         Ok(CudaRff {
             gpu,
             a,
+            kernel: map.spec().kernel,
+            kernel_model: false,
+            products: Mutex::new(ProductBuffers::new(s, block, m)?),
             x,
             order,
             targets,
@@ -323,7 +378,8 @@ impl<'a> CudaRff<'a> {
             xb_dev: zeros(s, block * d)?,
             xb_host: vec![0.0; block * d],
             cur: (0, 0),
-            ws: gpu.workspace(block, m, targets)?,
+            block,
+            ws: Mutex::new(gpu.workspace(block, m, targets)?),
             tr: TrWorkspace::new(s, block, targets)?,
             delta_dev: zeros(s, block * targets)?,
             k_host: vec![0.0; block * block],
@@ -336,6 +392,99 @@ impl<'a> CudaRff<'a> {
 
     fn d(&self) -> usize {
         self.a.d as usize
+    }
+
+    /// The kernel model's block: `kbb = K(X_B, X_B)` (`exact_tile`, `b^2 d` flops in place of
+    /// the Gram's `b^2 M`) and `g = Phi_B theta` (`rff_predict` on the block's rows).
+    fn kernel_block(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        let (_, nb) = self.cur;
+        let (gpu, a, tt, d) = (self.gpu, self.a, self.tt, self.d());
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, d);
+        let ws = self.ws.get_mut().unwrap_or_else(|p| p.into_inner());
+        let p = self.products.get_mut().unwrap_or_else(|p| p.into_inner());
+        let (kernel, theta) = (&self.kernel, &self.theta);
+        shield("the kernel model's block (exact_tile, rff_predict)", || {
+            if let Some(kbb) = kbb {
+                launch::exact_tile(gpu, kernel, &xb, nb, &xb, nb, d, &mut p.kbb, nb)?;
+                gpu.download(&p.kbb, &mut kbb[..nb * nb])?;
+            }
+            launch::rff_predict(gpu, &a, &xb, nb, theta, tt, &mut ws.g)?;
+            gpu.download(&ws.g, &mut g[..nb * tt as usize])
+        })
+    }
+}
+
+/// The products with the current block's features on the device, for the kernel model's
+/// ratio test and Gram fallback; each regenerates `Phi_B` from the block's rows in a fused
+/// kernel and copies `M` (or `nb`) values back.
+impl FeatureProducts for CudaRff<'_> {
+    fn transpose_times(&self, s: &[f64]) -> Result<Vec<f64>> {
+        let (_, nb) = self.cur;
+        let s = s.get(..nb).ok_or_else(|| {
+            JokerError::ShapeMismatch(format!("`s` has {} values, {nb} expected", s.len()))
+        })?;
+        let (gpu, a) = (self.gpu, self.a);
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
+        let mut guard = lock(&self.products);
+        let p = &mut *guard;
+        let mut u = vec![0.0; a.m as usize];
+        shield("rff_update_theta (the kernel model's Phi_B^T s)", || {
+            gpu.stream
+                .memcpy_htod(s, &mut p.s.slice_mut(0..nb))
+                .map_err(drv("cuMemcpyHtoD"))?;
+            gpu.stream
+                .memset_zeros(&mut p.u)
+                .map_err(drv("cuMemsetD8"))?;
+            launch::rff_update_theta(gpu, &a, &xb, nb, &p.s, 1, &mut p.u)?;
+            gpu.download(&p.u, &mut u)
+        })?;
+        Ok(u)
+    }
+
+    fn times(&self, u: &[f64], out: &mut [f64]) -> Result<()> {
+        let (_, nb) = self.cur;
+        let (gpu, a) = (self.gpu, self.a);
+        check_len("u", u.len(), a.m as usize)?;
+        if out.len() < nb {
+            return Err(JokerError::ShapeMismatch(format!(
+                "`out` has {} values, {nb} expected",
+                out.len()
+            )));
+        }
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
+        let mut guard = lock(&self.products);
+        let p = &mut *guard;
+        shield("rff_predict (the kernel model's Phi_B u)", || {
+            gpu.stream
+                .memcpy_htod(u, &mut p.u)
+                .map_err(drv("cuMemcpyHtoD"))?;
+            launch::rff_predict(gpu, &a, &xb, nb, &p.u, 1, &mut p.out)?;
+            gpu.download(&p.out, &mut out[..nb])
+        })
+    }
+
+    fn gram(&self, out: &mut [f64]) -> Result<()> {
+        let (_, nb) = self.cur;
+        let (gpu, a, tt) = (self.gpu, self.a, self.tt);
+        if out.len() < nb * nb {
+            return Err(JokerError::ShapeMismatch(format!(
+                "`out` has {} values, {} expected",
+                out.len(),
+                nb * nb
+            )));
+        }
+        let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
+        let mut ws = lock(&self.ws);
+        let mut p = lock(&self.products);
+        let k32 = &mut p.k32[..nb * nb];
+        shield("rff_block_gram (the kernel model's Gram fallback)", || {
+            gpu.gram_block(&a, &xb, nb, &self.theta, tt, &mut ws)?;
+            gpu.download(&ws.kbb, k32)
+        })?;
+        for (o, v) in out[..nb * nb].iter_mut().zip(k32.iter()) {
+            *o = *v as f64;
+        }
+        Ok(())
     }
 }
 
@@ -355,7 +504,7 @@ fn block_view<'x>(
 
 impl BlockEngine<f32> for CudaRff<'_> {
     fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
-        if len > self.ws.b || start + len > self.order.len() {
+        if len > self.block || start + len > self.order.len() {
             return Err(invalid(
                 "block",
                 format!("rows {start}..{} exceed the engine's blocks", start + len),
@@ -379,11 +528,15 @@ impl BlockEngine<f32> for CudaRff<'_> {
     }
 
     fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        if self.kernel_model {
+            return self.kernel_block(kbb, g);
+        }
         let (_, nb) = self.cur;
         let (gpu, a, tt) = (self.gpu, self.a, self.tt);
         let want_k = kbb.is_some();
         let xb = block_view(&self.x_dev, &self.xb_dev, self.cur, self.d());
-        let (ws, theta, kh) = (&mut self.ws, &self.theta, &mut self.k_host);
+        let ws = self.ws.get_mut().unwrap_or_else(|p| p.into_inner());
+        let (theta, kh) = (&self.theta, &mut self.k_host);
         shield("rff_block_gram", || {
             gpu.gram_block(&a, &xb, nb, theta, tt, ws)?;
             if want_k {
@@ -422,7 +575,7 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("clearing theta", || {
             gpu.stream.memset_zeros(theta).map_err(drv("cuMemsetD8"))
         })?;
-        let (order, b) = (self.order, self.ws.b);
+        let (order, b) = (self.order, self.block);
         add_by_blocks(self, order, alpha, tt, b)
     }
 
@@ -476,6 +629,15 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("copying theta", || gpu.download(theta, out))
     }
 
+    fn set_kernel_model(&mut self, on: bool) -> bool {
+        self.kernel_model = on;
+        true
+    }
+
+    fn block_products(&self) -> Option<&dyn FeatureProducts> {
+        self.kernel_model.then_some(self as &dyn FeatureProducts)
+    }
+
     /// Blocks of many columns are solved on the device (with the Nystrom metric when one is
     /// asked for), a few columns on the host ([`device_solves`](super::trsolve::device_solves)).
     fn solves_blocks(&self, _p: &TrustRegion) -> bool {
@@ -489,7 +651,13 @@ impl BlockEngine<f32> for CudaRff<'_> {
         gbar: &mut [f64],
     ) -> Result<Vec<BlockStats>> {
         let (_, nb) = self.cur;
+        if self.kernel_model {
+            return Err(JokerError::Device(
+                "the device block solver runs on the Gram, not the kernel model".into(),
+            ));
+        }
+        let ws = self.ws.get_mut().unwrap_or_else(|p| p.into_inner());
         self.gpu
-            .solve_resident(&self.ws.kbb, nb, block, alpha, gbar, &mut self.tr)
+            .solve_resident(&ws.kbb, nb, block, alpha, gbar, &mut self.tr)
     }
 }
