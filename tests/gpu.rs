@@ -528,6 +528,31 @@ fn kernel_model_fit_on_the_gpu_matches_the_cpu() {
         let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
         assert!(rel <= 1e-4, "{loss:?}: primal objectives differ by {rel}");
     }
+    // The automatic choice: the kernel model on the CPU at b = 512, M = 2048, the Gram on the GPU.
+    let auto = |dev: Device| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(2048)
+            .block_size(512)
+            .max_iter(4)
+            .tol(0.0)
+            .device(dev)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap()
+    };
+    let (cpu, gpu) = (auto(Device::Cpu), auto(Device::Cuda(0)));
+    assert!(
+        cpu.training.tr_model.starts_with("kernel (auto"),
+        "{}",
+        cpu.training.tr_model
+    );
+    assert!(
+        gpu.training.tr_model.contains("on a GPU the fused Gram"),
+        "{}",
+        gpu.training.tr_model
+    );
 }
 
 fn two_moons(n: usize, seed: u64) -> Dataset<f32> {

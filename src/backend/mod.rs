@@ -246,6 +246,15 @@ pub trait BlockEngine<T>: Send + Sync {
         false
     }
 
+    /// Whether the Gram `Phi_B Phi_B^T` costs this engine less than the kernel model's block
+    /// and products at any size: on a GPU the fused Gram runs near the GEMM rate while each
+    /// product with `Phi_B` regenerates the features, and the block solve stays on the host
+    /// either way (measured in `docs/solver.md`). [`TrModel::Auto`](crate::solver::trust_region::TrModel)
+    /// keeps the Gram on such an engine.
+    fn gram_is_cheap(&self) -> bool {
+        false
+    }
+
     /// Lends the current block's features to the block solver, which measures the objective's
     /// true change with them; [`return_features`](BlockEngine::return_features) gives them back
     /// before the next [`update`](BlockEngine::update). `None` where the engine keeps them

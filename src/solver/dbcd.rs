@@ -523,6 +523,12 @@ impl Curvature {
                 "gram".into()
             });
         }
+        if auto && engine.gram_is_cheap() {
+            return gram(
+                "gram (auto: on a GPU the fused Gram costs less than the kernel model's products)"
+                    .into(),
+            );
+        }
         if on_device || !engine.set_kernel_model(true) {
             return gram(if auto {
                 "gram (auto: this engine forms only the Gram)".into()

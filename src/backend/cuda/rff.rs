@@ -634,6 +634,10 @@ impl BlockEngine<f32> for CudaRff<'_> {
         true
     }
 
+    fn gram_is_cheap(&self) -> bool {
+        true
+    }
+
     fn block_products(&self) -> Option<&dyn FeatureProducts> {
         self.kernel_model.then_some(self as &dyn FeatureProducts)
     }
