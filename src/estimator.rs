@@ -307,50 +307,7 @@ impl JokerBuilder {
                 "the number of random features M must be >= 1 (or use the exact kernel)",
             ));
         }
-        let s = &p.solver;
-        if s.block_size == 0 {
-            return Err(invalid("block_size", "must be >= 1"));
-        }
-        if s.max_iter == 0 {
-            return Err(invalid("max_iter", "must be >= 1"));
-        }
-        if !(s.tol >= 0.0) {
-            return Err(invalid("tol", format!("must be >= 0, got {}", s.tol)));
-        }
-        if !(s.delta_max > 0.0 && s.delta_max.is_finite()) {
-            return Err(invalid(
-                "delta_max",
-                format!("must be positive, got {}", s.delta_max),
-            ));
-        }
-        if !(s.shrink_rate > 0.0 && s.shrink_rate <= 1.0) {
-            return Err(invalid(
-                "shrink_rate",
-                format!("must be in (0, 1], got {}", s.shrink_rate),
-            ));
-        }
-        let tr = &s.trust_region;
-        if !(tr.eta >= 0.0 && tr.eta < 0.25) {
-            return Err(invalid(
-                "eta",
-                format!("must be in [0, 1/4), got {}", tr.eta),
-            ));
-        }
-        if tr.max_iter == 0 || tr.max_cg_iter == 0 {
-            return Err(invalid(
-                "max_cg_iter",
-                "trust-region and CG iteration caps must be >= 1",
-            ));
-        }
-        if tr.nystrom_rank > 0 && tr.nystrom_rank >= s.block_size {
-            return Err(invalid(
-                "nystrom_rank",
-                format!(
-                    "must be below the block size {}, got {}",
-                    s.block_size, tr.nystrom_rank
-                ),
-            ));
-        }
+        validate_solver(&p.solver)?;
         if let Some(k) = &p.full_krr {
             if p.loss != Loss::SquaredError || p.n_components.is_some() {
                 return Err(invalid(
@@ -361,42 +318,7 @@ impl JokerBuilder {
             k.validate()?;
         }
         if let Some(cfg) = &p.dsg {
-            cfg.validate()?;
-            if p.full_krr.is_some() {
-                return Err(invalid(
-                    "dsg",
-                    "choose one solver: doubly stochastic gradients or full KRR",
-                ));
-            }
-            let Some(m) = p.n_components else {
-                return Err(invalid(
-                    "dsg",
-                    "the doubly stochastic solvers train random-feature models: set n_components (the cap on the features)",
-                ));
-            };
-            if cfg.feature_block > m {
-                return Err(invalid(
-                    "feature_block",
-                    format!(
-                        "a block of {} features exceeds the cap n_components = {m}",
-                        cfg.feature_block
-                    ),
-                ));
-            }
-            if !crate::solver::dsg::supports(&p.loss) {
-                return Err(invalid(
-                    "loss",
-                    format!(
-                        "the doubly stochastic solvers need a loss with a bounded derivative; {} has none",
-                        p.loss.name()
-                    ),
-                ));
-            }
-            if matches!(p.device, Device::Cuda(_)) {
-                return Err(JokerError::Unsupported(
-                    "the doubly stochastic solvers run on the CPU; use device auto or cpu".into(),
-                ));
-            }
+            validate_dsg(&p, cfg)?;
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
             return Err(invalid(
@@ -409,6 +331,96 @@ impl JokerBuilder {
         }
         Ok(p)
     }
+}
+
+/// The solver settings' ranges (the block, iteration caps, tolerances, trust region).
+fn validate_solver(s: &SolverConfig) -> Result<()> {
+    if s.block_size == 0 {
+        return Err(invalid("block_size", "must be >= 1"));
+    }
+    if s.max_iter == 0 {
+        return Err(invalid("max_iter", "must be >= 1"));
+    }
+    if !(s.tol >= 0.0) {
+        return Err(invalid("tol", format!("must be >= 0, got {}", s.tol)));
+    }
+    if !(s.delta_max > 0.0 && s.delta_max.is_finite()) {
+        return Err(invalid(
+            "delta_max",
+            format!("must be positive, got {}", s.delta_max),
+        ));
+    }
+    if !(s.shrink_rate > 0.0 && s.shrink_rate <= 1.0) {
+        return Err(invalid(
+            "shrink_rate",
+            format!("must be in (0, 1], got {}", s.shrink_rate),
+        ));
+    }
+    let tr = &s.trust_region;
+    if !(tr.eta >= 0.0 && tr.eta < 0.25) {
+        return Err(invalid(
+            "eta",
+            format!("must be in [0, 1/4), got {}", tr.eta),
+        ));
+    }
+    if tr.max_iter == 0 || tr.max_cg_iter == 0 {
+        return Err(invalid(
+            "max_cg_iter",
+            "trust-region and CG iteration caps must be >= 1",
+        ));
+    }
+    if tr.nystrom_rank > 0 && tr.nystrom_rank >= s.block_size {
+        return Err(invalid(
+            "nystrom_rank",
+            format!(
+                "must be below the block size {}, got {}",
+                s.block_size, tr.nystrom_rank
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The doubly stochastic solvers' settings and what they need of the rest: random features,
+/// a loss with a bounded derivative, the CPU.
+fn validate_dsg(p: &Joker, cfg: &DsgConfig) -> Result<()> {
+    cfg.validate()?;
+    if p.full_krr.is_some() {
+        return Err(invalid(
+            "dsg",
+            "choose one solver: doubly stochastic gradients or full KRR",
+        ));
+    }
+    let Some(m) = p.n_components else {
+        return Err(invalid(
+            "dsg",
+            "the doubly stochastic solvers train random-feature models: set n_components (the cap on the features)",
+        ));
+    };
+    if cfg.feature_block > m {
+        return Err(invalid(
+            "feature_block",
+            format!(
+                "a block of {} features exceeds the cap n_components = {m}",
+                cfg.feature_block
+            ),
+        ));
+    }
+    if !crate::solver::dsg::supports(&p.loss) {
+        return Err(invalid(
+            "loss",
+            format!(
+                "the doubly stochastic solvers need a loss with a bounded derivative; {} has none",
+                p.loss.name()
+            ),
+        ));
+    }
+    if matches!(p.device, Device::Cuda(_)) {
+        return Err(JokerError::Unsupported(
+            "the doubly stochastic solvers run on the CPU; use device auto or cpu".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Options of one fit beyond the parameters.
@@ -622,28 +634,7 @@ impl Joker {
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
         self.check_memory::<U, T>(&data.x, tt, b)?;
 
-        // Features.
-        let standardizer = if self.standardize {
-            Standardizer::fit(&data.x)
-        } else {
-            Standardizer::identity(d)
-        };
-        let x: Features<T> = dense_if_smaller(standardizer.transform(&data.x)?);
-        let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
-        let kernel = Kernel {
-            kind: self.kernel,
-            gamma,
-        };
-        let map = match self.n_components {
-            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec {
-                kernel,
-                n_components: m,
-                dim: d,
-                seed: self.solver.seed,
-            })?),
-            None => None,
-        };
-
+        let (standardizer, x, kernel, map) = self.prepared_features::<U, T>(&data.x)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
         let mut hooks = Hooks::<T> {
             validate: validation_hook(
@@ -669,7 +660,7 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
-        let (mut sol, solver_name) = match (&self.dsg, &map) {
+        let (sol, solver_name) = match (&self.dsg, &map) {
             (Some(cfg), Some(map)) => {
                 if alpha0.is_some() {
                     return Err(invalid(
@@ -677,22 +668,7 @@ impl Joker {
                         "the doubly stochastic solvers have no dual coefficients to start from",
                     ));
                 }
-                let problem = DsgProblem {
-                    x: &x,
-                    map,
-                    loss: self.loss,
-                    targets: tt,
-                    y: &targets.y,
-                    weight: &lam.iter().map(|l| self.lambda / l).collect::<Vec<f64>>(),
-                    lambda: self.lambda,
-                };
-                let run = DsgRun {
-                    max_iter: self.solver.max_iter,
-                    time_limit: self.solver.time_limit,
-                    check_every: self.solver.check_every,
-                    seed: self.solver.seed,
-                };
-                let sol = solve_dsg(&problem, cfg, &run, &mut hooks)?;
+                let sol = self.solve_stochastic(cfg, &x, map, &targets.y, &lam, &mut hooks)?;
                 (sol, cfg.variant.name())
             }
             _ => (
@@ -711,14 +687,95 @@ impl Joker {
                 "",
             ),
         };
-        // A doubly stochastic fit has no dual coefficients (and so no gap): it is written in
-        // the model format that allows their absence.
-        let doubly_stochastic = !solver_name.is_empty();
+        let fitted = Fitted {
+            sol,
+            solver_name,
+            kernel,
+            standardizer,
+            targets,
+            n,
+            seconds: start.elapsed().as_secs_f64(),
+            device_note,
+        };
+        Ok(self.assemble(fitted, map.as_ref(), &x))
+    }
+
+    /// The training rows as the fit sees them (standardised where asked for, dense where that
+    /// takes no more memory), the kernel with its resolved bandwidth, and the random-feature map
+    /// unless the kernel is exact.
+    #[allow(clippy::type_complexity)]
+    fn prepared_features<U: Scalar, T: Scalar>(
+        &self,
+        x: &Features<U>,
+    ) -> Result<(Standardizer, Features<T>, Kernel, Option<FeatureMap<T>>)> {
+        let d = x.ncols();
+        let standardizer = if self.standardize {
+            Standardizer::fit(x)
+        } else {
+            Standardizer::identity(d)
+        };
+        let x: Features<T> = dense_if_smaller(standardizer.transform(x)?);
+        let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
+        let kernel = Kernel {
+            kind: self.kernel,
+            gamma,
+        };
+        let map = match self.n_components {
+            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec {
+                kernel,
+                n_components: m,
+                dim: d,
+                seed: self.solver.seed,
+            })?),
+            None => None,
+        };
+        Ok((standardizer, x, kernel, map))
+    }
+
+    /// A doubly stochastic fit (DSG, UDSG or CDSG) in the average-loss form, each sample's
+    /// loss weighted by `lambda / lambda_i`.
+    fn solve_stochastic<T: Scalar>(
+        &self,
+        cfg: &DsgConfig,
+        x: &Features<T>,
+        map: &FeatureMap<T>,
+        y: &[f64],
+        lam: &[f64],
+        hooks: &mut Hooks<T>,
+    ) -> Result<Solution> {
+        let problem = DsgProblem {
+            x,
+            map,
+            loss: self.loss,
+            targets: y.len() / x.nrows().max(1),
+            y,
+            weight: &lam.iter().map(|l| self.lambda / l).collect::<Vec<f64>>(),
+            lambda: self.lambda,
+        };
+        let run = DsgRun {
+            max_iter: self.solver.max_iter,
+            time_limit: self.solver.time_limit,
+            check_every: self.solver.check_every,
+            seed: self.solver.seed,
+        };
+        solve_dsg(&problem, cfg, &run, hooks)
+    }
+
+    /// The model of a finished fit. A doubly stochastic fit has no dual coefficients (and so
+    /// no gap): it is written in the model format that allows their absence.
+    fn assemble<T: Scalar>(
+        &self,
+        f: Fitted,
+        map: Option<&FeatureMap<T>>,
+        x: &Features<T>,
+    ) -> Model {
+        let Fitted { mut sol, .. } = f;
+        let tt = f.targets.y.len() / f.n.max(1);
+        let doubly_stochastic = !f.solver_name.is_empty();
         let theta = sol.theta.take();
-        let representation =
-            representation_of(theta, &sol.alpha, map.as_ref(), &x, self.solver.seed, tt);
+        let representation = representation_of(theta, &sol.alpha, map, x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
-        Ok(Model {
+        Model {
             format: FORMAT_NAME.into(),
             version: if doubly_stochastic {
                 FORMAT_VERSION
@@ -727,15 +784,15 @@ impl Joker {
             },
             joker_version: env!("CARGO_PKG_VERSION").into(),
             loss: self.loss,
-            kernel,
+            kernel: f.kernel,
             lambda: self.lambda,
             precision: self.precision,
             task: self.task(),
-            classes: targets.classes,
-            n_features: d,
+            classes: f.targets.classes,
+            n_features: x.ncols(),
             n_targets: tt,
-            standardizer,
-            target_scaler: targets.scaler,
+            standardizer: f.standardizer,
+            target_scaler: f.targets.scaler,
             representation,
             dual: (!doubly_stochastic).then_some(sol.alpha),
             training: TrainingInfo {
@@ -744,18 +801,18 @@ impl Joker {
                 gap: last.as_ref().map_or(f64::NAN, |p| p.gap),
                 primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
                 dual: last.as_ref().map_or(f64::NAN, |p| p.dual),
-                seconds: start.elapsed().as_secs_f64(),
-                n_samples: n,
+                seconds: f.seconds,
+                n_samples: f.n,
                 timings: sol.timings,
                 device: match sol.fell_back {
-                    Some(why) => format!("{device_note}; {why}"),
-                    None => device_note,
+                    Some(why) => format!("{}; {why}", f.device_note),
+                    None => f.device_note,
                 },
                 tr_model: sol.tr_model,
-                solver: solver_name.into(),
+                solver: f.solver_name.into(),
             },
             history: sol.history,
-        })
+        }
     }
 
     /// The dual solve of a fit: DBCD-TR (under [`Device::Auto`] a device that fails mid-fit
@@ -953,6 +1010,19 @@ impl Joker {
         }
         Ok(Some(dual.clone()))
     }
+}
+
+/// What a finished solve leaves for the model besides the estimator's own settings.
+struct Fitted {
+    sol: Solution,
+    /// The doubly stochastic solver's name; empty for a dual (DBCD-TR or full KRR) fit.
+    solver_name: &'static str,
+    kernel: Kernel,
+    standardizer: Standardizer,
+    targets: Targets,
+    n: usize,
+    seconds: f64,
+    device_note: String,
 }
 
 /// The targets of a fit as the solver sees them.
