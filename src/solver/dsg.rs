@@ -314,13 +314,29 @@ impl Coefficients {
             *bk -= f * g;
         }
         if self.c < RENORMALISE_BELOW {
-            let c = self.c;
-            self.s
-                .iter_mut()
-                .chain(self.beta.iter_mut())
-                .for_each(|v| *v *= c);
-            self.c = 1.0;
+            self.fold_scale();
         }
+    }
+
+    /// `s <- c s`, `beta <- c beta`, `c <- 1`: the lazy decay made explicit before `c` could
+    /// underflow (the products `c s` are unchanged up to rounding).
+    fn fold_scale(&mut self) {
+        let c = self.c;
+        self.s
+            .iter_mut()
+            .chain(self.beta.iter_mut())
+            .for_each(|v| *v *= c);
+        self.c = 1.0;
+    }
+
+    /// `f(x) = c sum_j s_{j,t} phi_j(x)` for target `t` over the first `phi.len()` features of
+    /// one row: the sum over the stored values, then the scale once.
+    fn predict(&self, phi: &[f64], t: usize) -> f64 {
+        let tt = self.tt;
+        (0..phi.len())
+            .map(|j| phi[j] * self.s[j * tt + t])
+            .sum::<f64>()
+            * self.c
     }
 
     /// `theta` of the first `m` features over features scaled by `sqrt(2/m_model)`, column-major
@@ -434,57 +450,10 @@ pub fn solve_dsg<T: Scalar>(
 ) -> Result<Solution> {
     cfg.validate()?;
     let start = Instant::now();
-    let (n, d, tt) = (p.x.nrows(), p.x.ncols(), p.targets);
-    if n == 0 {
-        return Err(JokerError::EmptyData("the training set has no rows".into()));
-    }
-    if !supports(&p.loss) {
-        return Err(invalid(
-            "loss",
-            format!(
-                "the doubly stochastic solvers need a loss with a bounded derivative; {} has none",
-                p.loss.name()
-            ),
-        ));
-    }
-    let r = cfg.feature_block;
-    let blocks = p.map.m() / r;
-    if blocks == 0 {
-        return Err(invalid(
-            "feature_block",
-            format!(
-                "a block of {r} features does not fit in n_components = {}",
-                p.map.m()
-            ),
-        ));
-    }
-    let b = cfg.batch_size.min(n);
-    let nu = p.lambda / n as f64;
-    let max_factor = cfg.step.at(1) * cfg.step_factor() * nu;
-    if max_factor >= 1.0 {
-        return Err(invalid(
-            "step",
-            format!(
-                "the first step decays every coefficient by 1 - gamma_1 nu = {:.3e} <= 0 (gamma_1 = {}, nu = lambda/n = {nu:.3e}): lower theta or raise t0",
-                1.0 - max_factor,
-                cfg.step.at(1)
-            ),
-        ));
-    }
-    let check_every = if run.check_every == 0 {
-        n.div_ceil(b)
-    } else {
-        run.check_every
-    };
-
-    let mut coef = Coefficients::zeros(blocks * r, blocks, tt);
-    let mut opened = 0usize;
-    let mut rng = Stream::new(run.seed, streams::DSG_BATCH);
-    let mut xb = vec![T::default(); b * d];
-    let mut rows = vec![0usize; b];
+    let shape = Shape::of(p, cfg, run)?;
+    let mut fit = Fit::start(p, cfg, shape, run.seed);
     let mut history = Vec::new();
     let mut timings = Timings::default();
-    let (mut loss_sum, mut loss_rows) = (0.0, 0usize);
     let mut stop = StopReason::MaxIter;
     let mut iters = 0;
 
@@ -496,65 +465,14 @@ pub fn solve_dsg<T: Scalar>(
             break;
         }
         let t_step = Instant::now();
-        for ri in rows.iter_mut() {
-            *ri = rng.below(n);
-        }
-        p.x.gather_dense(&rows, &mut xb);
-        let m = opened * r;
-        let phi = feature_block(p.map, &xb, 0..m, r);
-        // f_t on the batch and the derivatives g (row-major b x T)
-        let mut grad = vec![0.0; b * tt];
-        for (i, &row) in rows.iter().enumerate() {
-            let phi_i = &phi[i * m..(i + 1) * m];
-            for t_ in 0..tt {
-                let f: f64 = (0..m).map(|j| phi_i[j] * coef.s[j * tt + t_]).sum::<f64>() * coef.c;
-                if !f.is_finite() {
-                    return Err(diverged(t, cfg));
-                }
-                let y = p.y[t_ * n + row];
-                grad[i * tt + t_] = p.weight[row] * p.loss.derivative(f, y);
-                loss_sum += p.weight[row] * p.loss.primal(f, y);
-            }
-        }
-        loss_rows += b;
-        let gbar: Vec<f64> = (0..tt)
-            .map(|t_| (0..b).map(|i| grad[i * tt + t_]).sum::<f64>() / b as f64)
-            .collect();
-        let gamma = cfg.step.at(t);
-        let (k, eta) = choose_block(cfg, t, opened, blocks, &coef, &grad, &gbar, gamma, &mut rng);
-        let cols = k * r..(k + 1) * r;
-        let phi_k = if k < opened {
-            // an old block: its columns are already in Phi
-            (0..b)
-                .flat_map(|i| phi[i * m + cols.start..i * m + cols.end].iter().copied())
-                .collect()
-        } else {
-            feature_block(p.map, &xb, cols.clone(), r)
-        };
-        // D = Phi_J^T g / b, feature-major r x T
-        let mut dgrad = vec![0.0; r * tt];
-        for i in 0..b {
-            for (jj, pj) in phi_k[i * r..(i + 1) * r].iter().enumerate() {
-                for t_ in 0..tt {
-                    dgrad[jj * tt + t_] += pj * grad[i * tt + t_];
-                }
-            }
-        }
-        dgrad.iter_mut().for_each(|v| *v /= b as f64);
-        coef.step(eta, nu, k, cols, &dgrad, &gbar);
-        if k == opened {
-            opened += 1;
-        }
+        fit.step(t)?;
         timings.update += t_step.elapsed().as_secs_f64();
         iters = t;
 
         let out_of_time = run.time_limit.is_some_and(|lim| start.elapsed() >= lim);
-        if t % check_every == 0 || t == run.max_iter || out_of_time {
+        if t % shape.check_every == 0 || t == run.max_iter || out_of_time {
             let t_check = Instant::now();
-            let prog = progress(
-                p, &coef, opened, r, t, b, n, loss_sum, loss_rows, start, &timings, hooks,
-            );
-            (loss_sum, loss_rows) = (0.0, 0);
+            let prog = fit.check(t, start, &timings, hooks);
             timings.check += t_check.elapsed().as_secs_f64();
             let go_on = hooks.progress.as_mut().is_none_or(|f| f(&prog));
             history.push(prog);
@@ -568,17 +486,311 @@ pub fn solve_dsg<T: Scalar>(
             break;
         }
     }
-    let m = opened * r;
-    Ok(Solution {
-        alpha: Vec::new(),
-        theta: Some(coef.theta(m, m, r)),
-        iters,
-        stop,
-        history,
-        timings,
-        tr_model: String::new(),
-        fell_back: None,
-    })
+    Ok(fit.solution(iters, stop, history, timings))
+}
+
+/// The sizes and constants of one fit, fixed before the first step.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Rows `n`.
+    n: usize,
+    /// Input columns `d`.
+    d: usize,
+    /// Target columns `T`.
+    tt: usize,
+    /// Features per block `r`.
+    r: usize,
+    /// Blocks in the map, `floor(M / r)`: the cap.
+    blocks: usize,
+    /// Rows per step `b` (at most `n`).
+    b: usize,
+    /// The regulariser of the average loss, `nu = lambda / n`.
+    nu: f64,
+    /// Steps between checks.
+    check_every: usize,
+}
+
+impl Shape {
+    /// The fit's sizes, or the error that rules the problem out: no rows, a loss without a
+    /// bounded derivative, a block wider than the map, or a first step too large.
+    fn of<T: Scalar>(p: &DsgProblem<'_, T>, cfg: &DsgConfig, run: &DsgRun) -> Result<Self> {
+        let (n, d, tt) = (p.x.nrows(), p.x.ncols(), p.targets);
+        if n == 0 {
+            return Err(JokerError::EmptyData("the training set has no rows".into()));
+        }
+        if !supports(&p.loss) {
+            return Err(invalid(
+                "loss",
+                format!(
+                    "the doubly stochastic solvers need a loss with a bounded derivative; {} has none",
+                    p.loss.name()
+                ),
+            ));
+        }
+        let r = cfg.feature_block;
+        let blocks = p.map.m() / r;
+        if blocks == 0 {
+            return Err(invalid(
+                "feature_block",
+                format!(
+                    "a block of {r} features does not fit in n_components = {}",
+                    p.map.m()
+                ),
+            ));
+        }
+        let b = cfg.batch_size.min(n);
+        let nu = p.lambda / n as f64;
+        check_first_decay(cfg, nu)?;
+        let check_every = if run.check_every == 0 {
+            n.div_ceil(b)
+        } else {
+            run.check_every
+        };
+        Ok(Shape {
+            n,
+            d,
+            tt,
+            r,
+            blocks,
+            b,
+            nu,
+            check_every,
+        })
+    }
+}
+
+/// Every step scales the old coefficients by `1 - eta nu`, and the largest step is the first
+/// (`gamma_1`, times CDSG's cap): a factor `<= 0` would flip the iterate's sign or erase it.
+fn check_first_decay(cfg: &DsgConfig, nu: f64) -> Result<()> {
+    let max_factor = cfg.step.at(1) * cfg.step_factor() * nu;
+    if max_factor >= 1.0 {
+        return Err(invalid(
+            "step",
+            format!(
+                "the first step decays every coefficient by 1 - gamma_1 nu = {:.3e} <= 0 (gamma_1 = {}, nu = lambda/n = {nu:.3e}): lower theta or raise t0",
+                1.0 - max_factor,
+                cfg.step.at(1)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A run in progress: the iterate `f_t` (its coefficients and the number of opened blocks), the
+/// stream of batch draws and revisits, the batch's buffers, and the loss summed over the
+/// batches since the last check (the objective's estimate).
+struct Fit<'a, T> {
+    p: &'a DsgProblem<'a, T>,
+    cfg: &'a DsgConfig,
+    shape: Shape,
+    coef: Coefficients,
+    /// Blocks opened so far: features `0 .. opened r` are in the model.
+    opened: usize,
+    rng: Stream,
+    /// The batch's row indices.
+    rows: Vec<usize>,
+    /// The batch's rows, dense row-major `b x d`.
+    xb: Vec<T>,
+    /// `sum_i w_i l(f_t(x_i), y_i)` over the batches since the last check.
+    loss_sum: f64,
+    /// Rows in `loss_sum`.
+    loss_rows: usize,
+}
+
+impl<'a, T: Scalar> Fit<'a, T> {
+    /// `f_1 = 0`: no block opened, every coefficient zero.
+    fn start(p: &'a DsgProblem<'a, T>, cfg: &'a DsgConfig, shape: Shape, seed: u64) -> Self {
+        let Shape {
+            d,
+            tt,
+            r,
+            blocks,
+            b,
+            ..
+        } = shape;
+        Fit {
+            p,
+            cfg,
+            shape,
+            coef: Coefficients::zeros(blocks * r, blocks, tt),
+            opened: 0,
+            rng: Stream::new(seed, streams::DSG_BATCH),
+            rows: vec![0usize; b],
+            xb: vec![T::default(); b * d],
+            loss_sum: 0.0,
+            loss_rows: 0,
+        }
+    }
+
+    /// Step `t`: a batch, the derivatives `g` at `f_t` on it, the block `J` and step `eta` of the
+    /// variant's rule, and `f_{t+1} = (1 - eta nu) f_t - eta sum_{j in J} D_j phi_j`.
+    fn step(&mut self, t: usize) -> Result<()> {
+        let Shape { tt, r, b, nu, .. } = self.shape;
+        self.draw_batch();
+        let phi = feature_block(self.p.map, &self.xb, 0..self.opened * r, r);
+        let grad = self.derivatives(&phi, t)?;
+        let gbar = batch_mean(&grad, b, tt);
+        let gamma = self.cfg.step.at(t);
+        let (k, eta) = choose_block(
+            self.cfg,
+            t,
+            self.opened,
+            self.shape.blocks,
+            &self.coef,
+            &grad,
+            &gbar,
+            gamma,
+            &mut self.rng,
+        );
+        let phi_k = self.block_features(&phi, k);
+        let dgrad = block_gradient(&phi_k, &grad, b, r, tt);
+        self.coef
+            .step(eta, nu, k, k * r..(k + 1) * r, &dgrad, &gbar);
+        if k == self.opened {
+            self.opened += 1;
+        }
+        Ok(())
+    }
+
+    /// The batch: `b` rows drawn uniformly with replacement, gathered dense.
+    fn draw_batch(&mut self) {
+        for ri in self.rows.iter_mut() {
+            *ri = self.rng.below(self.shape.n);
+        }
+        self.p.x.gather_dense(&self.rows, &mut self.xb);
+    }
+
+    /// `g_i = w_i l'(f_t(x_i), y_i)` on the batch (row-major `b x T`) from its opened features
+    /// `phi` (`b x m`); the losses at `f_t` join the objective's estimate. A prediction that is
+    /// not finite means the iterate diverged.
+    fn derivatives(&mut self, phi: &[f64], t: usize) -> Result<Vec<f64>> {
+        let Shape { n, tt, r, b, .. } = self.shape;
+        let p = self.p;
+        let m = self.opened * r;
+        let mut grad = vec![0.0; b * tt];
+        for (i, &row) in self.rows.iter().enumerate() {
+            let phi_i = &phi[i * m..(i + 1) * m];
+            for t_ in 0..tt {
+                let f = self.coef.predict(phi_i, t_);
+                if !f.is_finite() {
+                    return Err(diverged(t, self.cfg));
+                }
+                let y = p.y[t_ * n + row];
+                grad[i * tt + t_] = p.weight[row] * p.loss.derivative(f, y);
+                self.loss_sum += p.weight[row] * p.loss.primal(f, y);
+            }
+        }
+        self.loss_rows += b;
+        Ok(grad)
+    }
+
+    /// `Phi_J` of block `k` on the batch, row-major `b x r`: an opened block's columns are
+    /// already in `phi` (`b x m`), a new block's are evaluated.
+    fn block_features(&self, phi: &[f64], k: usize) -> Vec<f64> {
+        let Shape { r, b, .. } = self.shape;
+        let cols = k * r..(k + 1) * r;
+        if k < self.opened {
+            let m = self.opened * r;
+            (0..b)
+                .flat_map(|i| phi[i * m + cols.start..i * m + cols.end].iter().copied())
+                .collect()
+        } else {
+            feature_block(self.p.map, &self.xb, cols, r)
+        }
+    }
+
+    /// The snapshot after step `t` ([`Fit::progress`]); the objective's estimate then starts
+    /// afresh from the next batch.
+    fn check(
+        &mut self,
+        t: usize,
+        start: Instant,
+        timings: &Timings,
+        hooks: &mut Hooks<'_, T>,
+    ) -> Progress {
+        let prog = self.progress(t, start, timings, hooks);
+        (self.loss_sum, self.loss_rows) = (0.0, 0);
+        prog
+    }
+
+    /// The snapshot at a check: validation on the current model, the estimated primal
+    /// objective.
+    fn progress(
+        &self,
+        t: usize,
+        start: Instant,
+        timings: &Timings,
+        hooks: &mut Hooks<'_, T>,
+    ) -> Progress {
+        let Shape { n, r, b, .. } = self.shape;
+        let m_all = self.p.map.m();
+        let theta = self.coef.theta(m_all, self.opened * r, r);
+        let validation = hooks.validate.as_mut().map(|v| {
+            v(&Predictor::Features {
+                map: self.p.map,
+                theta: &theta,
+            })
+        });
+        let m = self.opened * r;
+        let reg = 0.5 * self.coef.theta(m, m, r).iter().map(|v| v * v).sum::<f64>();
+        let mean_loss = self.loss_sum / self.loss_rows.max(1) as f64;
+        let seconds = start.elapsed().as_secs_f64();
+        Progress {
+            iter: t,
+            epoch: (t * b) as f64 / n as f64,
+            seconds,
+            train_seconds: seconds - timings.check,
+            primal: reg + n as f64 * mean_loss / self.p.lambda,
+            dual: f64::NAN,
+            gap: f64::NAN,
+            validation,
+            accepted: 0,
+            rel_residual: None,
+        }
+    }
+
+    /// The fit's answer: `theta` over the opened features; there are no dual variables.
+    fn solution(
+        self,
+        iters: usize,
+        stop: StopReason,
+        history: Vec<Progress>,
+        timings: Timings,
+    ) -> Solution {
+        let r = self.shape.r;
+        let m = self.opened * r;
+        Solution {
+            alpha: Vec::new(),
+            theta: Some(self.coef.theta(m, m, r)),
+            iters,
+            stop,
+            history,
+            timings,
+            tr_model: String::new(),
+            fell_back: None,
+        }
+    }
+}
+
+/// `gbar = 1/b sum_{i in S} g_i` per target: the batch-mean derivative, CDSG's `g`.
+fn batch_mean(grad: &[f64], b: usize, tt: usize) -> Vec<f64> {
+    (0..tt)
+        .map(|t_| (0..b).map(|i| grad[i * tt + t_]).sum::<f64>() / b as f64)
+        .collect()
+}
+
+/// `D = Phi_J^T g / b`, feature-major `r x T`: the block's gradient, a mean over the batch.
+fn block_gradient(phi_k: &[f64], grad: &[f64], b: usize, r: usize, tt: usize) -> Vec<f64> {
+    let mut dgrad = vec![0.0; r * tt];
+    for i in 0..b {
+        for (jj, pj) in phi_k[i * r..(i + 1) * r].iter().enumerate() {
+            for t_ in 0..tt {
+                dgrad[jj * tt + t_] += pj * grad[i * tt + t_];
+            }
+        }
+    }
+    dgrad.iter_mut().for_each(|v| *v /= b as f64);
+    dgrad
 }
 
 /// The error of an iterate whose predictions are no longer finite: the steps were too large.
@@ -636,48 +848,6 @@ fn choose_block(
                 None => fresh(rng),
             }
         }
-    }
-}
-
-/// The snapshot at a check: validation on the current model, the estimated primal objective.
-#[allow(clippy::too_many_arguments)]
-fn progress<T: Scalar>(
-    p: &DsgProblem<'_, T>,
-    coef: &Coefficients,
-    opened: usize,
-    r: usize,
-    t: usize,
-    b: usize,
-    n: usize,
-    loss_sum: f64,
-    loss_rows: usize,
-    start: Instant,
-    timings: &Timings,
-    hooks: &mut Hooks<'_, T>,
-) -> Progress {
-    let m_all = p.map.m();
-    let theta = coef.theta(m_all, opened * r, r);
-    let validation = hooks.validate.as_mut().map(|v| {
-        v(&Predictor::Features {
-            map: p.map,
-            theta: &theta,
-        })
-    });
-    let m = opened * r;
-    let reg = 0.5 * coef.theta(m, m, r).iter().map(|v| v * v).sum::<f64>();
-    let mean_loss = loss_sum / loss_rows.max(1) as f64;
-    let seconds = start.elapsed().as_secs_f64();
-    Progress {
-        iter: t,
-        epoch: (t * b) as f64 / n as f64,
-        seconds,
-        train_seconds: seconds - timings.check,
-        primal: reg + n as f64 * mean_loss / p.lambda,
-        dual: f64::NAN,
-        gap: f64::NAN,
-        validation,
-        accepted: 0,
-        rel_residual: None,
     }
 }
 
