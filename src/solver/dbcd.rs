@@ -754,11 +754,7 @@ pub fn solve<T: Scalar>(
                 continue;
             }
         };
-        for (_, s) in &cols {
-            accepted += s.accepted;
-            timings.tr_iters += s.tr_iters;
-            timings.cg_iters += s.cg_iters;
-        }
+        accepted += tally(&cols, &mut timings);
         timings.update += t2.get().elapsed().as_secs_f64();
         iter += 1;
         if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
@@ -811,13 +807,12 @@ pub fn solve<T: Scalar>(
         resume.recover(e, iter, prob, &mut st, &perm, b)?;
         st.pull_theta()?;
     }
-    let theta = match prob.repr {
-        Repr::Features(_) => Some(std::mem::take(&mut st.theta)),
-        Repr::Exact(_) => None,
-    };
     Ok(Solution {
+        theta: match prob.repr {
+            Repr::Features(_) => Some(std::mem::take(&mut st.theta)),
+            Repr::Exact(_) => None,
+        },
         alpha: st.alpha,
-        theta,
         iters: iter,
         stop,
         history,
@@ -825,6 +820,18 @@ pub fn solve<T: Scalar>(
         tr_model: schedule.curvature.note,
         fell_back: resume.note,
     })
+}
+
+/// Adds a block's trust-region and CG iterations to the fit's timings; returns its accepted
+/// steps.
+fn tally(cols: &ColumnSolves, timings: &mut Timings) -> usize {
+    cols.iter()
+        .map(|(_, s)| {
+            timings.tr_iters += s.tr_iters;
+            timings.cg_iters += s.cg_iters;
+            s.accepted
+        })
+        .sum()
 }
 
 /// Where a fit goes on when its device fails ([`solve`]'s `fallback`), and whether it has.
