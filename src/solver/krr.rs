@@ -393,6 +393,8 @@ fn check<T: Scalar>(
     Ok((rel_residual <= cfg.tol, go && !timed_out))
 }
 
+/// Skotch and ASkotch: the setup of every block (its preconditioner and its step `1 / L_b`),
+/// then randomized preconditioned block steps, accelerated for ASkotch.
 fn skotch<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &KrrProblem<T>,
@@ -401,146 +403,37 @@ fn skotch<T: Scalar>(
 ) -> Result<KrrSolution> {
     let start = Instant::now();
     let (n, lam) = (prob.x.nrows(), prob.lambda);
-    // Fixed random partition into B nearly equal blocks.
-    let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
-    let nb = cfg.blocks;
-    let blocks: Vec<Vec<usize>> = (0..nb)
-        .map(|k| {
-            let (lo, hi) = (k * n / nb, (k + 1) * n / nb);
-            perm[lo..hi].to_vec()
-        })
-        .collect();
-    // A block's preconditioner from a sketch `K_BB Omega` (trace of K_BB = b: k(x, x) = 1).
-    let precondition =
-        |b: usize, seed: u64, sketch: &mut dyn FnMut(MatRef<'_, f64>) -> Mat<f64>| {
-            let ny = Nystrom::new(b, cfg.rank.min(b), b as f64, lam, seed, sketch)?;
-            // rho_b = lambda + the smallest retained eigenvalue (the paper's default)
-            let rho = lam + ny.eigenvalues().last().copied().unwrap_or(0.0);
-            ny.with_rho(rho)
-        };
-    // Per block: preconditioner and preconditioned smoothness L_b (from K_BB, formed once).
-    let mut lb = Vec::with_capacity(nb);
-    let mut stored = Vec::with_capacity(if cfg.store_preconditioners { nb } else { 0 });
-    for (k, rows) in blocks.iter().enumerate() {
-        let xb = prob.gather(rows);
-        // The sketch and the power iterations take `1 + power_iters` products with K_BB:
-        // formed once when it is small, streamed (never formed) when it is not.
-        let kbb = (rows.len() * rows.len() * 8 <= cfg.max_block_gram_bytes)
-            .then(|| prob.block_gram(backend, &xb));
-        let times = |v: &[f64], c: usize| -> Vec<f64> {
-            match &kbb {
-                Some(g) => {
-                    let b = g.nrows();
-                    let vm = MatRef::from_column_major_slice(v, b, c);
-                    let out = g * vm;
-                    (0..c)
-                        .flat_map(|j| (0..b).map(move |i| (i, j)))
-                        .map(|(i, j)| out[(i, j)])
-                        .collect()
-                }
-                None => prob.block_times(backend, &xb, v, c),
-            }
-        };
-        let ny = precondition(rows.len(), cfg.seed ^ (k as u64) << 20, &mut |om| {
-            let (b, r) = (om.nrows(), om.ncols());
-            let v: Vec<f64> = (0..r)
-                .flat_map(|c| (0..b).map(move |i| om[(i, c)]))
-                .collect();
-            let out = times(&v, r);
-            Mat::from_fn(b, r, |i, c| out[c * b + i])
-        })?;
-        let l = smoothness(
-            rows.len(),
-            Some(&ny),
-            cfg.power_iters,
-            cfg.seed + k as u64,
-            |v| {
-                times(v, 1)
-                    .iter()
-                    .zip(v)
-                    .map(|(a, b)| a + lam * b)
-                    .collect()
-            },
-        );
-        lb.push(l.max(f64::MIN_POSITIVE));
-        if cfg.store_preconditioners {
-            stored.push(ny);
-        }
-    }
+    let blocks = partition(n, cfg.blocks, cfg.seed);
+    let (lb, stored) = setup_blocks(backend, prob, cfg, &blocks)?;
     let accelerated = cfg.method == KrrMethod::ASkotch;
     let alpha = if accelerated { 0.5 } else { cfg.alpha };
-    let weights: Vec<f64> = lb.iter().map(|l| l.powf(alpha)).collect();
-    let s_alpha: f64 = weights.iter().sum();
-    let probs: Vec<f64> = weights.iter().map(|w| w / s_alpha).collect();
-    let cdf: Vec<f64> = probs
-        .iter()
-        .scan(0.0, |acc, p| {
-            *acc += p;
-            Some(*acc)
-        })
-        .collect();
-    // NU_ACDM parameters with lambda as the strong-convexity proxy (beta = 0).
-    let tau = 2.0 / (1.0 + (4.0 * s_alpha * s_alpha / lam + 1.0).sqrt());
-    let gamma = 1.0 / (tau * s_alpha * s_alpha);
+    let sampler = BlockSampler::new(&lb, alpha);
 
     let mut w = vec![0.0; n];
-    let mut z = vec![0.0; n];
-    // ASkotch evaluates gradients at the coupling point w and returns x (the stepped point).
-    let mut x = vec![0.0; n];
+    let mut nesterov = accelerated.then(|| Nesterov::new(n, sampler.s_alpha, lam));
     let mut chooser = Stream::new(cfg.seed, streams::BLOCK_CHOICE);
     let mut history = Vec::new();
     let mut converged = false;
     let mut iter = 0;
     while iter < cfg.max_iter {
-        let u = chooser.uniform();
-        let k = cdf.iter().position(|&c| u <= c).unwrap_or(nb - 1);
+        let k = sampler.pick(chooser.uniform());
         let rows = &blocks[k];
-        // The stored preconditioner, or a fresh sketch straight from the kernel (K_BB is not
-        // formed again).
         let fresh;
         let ny = match stored.get(k) {
             Some(ny) => ny,
             None => {
-                let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
-                let xb = prob.gather(rows);
-                fresh = precondition(rows.len(), seed, &mut |om| {
-                    prob.block_sketch(backend, &xb, om)
-                })?;
+                fresh = fresh_preconditioner(backend, prob, cfg, rows, k, iter)?;
                 &fresh
             }
         };
-        let kw = prob.rows_times(backend, rows, &w);
-        let g: Vec<f64> = rows
-            .iter()
-            .zip(&kw)
-            .map(|(&i, kwi)| kwi + lam * w[i] - prob.y[i])
-            .collect();
-        let v = ny.solve(&g);
-        if accelerated {
-            // x = w with block b stepped; z pulled towards w, then stepped; w = tau z + (1 - tau) x
-            x.copy_from_slice(&w);
-            for (r, &i) in rows.iter().enumerate() {
-                x[i] -= v[r] / lb[k];
-            }
-            let c = 1.0 + gamma * lam;
-            for i in 0..n {
-                z[i] = (z[i] + gamma * lam * w[i]) / c;
-            }
-            for (r, &i) in rows.iter().enumerate() {
-                z[i] -= gamma / (c * probs[k]) * v[r];
-            }
-            for i in 0..n {
-                w[i] = tau * z[i] + (1.0 - tau) * x[i];
-            }
-        } else {
-            for (r, &i) in rows.iter().enumerate() {
-                w[i] -= v[r] / lb[k];
-            }
+        let v = ny.solve(&block_gradient(backend, prob, rows, &w));
+        match &mut nesterov {
+            Some(acc) => acc.step(&mut w, rows, &v, lb[k], sampler.probs[k]),
+            None => block_step(&mut w, rows, &v, lb[k]),
         }
         iter += 1;
         if iter % cfg.check_every == 0 || iter == cfg.max_iter {
-            let out = if accelerated { &x } else { &w };
+            let out = nesterov.as_ref().map_or(&w, |acc| &acc.x);
             let (conv, go) = check(backend, prob, cfg, out, iter, start, &mut history, progress)?;
             converged = conv;
             if conv || !go {
@@ -548,13 +441,248 @@ fn skotch<T: Scalar>(
             }
         }
     }
-    let w = if accelerated { x } else { w };
+    // ASkotch's solution is the stepped point x, not the coupling point w.
+    let w = nesterov.map_or(w, |acc| acc.x);
     Ok(KrrSolution {
         w,
         iters: iter,
         converged,
         history,
     })
+}
+
+/// The fixed random partition of the `n` rows into `nb` nearly equal blocks.
+fn partition(n: usize, nb: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut perm: Vec<usize> = (0..n).collect();
+    Stream::new(seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
+    (0..nb)
+        .map(|k| {
+            let (lo, hi) = (k * n / nb, (k + 1) * n / nb);
+            perm[lo..hi].to_vec()
+        })
+        .collect()
+}
+
+/// A block's preconditioner `P_b + rho_b I` from a sketch `K_BB Omega` of its `b` rows
+/// (`Tr(K_BB) = b` since `k(x, x) = 1`), damped by `rho_b = lambda +` the smallest retained
+/// eigenvalue (the paper's default).
+fn block_preconditioner(
+    b: usize,
+    rank: usize,
+    lam: f64,
+    seed: u64,
+    sketch: &mut dyn FnMut(MatRef<'_, f64>) -> Mat<f64>,
+) -> Result<Nystrom> {
+    let ny = Nystrom::new(b, rank.min(b), b as f64, lam, seed, sketch)?;
+    let rho = lam + ny.eigenvalues().last().copied().unwrap_or(0.0);
+    ny.with_rho(rho)
+}
+
+/// The setup of every block: the preconditioned smoothness `L_b` (the step is `1 / L_b`, the
+/// sampling weight `L_b^alpha`), and the preconditioners themselves when they are stored
+/// (otherwise each step sketches its block afresh).
+fn setup_blocks<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &KrrProblem<T>,
+    cfg: &KrrConfig,
+    blocks: &[Vec<usize>],
+) -> Result<(Vec<f64>, Vec<Nystrom>)> {
+    let nb = blocks.len();
+    let mut lb = Vec::with_capacity(nb);
+    let mut stored = Vec::with_capacity(if cfg.store_preconditioners { nb } else { 0 });
+    for (k, rows) in blocks.iter().enumerate() {
+        let (ny, l) = setup_block(backend, prob, cfg, k, rows)?;
+        lb.push(l.max(f64::MIN_POSITIVE));
+        if cfg.store_preconditioners {
+            stored.push(ny);
+        }
+    }
+    Ok((lb, stored))
+}
+
+/// Block `k`'s preconditioner and its smoothness
+/// `L_b = lambda_max((P_b + rho_b I)^{-1/2} (K_BB + lambda I) (P_b + rho_b I)^{-1/2})`
+/// (power iterations). The sketch and the power iterations take `1 + power_iters` products
+/// with `K_BB`: it is formed once when it is small, streamed (never formed) when it is not.
+fn setup_block<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &KrrProblem<T>,
+    cfg: &KrrConfig,
+    k: usize,
+    rows: &[usize],
+) -> Result<(Nystrom, f64)> {
+    let lam = prob.lambda;
+    let xb = prob.gather(rows);
+    let kbb = (rows.len() * rows.len() * 8 <= cfg.max_block_gram_bytes)
+        .then(|| prob.block_gram(backend, &xb));
+    // K_BB V for V of `c` columns, column-major in and out.
+    let times = |v: &[f64], c: usize| -> Vec<f64> {
+        match &kbb {
+            Some(g) => gram_times(g, v, c),
+            None => prob.block_times(backend, &xb, v, c),
+        }
+    };
+    let seed = cfg.seed ^ ((k as u64) << 20);
+    let ny = block_preconditioner(rows.len(), cfg.rank, lam, seed, &mut |om| {
+        let (b, r) = (om.nrows(), om.ncols());
+        let v: Vec<f64> = (0..r)
+            .flat_map(|c| (0..b).map(move |i| om[(i, c)]))
+            .collect();
+        let out = times(&v, r);
+        Mat::from_fn(b, r, |i, c| out[c * b + i])
+    })?;
+    let l = smoothness(
+        rows.len(),
+        Some(&ny),
+        cfg.power_iters,
+        cfg.seed + k as u64,
+        |v| {
+            times(v, 1)
+                .iter()
+                .zip(v)
+                .map(|(a, b)| a + lam * b)
+                .collect()
+        },
+    );
+    Ok((ny, l))
+}
+
+/// `G V` for a formed block Gram `G` (`b x b`) and `V` (`b x c`), column-major in and out.
+fn gram_times(g: &Mat<f64>, v: &[f64], c: usize) -> Vec<f64> {
+    let b = g.nrows();
+    let vm = MatRef::from_column_major_slice(v, b, c);
+    let out = g * vm;
+    (0..c)
+        .flat_map(|j| (0..b).map(move |i| (i, j)))
+        .map(|(i, j)| out[(i, j)])
+        .collect()
+}
+
+/// Block sampling with `p_b = L_b^alpha / S_alpha`, `S_alpha = sum_b L_b^alpha`: the blocks
+/// with the larger smoothness, and so the shorter steps, are drawn more often.
+struct BlockSampler {
+    /// `S_alpha`, which also sets NU_ACDM's constants.
+    s_alpha: f64,
+    /// `p_b`.
+    probs: Vec<f64>,
+    /// The cumulative sums of `p_b`, inverted by a uniform draw.
+    cdf: Vec<f64>,
+}
+
+impl BlockSampler {
+    /// The probabilities for smoothness constants `lb` and exponent `alpha`.
+    fn new(lb: &[f64], alpha: f64) -> Self {
+        let weights: Vec<f64> = lb.iter().map(|l| l.powf(alpha)).collect();
+        let s_alpha: f64 = weights.iter().sum();
+        let probs: Vec<f64> = weights.iter().map(|w| w / s_alpha).collect();
+        let cdf: Vec<f64> = probs
+            .iter()
+            .scan(0.0, |acc, p| {
+                *acc += p;
+                Some(*acc)
+            })
+            .collect();
+        BlockSampler {
+            s_alpha,
+            probs,
+            cdf,
+        }
+    }
+
+    /// The block of a uniform draw `u`: the first whose cumulative probability reaches `u`
+    /// (the last one when rounding leaves the total below `u`).
+    fn pick(&self, u: f64) -> usize {
+        self.cdf
+            .iter()
+            .position(|&c| u <= c)
+            .unwrap_or(self.cdf.len() - 1)
+    }
+}
+
+/// Block `k`'s preconditioner at step `iter` from a fresh sketch straight from the kernel
+/// (`K_BB` is not formed again), as the paper does when they are not stored.
+fn fresh_preconditioner<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &KrrProblem<T>,
+    cfg: &KrrConfig,
+    rows: &[usize],
+    k: usize,
+    iter: usize,
+) -> Result<Nystrom> {
+    let seed = cfg.seed ^ ((iter as u64 + 1) << 24) ^ k as u64;
+    let xb = prob.gather(rows);
+    block_preconditioner(rows.len(), cfg.rank, prob.lambda, seed, &mut |om| {
+        prob.block_sketch(backend, &xb, om)
+    })
+}
+
+/// The block gradient of the dual, `g_B = (K w)_B + lambda w_B - y_B` (one streamed pass
+/// over the block's rows of `K`).
+fn block_gradient<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &KrrProblem<T>,
+    rows: &[usize],
+    w: &[f64],
+) -> Vec<f64> {
+    let kw = prob.rows_times(backend, rows, w);
+    rows.iter()
+        .zip(&kw)
+        .map(|(&i, kwi)| kwi + prob.lambda * w[i] - prob.y[i])
+        .collect()
+}
+
+/// Skotch's step on block `B`: `w_B -= v / L_b`, with `v = (P_b + rho_b I)^{-1} g_B`.
+fn block_step(w: &mut [f64], rows: &[usize], v: &[f64], l: f64) {
+    for (r, &i) in rows.iter().enumerate() {
+        w[i] -= v[r] / l;
+    }
+}
+
+/// ASkotch's NU_ACDM state besides the coupling point `w` (where the gradients are taken): the
+/// stepped point `x`, which is the solution, and the auxiliary sequence `z`; `lambda` stands in
+/// for the strong-convexity constant (`beta = 0`).
+struct Nesterov {
+    x: Vec<f64>,
+    z: Vec<f64>,
+    tau: f64,
+    gamma: f64,
+    lam: f64,
+}
+
+impl Nesterov {
+    /// Zero iterates and the constants `tau = 2 / (1 + sqrt(4 S^2 / lambda + 1))` and
+    /// `gamma = 1 / (tau S^2)` for `S = S_alpha`.
+    fn new(n: usize, s_alpha: f64, lam: f64) -> Self {
+        let tau = 2.0 / (1.0 + (4.0 * s_alpha * s_alpha / lam + 1.0).sqrt());
+        let gamma = 1.0 / (tau * s_alpha * s_alpha);
+        Nesterov {
+            x: vec![0.0; n],
+            z: vec![0.0; n],
+            tau,
+            gamma,
+            lam,
+        }
+    }
+
+    /// The step on block `B` drawn with probability `p`: `x = w` with the block stepped, `z`
+    /// pulled towards `w` and then stepped by `gamma / p`, and the new coupling point
+    /// `w = tau z + (1 - tau) x`.
+    fn step(&mut self, w: &mut [f64], rows: &[usize], v: &[f64], l: f64, p: f64) {
+        let (tau, gamma, lam) = (self.tau, self.gamma, self.lam);
+        let (x, z) = (&mut self.x, &mut self.z);
+        x.copy_from_slice(w);
+        block_step(x, rows, v, l);
+        let c = 1.0 + gamma * lam;
+        for i in 0..w.len() {
+            z[i] = (z[i] + gamma * lam * w[i]) / c;
+        }
+        for (r, &i) in rows.iter().enumerate() {
+            z[i] -= gamma / (c * p) * v[r];
+        }
+        for i in 0..w.len() {
+            w[i] = tau * z[i] + (1.0 - tau) * x[i];
+        }
+    }
 }
 
 fn pcg<T: Scalar>(
