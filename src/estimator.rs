@@ -16,6 +16,9 @@
 
 use std::time::Duration;
 
+mod grow;
+pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
+
 use crate::backend::Backend;
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;

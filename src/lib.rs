@@ -39,7 +39,7 @@ pub mod preprocess;
 pub mod solver;
 
 pub use device::Device;
-pub use estimator::{ClassWeight, FitOptions, Joker, JokerBuilder};
+pub use estimator::{ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;
 pub use memory::MemoryLimit;

@@ -1013,3 +1013,46 @@ fn doubly_stochastic_solvers_from_the_command_line() {
         "batch_size",
     );
 }
+
+/// `--grow` fits the sizes in turn, reports each, keeps a model of one of them, and refuses
+/// bad schedules and the exact kernel.
+#[test]
+fn growing_the_features_from_the_command_line() {
+    let t = TempDir::new("grow");
+    t.write("train.svm", &circle_libsvm(300, 7, false));
+    t.write("val.svm", &circle_libsvm(200, 8, false));
+    let e = stderr(&ok(joker(
+        &t.0,
+        &[
+            "train",
+            "train.svm",
+            "m.json",
+            "-v",
+            "val.svm",
+            "--grow",
+            "16,64,256",
+            "--max-iter",
+            "400",
+        ],
+    )));
+    assert!(e.contains("grown through M = 16, 64, 256"), "{e}");
+    assert!(e.contains("grow: M = 16: "), "{e}");
+    assert!(e.contains("validation accuracy"), "{e}");
+    let kept = e
+        .lines()
+        .find_map(|l| l.strip_prefix("grow: kept the model with M = "))
+        .expect("the kept size");
+    assert!(["16", "64", "256"].contains(&kept), "{e}");
+    let model = joker::Model::load(t.0.join("m.json")).unwrap();
+    assert_eq!(model.n_components().unwrap().to_string(), kept);
+    fails_with(
+        joker(&t.0, &["train", "train.svm", "b.json", "--grow", "64,16"]),
+        "increasing",
+    );
+    let o = joker(
+        &t.0,
+        &["train", "train.svm", "c.json", "--grow", "16,64", "--exact"],
+    );
+    assert_eq!(o.status.code(), Some(2), "usage errors exit with 2");
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+}

@@ -5,7 +5,9 @@ mod common;
 
 use joker::loss::Coord;
 use joker::model::Representation;
-use joker::{Bandwidth, Dataset, Features, Joker, Kernel, KernelKind, Loss, Model, Precision};
+use joker::{
+    Bandwidth, Dataset, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model, Precision,
+};
 
 fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
     let Features::Dense(m) = &d.x else {
@@ -719,5 +721,116 @@ fn a_device_failure_mid_fit_finishes_on_the_cpu() {
         "primal {} against {}",
         b.primal,
         a.primal
+    );
+}
+
+/// Growing the features from 30 to 90, the second stage warm-started from the first one's
+/// duals, reaches the optimum of a cold fit at 90 features: the duals stay feasible when the
+/// map changes, and the optimum at 90 features is unique (strongly convex dual).
+#[test]
+fn growing_the_features_reaches_the_cold_fits_optimum() {
+    let reg = common::regression(240, 3, 91);
+    let cls = common::binary(240, 3, 92);
+    for (loss, data) in [(Loss::SquaredHinge, &cls), (Loss::SquaredError, &reg)] {
+        let est = Joker::builder()
+            .loss(loss)
+            .n_components(90)
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(Precision::F64)
+            .block_size(64)
+            .tol(1e-12)
+            .max_iter(20_000)
+            .check_every(10)
+            .device(joker::Device::Cpu)
+            .build()
+            .unwrap();
+        let cold = est.fit(data).unwrap();
+        let (grown, stages) = est
+            .fit_growing(data, &[30, 90], Default::default())
+            .unwrap();
+        assert_eq!(stages.len(), 2, "{loss:?}");
+        assert_eq!(
+            stages.iter().map(|s| s.n_components).collect::<Vec<_>>(),
+            [30, 90]
+        );
+        assert_eq!(grown.n_components(), Some(90), "{loss:?}");
+        assert!(
+            grown.training.gap <= 1e-12 && cold.training.gap <= 1e-12,
+            "{loss:?}: gaps {} and {}",
+            grown.training.gap,
+            cold.training.gap
+        );
+        let (a, b) = (
+            grown.decision_function(&data.x).unwrap(),
+            cold.decision_function(&data.x).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-6, "{loss:?}: decision values differ by {diff}");
+        assert!(a.iter().any(|v| v.abs() > 1e-3), "{loss:?}: nothing learnt");
+    }
+}
+
+/// With a validation set, growing stops at the first stage that does not improve the metric
+/// and returns the best stage's model; bad schedules are errors.
+#[test]
+fn growing_stops_when_the_validation_metric_stops_improving() {
+    // two well separated clusters: every stage classifies all of them
+    let n = 200;
+    let mut s = joker::rng::Stream::new(94, 1);
+    let mut x = Vec::with_capacity(2 * n);
+    let mut y = Vec::with_capacity(n);
+    for i in 0..n {
+        let c = if i % 2 == 0 { 1.0 } else { -1.0 };
+        x.push(3.0 * c + s.uniform() - 0.5);
+        x.push(3.0 * c + s.uniform() - 0.5);
+        y.push(c);
+    }
+    let data = Dataset::new(
+        Features::Dense(joker::DenseMatrix::new(n, 2, x).unwrap()),
+        y,
+    )
+    .unwrap();
+    let est = |m: Option<usize>| {
+        let b = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .gamma(0.5)
+            .block_size(64)
+            .tol(1e-6)
+            .max_iter(2000)
+            .device(joker::Device::Cpu);
+        match m {
+            Some(m) => b.n_components(m),
+            None => b.exact(),
+        }
+        .build()
+        .unwrap()
+    };
+    let opts = joker::FitOptions {
+        validation: Some(&data),
+        ..Default::default()
+    };
+    let (model, stages) = est(Some(8))
+        .fit_growing(&data, &[100, 200, 400], opts)
+        .unwrap();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert_eq!(stages[0].validation, Some(1.0), "{stages:?}");
+    assert_eq!(model.n_components(), Some(100));
+    assert_eq!(model.score(&data).unwrap(), 1.0);
+
+    for bad in [&[][..], &[0, 10][..], &[20, 10][..], &[10, 10][..]] {
+        match est(Some(10)).fit_growing(&data, bad, Default::default()) {
+            Err(JokerError::InvalidParameter { name, .. }) => assert_eq!(name, "grow"),
+            other => panic!("{bad:?}: expected an error, got {other:?}"),
+        }
+    }
+    assert!(
+        est(None)
+            .fit_growing(&data, &[10, 20], Default::default())
+            .is_err()
     );
 }

@@ -274,6 +274,17 @@ pub struct TrainArgs {
     /// Use the exact kernel instead of random features (memory and time grow with n).
     #[arg(long, help_heading = "Kernel")]
     pub exact: bool,
+    /// Grow the random features through these sizes (e.g. 1000,4000,16000), each fit
+    /// warm-started from the last; with -v, stop at the first size that does not improve the
+    /// validation metric and keep the best model.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "M1,M2,...",
+        conflicts_with_all = ["exact", "n_components"],
+        help_heading = "Kernel"
+    )]
+    pub grow: Vec<usize>,
 
     /// Block size |B| [default: 512, or the number of samples if smaller].
     #[arg(short, long, alias = "blksz", help_heading = "Solver")]

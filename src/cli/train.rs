@@ -6,8 +6,8 @@ use std::time::Duration;
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
-    Bandwidth, Dataset, FitOptions, Joker, KernelKind, Loss, MaternNu, Model, Precision, Scalar,
-    Task, TrModel,
+    Bandwidth, Dataset, FitOptions, GrowthStage, Joker, KernelKind, Loss, MaternNu, Model,
+    Precision, Scalar, Task, TrModel,
 };
 
 use super::args::{
@@ -425,23 +425,38 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 Bandwidth::Median => "median bandwidth".into(),
                 Bandwidth::MeanSquaredDistance => "mean squared distance bandwidth".into(),
             },
-            match est.n_components {
-                Some(m) => format!("M = {m} random features"),
-                None => "exact kernel".into(),
+            match (est.n_components, a.grow.as_slice()) {
+                (Some(_), [_, ..]) => format!(
+                    "random features grown through M = {}",
+                    a.grow
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                (Some(m), []) => format!("M = {m} random features"),
+                (None, _) => "exact kernel".into(),
             },
             describe_lambda(est.lambda),
         );
     }
 
     let reporter = Reporter::new(est.solver.max_iter, task, a.quiet);
-    let model = est.fit_with(
-        &train,
-        FitOptions {
-            validation: val.as_ref(),
-            progress: Some(reporter.callback()),
-            ..FitOptions::default()
-        },
-    )?;
+    let opts = FitOptions {
+        validation: val.as_ref(),
+        progress: Some(reporter.callback()),
+        ..FitOptions::default()
+    };
+    let model = if a.grow.is_empty() {
+        est.fit_with(&train, opts)?
+    } else {
+        let (model, stages) = est.fit_growing(&train, &a.grow, opts)?;
+        reporter.finish();
+        if !a.quiet {
+            report_growth(&stages, task, model.n_components());
+        }
+        model
+    };
     reporter.finish();
     if !a.quiet {
         eprintln!("device: {}", model.training.device);
@@ -451,6 +466,24 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
+}
+
+/// One line per stage of a growing fit, and the stage kept.
+fn report_growth(stages: &[GrowthStage], task: Task, kept: Option<usize>) {
+    for s in stages {
+        let metric = match (s.validation, task) {
+            (Some(v), Task::Classification) => format!(", validation accuracy {:.2}%", 100.0 * v),
+            (Some(v), Task::Regression) => format!(", validation RMSE {}", sig(v, 5)),
+            (None, _) => String::new(),
+        };
+        eprintln!(
+            "grow: M = {}: {} iterations, {:.2} s{metric} ({})",
+            s.n_components, s.iterations, s.seconds, s.stop
+        );
+    }
+    if let Some(m) = kept {
+        eprintln!("grow: kept the model with M = {m}");
+    }
 }
 
 /// Sorted distinct values.
