@@ -98,7 +98,7 @@ fn stage_options<'s, 'c: 's, U>(
             .map(|f| Box::new(move |p: &Progress| f(p)) as ProgressFn<'s>),
         interrupt: interrupt
             .as_mut()
-            .map(|f| Box::new(move || f()) as InterruptFn<'s>),
+            .map(|f| Box::new(f) as InterruptFn<'s>),
     }
 }
 
