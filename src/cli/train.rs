@@ -481,6 +481,8 @@ fn report_growth(stages: &[GrowthStage], task: Task, kept: Option<usize>) {
             s.n_components, s.iterations, s.seconds, s.stop
         );
     }
+    let total: f64 = stages.iter().map(|s| s.seconds).sum();
+    eprintln!("grow: {} fits in {total:.2} s", stages.len());
     if let Some(m) = kept {
         eprintln!("grow: kept the model with M = {m}");
     }
