@@ -204,6 +204,12 @@ impl JokerBuilder {
         self.p.solver.block_size = b;
         self
     }
+    /// Bytes the exact kernel matrix may take when it is formed once and kept (default 2 GiB;
+    /// 0 evaluates the kernel block by block always). See `SolverConfig::kernel_cache`.
+    pub fn kernel_cache(mut self, bytes: usize) -> Self {
+        self.p.solver.kernel_cache = bytes;
+        self
+    }
     /// Iteration budget (default 10,000).
     pub fn max_iter(mut self, n: usize) -> Self {
         self.p.solver.max_iter = n;
@@ -627,15 +633,16 @@ impl Joker {
         // A block never holds more than the whole data set: the default of 512 works on small
         // sets too, in every front end.
         let b = self.solver.block_size.min(n.max(1));
-        let solver = SolverConfig {
-            block_size: b,
-            ..self.solver.clone()
-        };
         let targets = self.encode_targets(&data.y)?;
         let tt = targets.y.len() / n;
         let lam = self.sample_lambdas(&data.y, targets.classes.as_deref(), opts.sample_weight)?;
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
-        self.check_memory::<U, T>(&data.x, tt, b)?;
+        let need = self.check_memory::<U, T>(&data.x, tt, b)?;
+        let solver = SolverConfig {
+            block_size: b,
+            kernel_cache: self.kernel_cache_for::<T>(n, need),
+            ..self.solver.clone()
+        };
 
         let (standardizer, x, kernel, map) = self.prepared_features::<U, T>(&data.x)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
@@ -950,7 +957,7 @@ impl Joker {
         x: &Features<U>,
         tt: usize,
         b: usize,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let (n, d) = (x.nrows(), x.ncols());
         // the standardised copy of the rows in the working precision
         let data_bytes = match x {
@@ -981,7 +988,20 @@ impl Joker {
                 },
             };
             format!("the fit (n = {n}, d = {d}, {what})")
-        })
+        })?;
+        Ok(need)
+    }
+
+    /// The kernel cache this fit may use: the configured budget, or none where the cached
+    /// kernel would take the fit (`need` bytes without it) over its memory limit. Only exact
+    /// DBCD-TR fits on the host use it.
+    fn kernel_cache_for<T>(&self, n: usize, need: usize) -> usize {
+        let bytes = crate::backend::cached::cached_kernel_bytes::<T>(n);
+        let within = self
+            .max_memory
+            .bytes()
+            .is_none_or(|limit| need.saturating_add(bytes) <= limit);
+        if within { self.solver.kernel_cache } else { 0 }
     }
 
     /// The dual coefficients of a warm-start model, checked to belong to this problem.

@@ -834,3 +834,53 @@ fn growing_stops_when_the_validation_metric_stops_improving() {
             .is_err()
     );
 }
+
+/// Exact fits on the cached kernel matrix reach the optimum of the same fits that evaluate the
+/// kernel block by block (`kernel_cache = 0`), for a classifier, one-vs-rest and KRR.
+#[test]
+fn the_cached_kernel_reaches_the_streaming_fits_optimum() {
+    let cls = common::binary(300, 3, 95);
+    let three = common::three_classes(240, 96);
+    let reg = common::regression(300, 3, 97);
+    for (loss, data) in [
+        (Loss::SquaredHinge, &cls),
+        (Loss::Logistic, &three),
+        (Loss::SquaredError, &reg),
+    ] {
+        let fit = |cache: usize| {
+            Joker::builder()
+                .kernel_cache(cache)
+                .loss(loss)
+                .exact()
+                .gamma(0.5)
+                .lambda(0.5)
+                .precision(Precision::F64)
+                .block_size(64)
+                .tol(1e-11)
+                .max_iter(20_000)
+                .device(joker::Device::Cpu)
+                .build()
+                .unwrap()
+                .fit(data)
+                .unwrap()
+        };
+        let (cached, streamed) = (fit(joker::solver::dbcd::DEFAULT_KERNEL_CACHE), fit(0));
+        assert!(
+            cached.training.gap <= 1e-11 && streamed.training.gap <= 1e-11,
+            "{loss:?}: gaps {} and {}",
+            cached.training.gap,
+            streamed.training.gap
+        );
+        let (a, b) = (
+            cached.decision_function(&data.x).unwrap(),
+            streamed.decision_function(&data.x).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-6, "{loss:?}: decision values differ by {diff}");
+        assert!(a.iter().any(|v| v.abs() > 1e-3), "{loss:?}: nothing learnt");
+    }
+}

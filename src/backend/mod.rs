@@ -17,6 +17,7 @@
 //! without them (the CPU) get [`HostRff`], which composes `features`, `gram`, `project` and
 //! `accumulate`, and [`HostExact`], which composes `kernel_tile` and `kernel_matvec`.
 
+pub mod cached;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

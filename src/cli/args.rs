@@ -286,6 +286,10 @@ pub struct TrainArgs {
     )]
     pub grow: Vec<usize>,
 
+    /// Memory for the exact kernel matrix, formed once and kept when it fits (n^2 values);
+    /// 0 evaluates it block by block [default: 2048].
+    #[arg(long, value_name = "MiB", help_heading = "Solver")]
+    pub kernel_cache: Option<usize>,
     /// Block size |B| [default: 512, or the number of samples if smaller].
     #[arg(short, long, alias = "blksz", help_heading = "Solver")]
     pub block_size: Option<usize>,

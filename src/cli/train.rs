@@ -153,6 +153,12 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .standardize(!a.no_standardize)
         .normalize_target(!a.no_normalize_target)
         .block_size(a.block_size.unwrap_or(DEFAULT_BLOCK))
+        .kernel_cache(
+            a.kernel_cache
+                .map_or(joker::solver::dbcd::DEFAULT_KERNEL_CACHE, |mb| {
+                    mb.saturating_mul(1 << 20)
+                }),
+        )
         .max_iter(a.max_iter)
         .tol(a.tol)
         .check_every(a.check_every.unwrap_or(0))

@@ -96,9 +96,7 @@ fn stage_options<'s, 'c: 's, U>(
         progress: progress
             .as_mut()
             .map(|f| Box::new(move |p: &Progress| f(p)) as ProgressFn<'s>),
-        interrupt: interrupt
-            .as_mut()
-            .map(|f| Box::new(f) as InterruptFn<'s>),
+        interrupt: interrupt.as_mut().map(|f| Box::new(f) as InterruptFn<'s>),
     }
 }
 

@@ -28,6 +28,7 @@ use rayon::prelude::*;
 use super::trust_region::{
     BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
 };
+use crate::backend::cached::{CachedExact, cached_kernel_bytes};
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
 use crate::backend::{
     Backend, BlockEngine, BlockFeatures, BlockSolve, FeatureProducts, HostExact, HostProducts,
@@ -73,7 +74,20 @@ pub struct SolverConfig {
     /// than time.
     #[serde(default = "overlap_default")]
     pub overlap: bool,
+    /// Bytes the exact kernel matrix `K(X, X)` may take when it is formed once and kept
+    /// ([`CachedExact`](crate::backend::cached::CachedExact): `n^2` values in the working
+    /// precision); larger problems evaluate the kernel block by block. 0 never caches. The fit's
+    /// memory limit applies to the cache too.
+    #[serde(default = "kernel_cache_default")]
+    pub kernel_cache: usize,
 }
+
+fn kernel_cache_default() -> usize {
+    DEFAULT_KERNEL_CACHE
+}
+
+/// The default [`SolverConfig::kernel_cache`]: 2 GiB (23,170 rows in f32, 16,384 in f64).
+pub const DEFAULT_KERNEL_CACHE: usize = 2 << 30;
 
 fn overlap_default() -> bool {
     true
@@ -93,6 +107,7 @@ impl Default for SolverConfig {
             trust_region: TrustRegion::default(),
             seed: 42,
             overlap: overlap_default(),
+            kernel_cache: kernel_cache_default(),
         }
     }
 }
@@ -714,11 +729,12 @@ pub fn solve<T: Scalar>(
     let mut perm: Vec<usize> = (0..n).collect();
     Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
-    let mut st = start_state(backend, prob, alpha0, &perm, b)?;
+    let mut st = start_state(backend, prob, alpha0, &perm, (b, cfg.kernel_cache))?;
     let mut backend = backend;
     let mut resume = Resume {
         fallback,
         note: None,
+        kernel_cache: cfg.kernel_cache,
     };
     let check_every = if cfg.check_every == 0 {
         n.div_ceil(b)
@@ -838,6 +854,8 @@ fn tally(cols: &ColumnSolves, timings: &mut Timings) -> usize {
 struct Resume<'a, T> {
     fallback: Option<&'a dyn Backend<T>>,
     note: Option<String>,
+    /// The fit's [`SolverConfig::kernel_cache`], for the fallback's engine.
+    kernel_cache: usize,
 }
 
 impl<'a, T: Scalar> Resume<'a, T> {
@@ -865,7 +883,7 @@ impl<'a, T: Scalar> Resume<'a, T> {
             next.name()
         ));
         let alpha = std::mem::take(&mut st.alpha);
-        *st = start_state(next, prob, Some(alpha), perm, b)?;
+        *st = start_state(next, prob, Some(alpha), perm, (b, self.kernel_cache))?;
         Ok(next)
     }
 }
@@ -1047,13 +1065,14 @@ fn check_shapes<T: Scalar>(prob: &Problem<T>, b: usize) -> Result<()> {
 }
 
 /// The state at the start: the warm start or the loss's own starting point, inside the box,
-/// and the backend's engine (or the host's) in sync with it.
+/// and the backend's engine (or the host's: the cached exact kernel where it fits
+/// `kernel_cache`) in sync with it.
 fn start_state<'a, T: Scalar>(
     backend: &'a dyn Backend<T>,
     prob: &'a Problem<'a, T>,
     alpha0: Option<Vec<f64>>,
     perm: &'a [usize],
-    b: usize,
+    (b, kernel_cache): (usize, usize),
 ) -> Result<State<'a, T>> {
     let (n, d, tt) = (prob.x.nrows(), prob.x.ncols(), prob.targets);
     let mut st = State {
@@ -1091,6 +1110,9 @@ fn start_state<'a, T: Scalar>(
         Repr::Exact(kernel) => {
             st.engine = Some(match backend.exact_engine(kernel, prob.x, perm, tt, b)? {
                 Some(e) => e,
+                None if cached_kernel_bytes::<T>(n) <= kernel_cache => {
+                    Box::new(CachedExact::new(backend, kernel, prob.x, perm, tt)?)
+                }
                 None => Box::new(HostExact::new(backend, kernel, prob.x, perm, tt, b)?),
             });
         }

@@ -1,0 +1,229 @@
+//! The exact kernel formed once: [`CachedExact`] keeps `K(X, X)` (`n x n`, in the working
+//! precision) in memory, so that a DBCD-TR iteration reads `K_BB` and the columns `K(X, X_B)`
+//! instead of evaluating `b^2 d + n b d` kernel entries again. It costs `n^2` values of memory
+//! and one pass of `n^2 d` to form; a fit takes it when that fits its cache budget
+//! ([`SolverConfig::kernel_cache`](crate::solver::SolverConfig)).
+
+use rayon::prelude::*;
+
+use super::{Backend, BlockEngine};
+use crate::data::Features;
+use crate::error::{JokerError, Result};
+use crate::kernel::Kernel;
+use crate::memory::try_filled;
+use crate::scalar::Scalar;
+
+/// Rows of `K` formed per kernel tile (`rows x n` f64 of scratch).
+const FORM_ROWS: usize = 256;
+
+/// Bytes of the cached kernel of `n` rows in precision `T`.
+pub fn cached_kernel_bytes<T>(n: usize) -> usize {
+    n.saturating_mul(n).saturating_mul(std::mem::size_of::<T>())
+}
+
+/// [`BlockEngine`] over a cached exact kernel. Positions are those of `order` (a block is a
+/// contiguous range of them): `K[p][q] = k(x_order[p], x_order[q])`, and `beta = K alpha` is
+/// kept in the same order, so a block's `g` and its columns of `K` are contiguous.
+pub struct CachedExact<'a, T> {
+    order: &'a [usize],
+    targets: usize,
+    /// `K` in `order`'s positions, row-major `n x n`.
+    k: Vec<T>,
+    /// `beta = K alpha` in `order`'s positions, `n x T` column-major.
+    beta: Vec<f64>,
+    cur: (usize, usize),
+}
+
+impl<'a, T: Scalar> CachedExact<'a, T> {
+    /// Forms `K(X, X)` for the rows of `x` in the order `order` (`beta = 0`).
+    pub fn new(
+        backend: &'a dyn Backend<T>,
+        kernel: &'a Kernel,
+        x: &'a Features<T>,
+        order: &'a [usize],
+        targets: usize,
+    ) -> Result<Self> {
+        let (n, d) = (x.nrows(), x.ncols());
+        if order.len() != n {
+            return Err(JokerError::ShapeMismatch(format!(
+                "block order has {} entries for {n} rows",
+                order.len()
+            )));
+        }
+        let mut k = try_filled(n * n, T::default(), "the cached kernel matrix")?;
+        let mut xs = try_filled(n * d, T::default(), "the rows in block order")?;
+        x.gather_dense(order, &mut xs);
+        let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * n, 0.0f64, "a kernel tile")?;
+        for p0 in (0..n).step_by(FORM_ROWS) {
+            let rows = FORM_ROWS.min(n - p0);
+            let xi = &xs[p0 * d..(p0 + rows) * d];
+            backend.kernel_tile(kernel, xi, rows, &xs, n, d, &mut tile[..rows * n]);
+            for (o, v) in k[p0 * n..(p0 + rows) * n].iter_mut().zip(&tile) {
+                *o = T::from_f64(*v);
+            }
+        }
+        Ok(CachedExact {
+            order,
+            targets,
+            k,
+            beta: try_filled(n * targets, 0.0, "beta = K alpha")?,
+            cur: (0, 0),
+        })
+    }
+
+    fn n(&self) -> usize {
+        self.order.len()
+    }
+
+    /// `beta[:, t] += K[:, cols] v[:, t]` for the contiguous positions `cols` and `v`
+    /// (`cols.len() x T`, column-major), accumulated in f64, one task per row chunk.
+    fn add_columns(&mut self, cols: std::ops::Range<usize>, v: &[f64]) {
+        let (n, len, tt) = (self.n(), cols.len(), self.targets);
+        let k = &self.k;
+        for t in 0..tt {
+            let vt = &v[t * len..(t + 1) * len];
+            if vt.iter().all(|x| *x == 0.0) {
+                continue;
+            }
+            self.beta[t * n..(t + 1) * n]
+                .par_chunks_mut(1024)
+                .enumerate()
+                .for_each(|(c, out)| {
+                    let mut dot = [0.0];
+                    for (r, o) in out.iter_mut().enumerate() {
+                        let p = c * 1024 + r;
+                        T::rows_dot(&k[p * n + cols.start..p * n + cols.end], vt, &mut dot);
+                        *o += dot[0];
+                    }
+                });
+        }
+    }
+}
+
+impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
+    fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
+        if start + len > self.n() {
+            return Err(crate::error::invalid(
+                "block",
+                format!("rows {start}..{} exceed the {} rows", start + len, self.n()),
+            ));
+        }
+        self.cur = (start, len);
+        Ok(())
+    }
+
+    fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
+        let ((start, nb), n) = (self.cur, self.n());
+        if let Some(kbb) = kbb {
+            for r in 0..nb {
+                let row = &self.k[(start + r) * n + start..(start + r) * n + start + nb];
+                for (o, v) in kbb[r * nb..(r + 1) * nb].iter_mut().zip(row) {
+                    *o = v.to_f64();
+                }
+            }
+        }
+        for t in 0..self.targets {
+            g[t * nb..(t + 1) * nb].copy_from_slice(&self.beta[t * n + start..t * n + start + nb]);
+        }
+        Ok(())
+    }
+
+    /// `beta += K(X, X_B) delta` from the cached columns.
+    fn update(&mut self, delta: &[f64]) -> Result<()> {
+        let (start, nb) = self.cur;
+        self.add_columns(start..start + nb, delta);
+        Ok(())
+    }
+
+    fn set_alpha(&mut self, alpha: &[f64]) -> Result<()> {
+        let (n, tt) = (self.n(), self.targets);
+        self.beta.fill(0.0);
+        let mut ordered = vec![0.0; n * tt];
+        for t in 0..tt {
+            for (p, &i) in self.order.iter().enumerate() {
+                ordered[t * n + p] = alpha[t * n + i];
+            }
+        }
+        self.add_columns(0..n, &ordered);
+        Ok(())
+    }
+
+    fn decision(&mut self) -> Result<Vec<f64>> {
+        let (n, tt) = (self.n(), self.targets);
+        let mut out = vec![0.0; n * tt];
+        for t in 0..tt {
+            for (p, &i) in self.order.iter().enumerate() {
+                out[t * n + i] = self.beta[t * n + p];
+            }
+        }
+        Ok(out)
+    }
+
+    fn theta(&mut self, _out: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::HostExact;
+    use crate::backend::cpu::Cpu;
+    use crate::data::DenseMatrix;
+    use crate::kernel::KernelKind;
+    use crate::rng::Stream;
+
+    fn random(n: usize, seed: u64) -> Vec<f64> {
+        let mut s = Stream::new(seed, 1);
+        (0..n).map(|_| 4.0 * s.uniform() - 2.0).collect()
+    }
+
+    /// The cached engine's block (`K_BB`, `g`), updates, `set_alpha` and decision values match
+    /// the streaming engine's over blocks of every position, two targets and
+    /// the short last block (sizes that are no multiple of the row chunks).
+    #[test]
+    fn the_cached_engine_matches_the_streaming_engine() {
+        let (n, d, tt, b) = (1100, 4, 2, 130);
+        let x = Features::Dense(DenseMatrix::new(n, d, random(n * d, 1)).unwrap());
+        let kernel = Kernel {
+            kind: KernelKind::Laplacian,
+            gamma: 0.3,
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        Stream::new(5, 2).shuffle(&mut order);
+        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt).unwrap();
+        let mut streamed = HostExact::new(&Cpu, &kernel, &x, &order, tt, b).unwrap();
+        let alpha = random(n * tt, 3);
+        cached.set_alpha(&alpha).unwrap();
+        streamed.set_alpha(&alpha).unwrap();
+        let close = |a: &[f64], b: &[f64], what: &str| {
+            for (i, (p, q)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (p - q).abs() <= 1e-9 * (1.0 + q.abs()),
+                    "{what}[{i}]: {p} vs {q}"
+                );
+            }
+        };
+        for step in 0..9 {
+            let start = (step * 5 % 9) * b;
+            let len = b.min(n - start);
+            let (mut kc, mut gc) = (vec![f64::NAN; len * len], vec![f64::NAN; len * tt]);
+            let (mut ks, mut gs) = (vec![f64::NAN; len * len], vec![f64::NAN; len * tt]);
+            cached.load_block(start, len).unwrap();
+            cached.block_gram(Some(&mut kc), &mut gc).unwrap();
+            streamed.load_block(start, len).unwrap();
+            streamed.block_gram(Some(&mut ks), &mut gs).unwrap();
+            close(&kc, &ks, &format!("step {step} K_BB"));
+            close(&gc, &gs, &format!("step {step} g"));
+            let delta = random(len * tt, 10 + step as u64);
+            cached.update(&delta).unwrap();
+            streamed.update(&delta).unwrap();
+        }
+        close(
+            &cached.decision().unwrap(),
+            &streamed.decision().unwrap(),
+            "decision",
+        );
+        assert!(cached.load_block(n - 10, 11).is_err());
+    }
+}
