@@ -773,6 +773,16 @@ JokerStatus joker_params_set_max_memory(struct JokerParams *params, size_t bytes
 JokerStatus joker_params_set_nystrom_rank(struct JokerParams *params, size_t rank);
 
 /**
+ * Sets the memory (bytes) the exact kernel matrix `K(X, X)` may take when it is formed once
+ * and kept (default 2 GiB; 0: the kernel is evaluated block by block always). A fit caches it
+ * only where its `n^2` values fit this and the memory limit.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_kernel_cache(struct JokerParams *params, size_t bytes);
+
+/**
  * Chooses the curvature of the trust region's model in random-feature fits, one of
  * `JOKER_TR_MODEL_*`. The kernel model costs `b^2 d` flops per block instead of the Gram's
  * `b^2 M`, and two products with the block's features per trust-region iteration; every

@@ -95,7 +95,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' krr_store_preconditioners keeps the block preconditioners instead of a fresh sketch per step.
 #' block_size is capped at the number of samples by the library. max_memory: NULL (the default)
 #' refuses a fit whose estimated memory exceeds 80% of the memory available when it starts
-#' (JOKER_STATUS_MEMORY), 0 sets no limit, any other value is a limit in bytes.
+#' (JOKER_STATUS_MEMORY), 0 sets no limit, any other value is a limit in bytes. kernel_cache:
+#' bytes the exact kernel matrix may take when it is formed once and kept (0: evaluated block
+#' by block).
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
@@ -103,7 +105,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
-                         krr_store_preconditioners = FALSE) {
+                         krr_store_preconditioners = FALSE, kernel_cache = 2^31) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))
@@ -133,6 +135,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   if (!is.null(max_memory)) set("max_memory", max_memory)  # NULL: the library's default limit
   set("device", .joker_device_code(device))
   set("nystrom_rank", nystrom_rank)
+  set("kernel_cache", kernel_cache)
   set("tr_model", .joker_code("tr_model", tr_model))
   .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
               as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),

@@ -246,6 +246,7 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_time_limit, Float64), (:joker_params_set_check_every, Csize_t),
     (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
     (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t),
+    (:joker_params_set_kernel_cache, Csize_t),
     (:joker_params_set_tr_model, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
@@ -287,7 +288,7 @@ end
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
-          krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
+          krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -296,18 +297,20 @@ Validated training parameters (as the Python `joker.Joker`); invalid values thro
 (needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
 samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
 memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
-limit, any other value is a limit in bytes.
+limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix may
+take when it is formed once and kept (0: evaluated block by block).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
-    krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false)
+    krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
+    kernel_cache=2 << 30)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-        krr_rank, krr_tol, krr_store_preconditioners))
+        krr_rank, krr_tol, krr_store_preconditioners, kernel_cache))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -315,7 +318,7 @@ end
 function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-    krr_rank, krr_tol, krr_store_preconditioners)
+    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -362,6 +365,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         max_memory === nothing || joker_params_set_max_memory(h, count_arg("max_memory", max_memory))
         joker_params_set_device(h, device_code(device))
         joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
+        joker_params_set_kernel_cache(h, count_arg("kernel_cache", kernel_cache))
         joker_params_set_tr_model(h, Int32(pick(TR_MODELS, tr_model, "tr_model")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,
             (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,

@@ -676,6 +676,21 @@ pub unsafe extern "C" fn joker_params_set_nystrom_rank(
     guard(|| unsafe { update(params, |j| j.solver.trust_region.nystrom_rank = rank) })
 }
 
+/// Sets the memory (bytes) the exact kernel matrix `K(X, X)` may take when it is formed once
+/// and kept (default 2 GiB; 0: the kernel is evaluated block by block always). A fit caches it
+/// only where its `n^2` values fit this and the memory limit.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_kernel_cache(
+    params: *mut JokerParams,
+    bytes: usize,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.kernel_cache = bytes) })
+}
+
 /// `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T`.
 pub const JOKER_TR_MODEL_GRAM: i32 = 0;
 

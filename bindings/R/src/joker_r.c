@@ -119,13 +119,15 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "normalize_target")) st = joker_params_set_normalize_target(p, v != 0);
     else if (!strcmp(k, "class_weight")) st = joker_params_set_class_weight(p, (int32_t)v);
     else if (!strcmp(k, "block_size") || !strcmp(k, "max_iter") || !strcmp(k, "check_every") ||
-             !strcmp(k, "seed") || !strcmp(k, "max_memory") || !strcmp(k, "nystrom_rank")) {
+             !strcmp(k, "seed") || !strcmp(k, "max_memory") || !strcmp(k, "nystrom_rank") ||
+             !strcmp(k, "kernel_cache")) {
         if (!(v >= 0)) Rf_error("JOKER_STATUS_INVALID_ARGUMENT: `%s` must be >= 0", k);
         if (!strcmp(k, "block_size")) st = joker_params_set_block_size(p, (size_t)v);
         else if (!strcmp(k, "max_iter")) st = joker_params_set_max_iter(p, (size_t)v);
         else if (!strcmp(k, "check_every")) st = joker_params_set_check_every(p, (size_t)v);
         else if (!strcmp(k, "seed")) st = joker_params_set_seed(p, (uint64_t)v);
         else if (!strcmp(k, "nystrom_rank")) st = joker_params_set_nystrom_rank(p, (size_t)v);
+        else if (!strcmp(k, "kernel_cache")) st = joker_params_set_kernel_cache(p, (size_t)v);
         else st = joker_params_set_max_memory(p, (size_t)v);
     } else if (!strcmp(k, "tol")) st = joker_params_set_tol(p, v);
     else if (!strcmp(k, "time_limit")) st = joker_params_set_time_limit(p, v);

@@ -191,6 +191,7 @@ _sig("joker_params_set_seed", _P, c_uint64)
 _sig("joker_params_set_max_memory", _P, c_size_t)
 _sig("joker_params_set_device", _P, c_int32)
 _sig("joker_params_set_nystrom_rank", _P, c_size_t)
+_sig("joker_params_set_kernel_cache", _P, c_size_t)
 _sig("joker_params_set_tr_model", _P, c_int32)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
@@ -459,7 +460,8 @@ class Interrupt:
 def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components, precision,
                 task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
-                full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners):
+                full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
+                kernel_cache=2 << 30):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -515,6 +517,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             _check(_lib.joker_params_set_max_memory(h, _count("max_memory", max_memory)))
         _check(_lib.joker_params_set_device(h, _device_code(device)))
         _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
+        _check(_lib.joker_params_set_kernel_cache(h, _count("kernel_cache", kernel_cache)))
         _check(_lib.joker_params_set_tr_model(h, pick(TR_MODELS, tr_model, "tr_model")))
         _check(
             _lib.joker_params_set_full_krr(
@@ -648,7 +651,9 @@ class Joker:
     that method instead of DBCD-TR (needs ``loss="krr"`` and ``n_components=None``), with
     ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
-    preconditioners instead of a fresh sketch per step. Invalid values raise JokerError here.
+    preconditioners instead of a fresh sketch per step. ``kernel_cache``: bytes the exact kernel
+    matrix may take when it is formed once and kept (default 2 GiB; 0: evaluated block by
+    block). Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
@@ -684,6 +689,7 @@ class Joker:
         krr_rank=100,
         krr_tol=1e-6,
         krr_store_preconditioners=False,
+        kernel_cache=2 << 30,
     ):
         args = dict(locals())
         del args["self"]
