@@ -720,6 +720,36 @@ impl TrueCurvature<'_> {
     }
 }
 
+/// The gradient (with the orthant's sign at zero), the step box and the free set at `alpha`:
+/// fills `g`, `slo`, `shi` and `free` (the coordinates not frozen at a bound) and returns the
+/// largest free gradient entry, the block's KKT residual.
+fn free_set(
+    prob: &BlockProblem,
+    alpha: &[f64],
+    gbar: &[f64],
+    bounds: &[(f64, f64)],
+    (g, slo, shi): (&mut [f64], &mut [f64], &mut [f64]),
+    free: &mut Vec<usize>,
+) -> f64 {
+    let (loss, l1) = (prob.loss, prob.loss.l1_weight());
+    free.clear();
+    let mut kkt: f64 = 0.0;
+    for i in 0..alpha.len() {
+        let a = alpha[i];
+        let gs = gbar[i] + loss.grad(a, &prob.coords[i]);
+        let (gi, lo_s, hi_s) = orthant_step(gs, a, bounds[i], l1);
+        g[i] = gi;
+        slo[i] = lo_s;
+        shi[i] = hi_s;
+        let tol = 1e-13 * (1.0 + a.abs());
+        if !is_frozen(lo_s, hi_s, gi, tol) {
+            free.push(i);
+            kkt = kkt.max(gi.abs());
+        }
+    }
+    kkt
+}
+
 /// Solves the block subproblem for one column: updates `alpha` (the block's coordinates) and
 /// `gbar` (`K_{B,:} alpha`; with [`BlockProblem::exact`], its model) in place.
 pub fn solve_column(
@@ -731,7 +761,6 @@ pub fn solve_column(
 ) -> BlockStats {
     let b = alpha.len();
     let loss = prob.loss;
-    let l1 = loss.l1_weight();
     let bounds: Vec<(f64, f64)> = prob.coords.iter().map(|k| loss.bounds(k)).collect();
     let mut stats = BlockStats::default();
     let mut radius = 0.25 * delta_max;
@@ -757,22 +786,14 @@ pub fn solve_column(
         if let Some(true_curvature) = exact.as_mut().filter(|_| rejected) {
             true_curvature.refresh(gbar, &mut ks);
         }
-        // Gradient, orthant, step box, and the free set.
-        free.clear();
-        let mut kkt: f64 = 0.0;
-        for i in 0..b {
-            let a = alpha[i];
-            let gs = gbar[i] + loss.grad(a, &prob.coords[i]);
-            let (gi, lo_s, hi_s) = orthant_step(gs, a, bounds[i], l1);
-            g[i] = gi;
-            slo[i] = lo_s;
-            shi[i] = hi_s;
-            let tol = 1e-13 * (1.0 + a.abs());
-            if !is_frozen(lo_s, hi_s, gi, tol) {
-                free.push(i);
-                kkt = kkt.max(gi.abs());
-            }
-        }
+        let kkt = free_set(
+            prob,
+            alpha,
+            gbar,
+            &bounds,
+            (&mut g, &mut slo, &mut shi),
+            &mut free,
+        );
         if kkt < p.kkt_tol || free.is_empty() {
             break;
         }
