@@ -75,9 +75,8 @@ pub struct SolverConfig {
     #[serde(default = "overlap_default")]
     pub overlap: bool,
     /// Bytes the exact kernel matrix `K(X, X)` may take when it is formed once and kept
-    /// ([`CachedExact`](crate::backend::cached::CachedExact): `n^2` values in the working
-    /// precision); larger problems evaluate the kernel block by block. 0 never caches. The fit's
-    /// memory limit applies to the cache too.
+    /// ([`CachedExact`]: `n^2` values in the working precision); larger problems evaluate the
+    /// kernel block by block. 0 never caches. The fit's memory limit applies to the cache too.
     #[serde(default = "kernel_cache_default")]
     pub kernel_cache: usize,
 }
