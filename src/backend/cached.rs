@@ -6,6 +6,7 @@
 
 use rayon::prelude::*;
 
+use super::cpu::clear_upper_state;
 use super::{Backend, BlockEngine};
 use crate::data::Features;
 use crate::error::{JokerError, Result};
@@ -15,6 +16,8 @@ use crate::scalar::Scalar;
 
 /// Rows of `K` formed per kernel tile (`rows x n` f64 of scratch).
 const FORM_ROWS: usize = 256;
+/// Rows per task of the update `beta += K(X, X_B) delta`.
+const ADD_ROWS: usize = 256;
 
 /// Bytes of the cached kernel of `n` rows in precision `T`.
 pub fn cached_kernel_bytes<T>(n: usize) -> usize {
@@ -76,26 +79,60 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
     }
 
     /// `beta[:, t] += K[:, cols] v[:, t]` for the contiguous positions `cols` and `v`
-    /// (`cols.len() x T`, column-major), accumulated in f64, one task per row chunk.
+    /// (`cols.len() x T`, column-major), accumulated in f64: one pass over each row's segment
+    /// for one target, an f64 GEMM on row chunks for several (their segments read once).
     fn add_columns(&mut self, cols: std::ops::Range<usize>, v: &[f64]) {
         let (n, len, tt) = (self.n(), cols.len(), self.targets);
+        let v = &v[..len * tt];
+        if len == 0 || v.iter().all(|x| *x == 0.0) {
+            return;
+        }
         let k = &self.k;
-        for t in 0..tt {
-            let vt = &v[t * len..(t + 1) * len];
-            if vt.iter().all(|x| *x == 0.0) {
-                continue;
-            }
-            self.beta[t * n..(t + 1) * n]
-                .par_chunks_mut(1024)
+        if tt == 1 {
+            self.beta[..n]
+                .par_chunks_mut(ADD_ROWS)
                 .enumerate()
                 .for_each(|(c, out)| {
                     let mut dot = [0.0];
                     for (r, o) in out.iter_mut().enumerate() {
-                        let p = c * 1024 + r;
-                        T::rows_dot(&k[p * n + cols.start..p * n + cols.end], vt, &mut dot);
+                        let p = c * ADD_ROWS + r;
+                        T::rows_dot(&k[p * n + cols.start..p * n + cols.end], v, &mut dot);
                         *o += dot[0];
                     }
                 });
+            return;
+        }
+        let vm = faer::MatRef::from_column_major_slice(v, len, tt);
+        let sums: Vec<(usize, Vec<f64>)> = (0..n.div_ceil(ADD_ROWS))
+            .into_par_iter()
+            .map(|c| {
+                let (p0, rows) = (c * ADD_ROWS, ADD_ROWS.min(n - c * ADD_ROWS));
+                let mut kc = vec![0.0; rows * len];
+                for (r, row) in kc.chunks_exact_mut(len).enumerate() {
+                    let seg = &k[(p0 + r) * n + cols.start..(p0 + r) * n + cols.end];
+                    row.iter_mut().zip(seg).for_each(|(o, x)| *o = x.to_f64());
+                }
+                let mut out = vec![0.0; rows * tt];
+                faer::linalg::matmul::matmul(
+                    faer::MatMut::from_column_major_slice_mut(&mut out, rows, tt),
+                    faer::Accum::Replace,
+                    faer::MatRef::from_row_major_slice(&kc, rows, len),
+                    vm,
+                    1.0,
+                    faer::Par::Seq,
+                );
+                clear_upper_state();
+                (p0, out)
+            })
+            .collect();
+        for (p0, out) in sums {
+            let rows = out.len() / tt;
+            for t in 0..tt {
+                let beta = &mut self.beta[t * n + p0..t * n + p0 + rows];
+                beta.iter_mut()
+                    .zip(&out[t * rows..(t + 1) * rows])
+                    .for_each(|(b, s)| *b += s);
+            }
         }
     }
 }
