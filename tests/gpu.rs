@@ -42,6 +42,14 @@ fn gpu(test: &str) -> Cuda {
     }
 }
 
+/// `a` (the GPU's) within `tol` of `b` (the CPU's) relative to `b`'s largest magnitude.
+fn close_to(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= tol * scale, "{what}[{i}]: gpu {x} cpu {y}");
+    }
+}
+
 /// Fresh random values in [-2, 2) (a new seed per call site).
 fn random(n: usize, seed: u64) -> Vec<f64> {
     let mut s = Stream::new(seed, 77);
@@ -344,15 +352,7 @@ fn device_engine_matches_host_engine() {
     for e in engines.iter_mut() {
         e.set_alpha(&alpha).unwrap();
     }
-    let close = |a: &[f64], b: &[f64], what: &str| {
-        let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (x - y).abs() <= 1e-4 * scale,
-                "{what}[{i}]: gpu {x} cpu {y}"
-            );
-        }
-    };
+    let close = |a: &[f64], b: &[f64], what: &str| close_to(a, b, 1e-4, what);
     for step in 0..6 {
         let start = (step * 3 % 8) * b;
         let len = b.min(n - start);
@@ -402,10 +402,7 @@ fn kernel_model_engine_matches_host_engine() {
     Stream::new(seed, 5).shuffle(&mut order);
     let close = |a: &[f64], b: &[f64], tol: f64, what: &str| {
         assert_eq!(a.len(), b.len(), "{what}: lengths");
-        let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
-        for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= tol * scale, "{what}[{i}]: gpu {x} cpu {y}");
-        }
+        close_to(a, b, tol, what);
     };
     for kind in kernels() {
         let mp = map(kind, m, d, seed ^ 7);
@@ -1205,13 +1202,7 @@ fn exact_engine_matches_host_exact() {
         host.set_alpha(&alpha).unwrap();
         dev.set_alpha(&alpha).unwrap();
         let close = |a: &[f64], b: &[f64], what: &str| {
-            let scale = b.iter().fold(1e-30f64, |s, v| s.max(v.abs()));
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-5 * scale,
-                    "{kind:?} {rows} {what}[{i}]: gpu {x} cpu {y}"
-                );
-            }
+            close_to(a, b, 1e-5, &format!("{kind:?} {rows} {what}"))
         };
         close(
             &dev.decision().unwrap(),

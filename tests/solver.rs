@@ -448,23 +448,7 @@ fn kernel_model_reaches_the_gram_models_optimum() {
         let (gram, kernel) = (fit(joker::TrModel::Gram), fit(joker::TrModel::Kernel));
         assert_eq!(gram.training.tr_model, "gram");
         assert_eq!(kernel.training.tr_model, "kernel");
-        assert!(
-            gram.training.gap <= tol && kernel.training.gap <= tol,
-            "{loss:?}: gaps {} (gram) and {} (kernel)",
-            gram.training.gap,
-            kernel.training.gap
-        );
-        let (a, b) = (
-            gram.decision_function(&data.x).unwrap(),
-            kernel.decision_function(&data.x).unwrap(),
-        );
-        let diff = a
-            .iter()
-            .zip(&b)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
-        assert!(diff < close, "{loss:?}: decision values differ by {diff}");
-        assert!(a.iter().any(|v| v.abs() > 1e-3), "{loss:?}: nothing learnt");
+        assert_same_optimum((&gram, &kernel), data, (tol, close), &format!("{loss:?}"));
     }
 }
 
@@ -755,23 +739,7 @@ fn growing_the_features_reaches_the_cold_fits_optimum() {
             [30, 90]
         );
         assert_eq!(grown.n_components(), Some(90), "{loss:?}");
-        assert!(
-            grown.training.gap <= 1e-12 && cold.training.gap <= 1e-12,
-            "{loss:?}: gaps {} and {}",
-            grown.training.gap,
-            cold.training.gap
-        );
-        let (a, b) = (
-            grown.decision_function(&data.x).unwrap(),
-            cold.decision_function(&data.x).unwrap(),
-        );
-        let diff = a
-            .iter()
-            .zip(&b)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
-        assert!(diff < 1e-6, "{loss:?}: decision values differ by {diff}");
-        assert!(a.iter().any(|v| v.abs() > 1e-3), "{loss:?}: nothing learnt");
+        assert_same_optimum((&grown, &cold), data, (1e-12, 1e-6), &format!("{loss:?}"));
     }
 }
 
@@ -865,22 +833,38 @@ fn the_cached_kernel_reaches_the_streaming_fits_optimum() {
                 .unwrap()
         };
         let (cached, streamed) = (fit(joker::solver::dbcd::DEFAULT_KERNEL_CACHE), fit(0));
-        assert!(
-            cached.training.gap <= 1e-11 && streamed.training.gap <= 1e-11,
-            "{loss:?}: gaps {} and {}",
-            cached.training.gap,
-            streamed.training.gap
+        assert_same_optimum(
+            (&cached, &streamed),
+            data,
+            (1e-11, 1e-6),
+            &format!("{loss:?}"),
         );
-        let (a, b) = (
-            cached.decision_function(&data.x).unwrap(),
-            streamed.decision_function(&data.x).unwrap(),
-        );
-        let diff = a
-            .iter()
-            .zip(&b)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
-        assert!(diff < 1e-6, "{loss:?}: decision values differ by {diff}");
-        assert!(a.iter().any(|v| v.abs() > 1e-3), "{loss:?}: nothing learnt");
     }
+}
+
+/// Two fits of one problem reached its optimum: both gaps within `tol`, decision values on
+/// `data` within `close` of each other, and something learnt.
+fn assert_same_optimum<U: joker::Scalar>(
+    (a, b): (&Model, &Model),
+    data: &Dataset<U>,
+    (tol, close): (f64, f64),
+    what: &str,
+) {
+    assert!(
+        a.training.gap <= tol && b.training.gap <= tol,
+        "{what}: gaps {} and {}",
+        a.training.gap,
+        b.training.gap
+    );
+    let (fa, fb) = (
+        a.decision_function(&data.x).unwrap(),
+        b.decision_function(&data.x).unwrap(),
+    );
+    let diff = fa
+        .iter()
+        .zip(&fb)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max);
+    assert!(diff < close, "{what}: decision values differ by {diff}");
+    assert!(fa.iter().any(|v| v.abs() > 1e-3), "{what}: nothing learnt");
 }

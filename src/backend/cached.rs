@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::cpu::clear_upper_state;
 use super::{Backend, BlockEngine};
 use crate::data::Features;
-use crate::error::{JokerError, Result};
+use crate::error::Result;
 use crate::kernel::Kernel;
 use crate::memory::try_filled;
 use crate::scalar::Scalar;
@@ -47,12 +47,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         targets: usize,
     ) -> Result<Self> {
         let (n, d) = (x.nrows(), x.ncols());
-        if order.len() != n {
-            return Err(JokerError::ShapeMismatch(format!(
-                "block order has {} entries for {n} rows",
-                order.len()
-            )));
-        }
+        crate::backend::check_order(order, n)?;
         let mut k = try_filled(n * n, T::default(), "the cached kernel matrix")?;
         let mut xs = try_filled(n * d, T::default(), "the rows in block order")?;
         x.gather_dense(order, &mut xs);

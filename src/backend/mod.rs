@@ -314,6 +314,18 @@ impl<T: Scalar> FeatureProducts for HostProducts<'_, T> {
     }
 }
 
+/// An engine's block order covers the `n` rows once each in length.
+pub(crate) fn check_order(order: &[usize], n: usize) -> Result<()> {
+    if order.len() == n {
+        Ok(())
+    } else {
+        Err(crate::error::JokerError::ShapeMismatch(format!(
+            "block order has {} entries for {n} rows",
+            order.len()
+        )))
+    }
+}
+
 /// A block's random features `Phi_B` (`nb x M`, row-major), lent by an engine to the block
 /// solver.
 pub struct BlockFeatures<T> {

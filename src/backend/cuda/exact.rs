@@ -11,7 +11,7 @@ use super::trsolve::TrWorkspace;
 use super::{add_by_blocks, check_len, drv, int, shield, zeros};
 use crate::backend::{BlockEngine, BlockSolve};
 use crate::data::{CsrMatrix, Features};
-use crate::error::{JokerError, Result, invalid};
+use crate::error::{Result, invalid};
 use crate::kernel::Kernel;
 use crate::solver::trust_region::{BlockStats, TrustRegion};
 
@@ -181,12 +181,7 @@ impl<'a> CudaExact<'a> {
         block: usize,
     ) -> Result<Self> {
         let (n, d) = (x.nrows(), x.ncols());
-        if order.len() != n {
-            return Err(JokerError::ShapeMismatch(format!(
-                "block order has {} entries for {n} rows",
-                order.len()
-            )));
-        }
+        crate::backend::check_order(order, n)?;
         let s = &gpu.stream;
         Ok(CudaExact {
             gpu,

@@ -349,12 +349,7 @@ impl<'a> CudaRff<'a> {
     ) -> Result<Self> {
         let a = MapArgs::of(map)?;
         let (n, d, m) = (x.nrows(), x.ncols(), map.m());
-        if order.len() != n {
-            return Err(JokerError::ShapeMismatch(format!(
-                "block order has {} entries for {n} rows",
-                order.len()
-            )));
-        }
+        crate::backend::check_order(order, n)?;
         let plan = gpu.memory_plan(n, d, m, targets, block)?;
         let s = &gpu.stream;
         let x_dev = if plan.resident {
