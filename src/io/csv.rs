@@ -40,7 +40,7 @@ pub struct CsvOptions {
 
 /// How fields are separated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Delim {
+pub(super) enum Delim {
     Byte(u8),
     Whitespace,
 }
@@ -71,19 +71,26 @@ impl Delim {
 /// [`JokerError::InvalidParameter`](crate::JokerError::InvalidParameter) for a delimiter
 /// that can be part of a number (a digit, `.`, `+`, `-`, `e`, ...), a quote or a line end.
 pub fn read_csv<T: Scalar>(path: &Path, opts: &CsvOptions) -> Result<Dataset<T>> {
-    if let Some(d) = opts.delimiter
-        && (d.is_ascii_alphanumeric() || b".+-\"\r\n".contains(&d) || !d.is_ascii())
-    {
-        return Err(invalid(
-            "delimiter",
-            format!(
-                "`{}` cannot separate numeric fields; use e.g. b',', b'\\t', b';' or b' '",
-                (d as char).escape_default()
-            ),
-        ));
-    }
+    check_delimiter(opts)?;
     let (reader, compression) = open(path)?;
     parse_csv(reader, path, opts).map_err(|e| note_misnamed(e, path, compression))
+}
+
+/// Rejects a delimiter that could be part of a number, a quote or a line end: fields could
+/// not be told apart.
+pub(super) fn check_delimiter(opts: &CsvOptions) -> Result<()> {
+    match opts.delimiter {
+        Some(d) if d.is_ascii_alphanumeric() || b".+-\"\r\n".contains(&d) || !d.is_ascii() => {
+            Err(invalid(
+                "delimiter",
+                format!(
+                    "`{}` cannot separate numeric fields; use e.g. b',', b'\\t', b';' or b' '",
+                    (d as char).escape_default()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// [`read_csv`] on an open reader; `path` names the source in errors.
@@ -93,36 +100,12 @@ pub(crate) fn parse_csv<T: Scalar, R: BufRead>(
     opts: &CsvOptions,
 ) -> Result<Dataset<T>> {
     let mut lines = Lines::new(reader, path);
-    // The first two non-blank lines, kept for detection.
-    let mut head: Vec<(usize, Vec<u8>)> = Vec::with_capacity(2);
-    while head.len() < 2 {
-        match lines.next_line()? {
-            None => break,
-            Some((_, l)) if is_blank_or_comment(l) => {}
-            Some((ln, l)) => head.push((ln, l.to_vec())),
-        }
-    }
+    let head = read_head(&mut lines)?;
     let Some((first_ln, first)) = head.first() else {
         return Err(super::empty(path));
     };
-    let delim = match opts.delimiter {
-        Some(b' ') => Delim::Whitespace,
-        Some(d) => Delim::Byte(d),
-        None => detect_delimiter(first, head.get(1).map(|(_, l)| &l[..])),
-    };
-    // The field that makes the first line look like a header, if any.
-    let non_number = first_non_number(first, delim);
-    let header = opts.has_header.unwrap_or(non_number.is_some());
-
-    let mut rows = Rows::<T> {
-        path,
-        delim,
-        label_column: opts.label_column,
-        shape: None,
-        fields: Vec::new(),
-        y: Vec::new(),
-        data: Vec::new(),
-    };
+    let (delim, header) = detect(&head, opts);
+    let mut rows = Rows::new(path, delim, opts.label_column);
     for (k, (ln, line)) in head.iter().enumerate() {
         if k == 0 && header {
             rows.set_shape(*first_ln, first, true)?;
@@ -136,22 +119,48 @@ pub(crate) fn parse_csv<T: Scalar, R: BufRead>(
         }
     }
     if rows.y.is_empty() {
-        return Err(header_only(
-            path,
-            *first_ln,
-            first,
-            opts.has_header,
-            non_number,
-        ));
+        return Err(header_only(path, &head, opts, delim));
     }
-    let (nfields, _, _) = rows.shape.expect("set with the first row");
-    let x = DenseMatrix::new(rows.y.len(), nfields - 1, rows.data)?;
-    Dataset::new(Features::Dense(x), rows.y)
+    rows.into_dataset()
+}
+
+/// The first two non-blank lines with their numbers: what detection looks at.
+pub(super) type Head = Vec<(usize, Vec<u8>)>;
+
+/// Reads the first two non-blank lines (fewer if the source has fewer).
+pub(super) fn read_head<R: BufRead>(lines: &mut Lines<'_, R>) -> Result<Head> {
+    let mut head = Vec::with_capacity(2);
+    while head.len() < 2 {
+        match lines.next_line()? {
+            None => break,
+            Some((_, l)) if is_blank_or_comment(l) => {}
+            Some((ln, l)) => head.push((ln, l.to_vec())),
+        }
+    }
+    Ok(head)
+}
+
+/// The delimiter, and whether the first line of `head` (not empty) is a header, as the
+/// options say or the head shows.
+pub(super) fn detect(head: &Head, opts: &CsvOptions) -> (Delim, bool) {
+    let first = &head[0].1;
+    let delim = match opts.delimiter {
+        Some(b' ') => Delim::Whitespace,
+        Some(d) => Delim::Byte(d),
+        None => detect_delimiter(first, head.get(1).map(|(_, l)| &l[..])),
+    };
+    let header = opts
+        .has_header
+        .unwrap_or(first_non_number(first, delim).is_some());
+    (delim, header)
 }
 
 /// The rows read so far and what every row must look like.
-struct Rows<'p, T> {
+pub(super) struct Rows<'p, T> {
     path: &'p Path,
+    /// Said after the line number of the first row (or header) in messages: where that
+    /// number counts from, when not from where the other lines' numbers do.
+    shape_origin: &'static str,
     delim: Delim,
     label_column: LabelColumn,
     /// Number of fields, the label's field, and the line that fixed them (and whether it
@@ -159,13 +168,44 @@ struct Rows<'p, T> {
     shape: Option<(usize, usize, (usize, bool))>,
     /// Field boundaries of the current line, reused.
     fields: Vec<(usize, usize)>,
-    y: Vec<f64>,
+    pub(super) y: Vec<f64>,
     data: Vec<T>,
 }
 
-impl<T: Scalar> Rows<'_, T> {
+impl<'p, T: Scalar> Rows<'p, T> {
+    pub(super) fn new(path: &'p Path, delim: Delim, label_column: LabelColumn) -> Self {
+        Rows {
+            path,
+            shape_origin: "",
+            delim,
+            label_column,
+            shape: None,
+            fields: Vec::new(),
+            y: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+
+    /// Says that the line number of the first row (or header) counts from `origin` (as in
+    /// " of the file"), not from where the rows pushed later count.
+    pub(super) fn shape_origin(&mut self, origin: &'static str) {
+        self.shape_origin = origin;
+    }
+
+    /// Number of features of every row (the fields less the target), once the shape is set.
+    pub(super) fn n_features(&self) -> Option<usize> {
+        self.shape.map(|(n, _, _)| n - 1)
+    }
+
+    /// The rows read as a dataset; needs at least one.
+    pub(super) fn into_dataset(self) -> Result<Dataset<T>> {
+        let (nfields, _, _) = self.shape.expect("set with the first row");
+        let x = DenseMatrix::new(self.y.len(), nfields - 1, self.data)?;
+        Dataset::new(Features::Dense(x), self.y)
+    }
+
     /// Fixes the number of fields and the label field from the header or first row.
-    fn set_shape(&mut self, ln: usize, line: &[u8], is_header: bool) -> Result<()> {
+    pub(super) fn set_shape(&mut self, ln: usize, line: &[u8], is_header: bool) -> Result<()> {
         split_fields(line, self.delim, &mut self.fields);
         let n = self.fields.len();
         if n < 2 {
@@ -205,7 +245,7 @@ impl<T: Scalar> Rows<'_, T> {
     }
 
     /// Parses one data row.
-    fn push(&mut self, ln: usize, line: &[u8]) -> Result<()> {
+    pub(super) fn push(&mut self, ln: usize, line: &[u8]) -> Result<()> {
         if self.shape.is_none() {
             self.set_shape(ln, line, false)?;
         } else {
@@ -217,8 +257,9 @@ impl<T: Scalar> Rows<'_, T> {
                 self.path,
                 ln,
                 format!(
-                    "found {} fields, expected {n} as on line {first_ln}{} (delimiter: {})",
+                    "found {} fields, expected {n} as on line {first_ln}{}{} (delimiter: {})",
                     self.fields.len(),
+                    self.shape_origin,
                     if is_header { " (the header)" } else { "" },
                     self.delim.describe()
                 ),
@@ -334,15 +375,10 @@ fn first_non_number(line: &[u8], delim: Delim) -> Option<(usize, &[u8])> {
 
 /// The error for a source whose only data line was read as a header: says why it was taken
 /// for one, since a line of text that is not data at all ends up here too.
-fn header_only(
-    path: &Path,
-    ln: usize,
-    line: &[u8],
-    has_header: Option<bool>,
-    non_number: Option<(usize, &[u8])>,
-) -> JokerError {
+pub(super) fn header_only(path: &Path, head: &Head, opts: &CsvOptions, delim: Delim) -> JokerError {
     let name = source_name(path).display();
-    JokerError::EmptyData(match (has_header, non_number) {
+    let (ln, line) = &head[0];
+    JokerError::EmptyData(match (opts.has_header, first_non_number(line, delim)) {
         (None, Some((k, field))) => format!(
             "{name}: no data rows: line {ln}, `{}`, is the only non-blank line, and it was \
              read as a header because its field {}, `{}`, is not a number; a data row holds \

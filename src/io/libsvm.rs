@@ -48,7 +48,7 @@ pub fn read_libsvm<T: Scalar>(path: &Path, opts: &LibsvmOptions) -> Result<Datas
 }
 
 /// A width the sparse matrix can hold: at least one column, column indices in `u32`.
-fn check_n_features(n: Option<usize>) -> Result<()> {
+pub(super) fn check_n_features(n: Option<usize>) -> Result<()> {
     match n {
         Some(0) => Err(invalid("n_features", "must be at least 1")),
         Some(n) if n > MAX_COLUMNS => Err(invalid(
@@ -68,15 +68,47 @@ pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
     path: &Path,
     opts: &LibsvmOptions,
 ) -> Result<Dataset<T>> {
+    let raw = parse_raw(reader, path)?;
+    if raw.y.is_empty() {
+        return Err(super::empty(path));
+    }
+    let zero_based = opts.zero_based.unwrap_or(raw.first_zero.is_some());
+    raw.into_dataset(path, zero_based, opts.n_features)
+}
+
+/// LIBSVM lines as written, before the index base and the width are settled: kept apart so
+/// that a part of a file can be parsed alone and settled once the parts agree.
+#[derive(Clone, Debug)]
+pub(super) struct RawLibsvm<T> {
+    /// One label per data line.
+    pub(super) y: Vec<f64>,
+    /// CSR row pointers into `indices` and `values`.
+    pub(super) indptr: Vec<usize>,
+    /// The indices as written (not yet shifted for a 1-based file).
+    pub(super) indices: Vec<u32>,
+    /// The non-zero values.
+    pub(super) values: Vec<T>,
+    /// The smallest index written, also with a zero value.
+    pub(super) min_index: Option<u32>,
+    /// The largest index written, also with a zero value, and the line where it first appears.
+    pub(super) max_index: Option<(u32, usize)>,
+    /// The first line with an index 0.
+    pub(super) first_zero: Option<usize>,
+}
+
+/// Parses every line of `reader` without deciding the index base or the width; a source
+/// without data lines gives no rows, not an error.
+pub(super) fn parse_raw<T: Scalar, R: BufRead>(reader: R, path: &Path) -> Result<RawLibsvm<T>> {
     let mut lines = Lines::new(reader, path);
-    let mut y = Vec::new();
-    let mut indptr = vec![0usize];
-    let mut indices: Vec<u32> = Vec::new();
-    let mut values: Vec<T> = Vec::new();
-    // The largest index written in the file and the line where it first appears.
-    let mut max_index: Option<(u32, usize)> = None;
-    // The first line with an index 0.
-    let mut first_zero: Option<usize> = None;
+    let mut raw = RawLibsvm {
+        y: Vec::new(),
+        indptr: vec![0usize],
+        indices: Vec::new(),
+        values: Vec::new(),
+        min_index: None,
+        max_index: None,
+        first_zero: None,
+    };
 
     while let Some((ln, line)) = lines.next_line()? {
         let line = strip_comment(line);
@@ -105,81 +137,102 @@ pub(crate) fn parse_libsvm<T: Scalar, R: BufRead>(
                 return Err(parse_err(path, ln, reason));
             }
             prev = Some(index);
-            if index == 0 && first_zero.is_none() {
-                first_zero = Some(ln);
+            if index == 0 && raw.first_zero.is_none() {
+                raw.first_zero = Some(ln);
             }
-            if max_index.is_none_or(|(m, _)| index > m) {
-                max_index = Some((index, ln));
+            if raw.min_index.is_none_or(|m| index < m) {
+                raw.min_index = Some(index);
+            }
+            if raw.max_index.is_none_or(|(m, _)| index > m) {
+                raw.max_index = Some((index, ln));
             }
             // Zeros are not stored, also those that a value too small for `T` becomes.
             let value = T::from_f64(value);
             if value.to_f64() != 0.0 {
-                indices.push(index);
-                values.push(value);
+                raw.indices.push(index);
+                raw.values.push(value);
             }
         }
-        y.push(label);
-        indptr.push(indices.len());
+        raw.y.push(label);
+        raw.indptr.push(raw.indices.len());
     }
-    if y.is_empty() {
-        return Err(super::empty(path));
-    }
+    Ok(raw)
+}
 
-    let zero_based = opts.zero_based.unwrap_or(first_zero.is_some());
-    if !zero_based {
-        if let Some(ln) = first_zero {
-            return Err(parse_err(
-                path,
-                ln,
-                "feature index 0 in a file read as 1-based: its indices start at 0, so read \
-                 it as 0-based (--index-base 0 on the command line, or leave the option out \
-                 to detect it; `LibsvmOptions { zero_based: Some(true), .. }` in Rust)",
-            ));
+impl<T: Scalar> RawLibsvm<T> {
+    /// The dataset with indices shifted to 0-based and `n_features` columns (`None`: one more
+    /// than the largest index); errors name the line of an index that does not fit. Needs at
+    /// least one row.
+    pub(super) fn into_dataset(
+        self,
+        path: &Path,
+        zero_based: bool,
+        n_features: Option<usize>,
+    ) -> Result<Dataset<T>> {
+        let RawLibsvm {
+            y,
+            indptr,
+            mut indices,
+            values,
+            max_index,
+            first_zero,
+            ..
+        } = self;
+        if !zero_based {
+            if let Some(ln) = first_zero {
+                return Err(parse_err(
+                    path,
+                    ln,
+                    "feature index 0 in a file read as 1-based: its indices start at 0, so read \
+                     it as 0-based (--index-base 0 on the command line, or leave the option out \
+                     to detect it; `LibsvmOptions { zero_based: Some(true), .. }` in Rust)",
+                ));
+            }
+            for j in &mut indices {
+                *j -= 1;
+            }
         }
-        for j in &mut indices {
-            *j -= 1;
-        }
+        let shift = usize::from(!zero_based);
+        let base = if zero_based { "0-based" } else { "1-based" };
+        let ncols = match (n_features, max_index) {
+            (Some(n), Some((m, ln))) if m as usize - shift >= n => {
+                let largest = n - 1 + shift;
+                return Err(parse_err(
+                    path,
+                    ln,
+                    format!(
+                        "feature index {m} is out of range for {n} features (indices are \
+                         {base}, so the largest allowed is {largest}): the file has more \
+                         features than asked for with --n-features, or than the model was \
+                         trained on; `LibsvmOptions::n_features` in Rust"
+                    ),
+                ));
+            }
+            (Some(n), _) => n,
+            (None, Some((m, ln))) if m as usize - shift >= MAX_COLUMNS => {
+                return Err(parse_err(
+                    path,
+                    ln,
+                    format!(
+                        "feature index {m} is too large: with {base} indices the largest is {}",
+                        MAX_COLUMNS - 1 + shift
+                    ),
+                ));
+            }
+            (None, Some((m, _))) => m as usize - shift + 1,
+            (None, None) => {
+                return Err(JokerError::EmptyData(format!(
+                    "{}: no line has a feature (`index:value`), only labels; if every feature \
+                     is zero, give their number (--n-features N on the command line, \
+                     `LibsvmOptions {{ n_features: Some(N), .. }}` in Rust)",
+                    source_name(path).display()
+                )));
+            }
+        };
+        let nrows = y.len();
+        let x = CsrMatrix::new(nrows, ncols, indptr, indices, values)?;
+        Dataset::new(Features::Sparse(x), y)
     }
-    let shift = usize::from(!zero_based);
-    let base = if zero_based { "0-based" } else { "1-based" };
-    let ncols = match (opts.n_features, max_index) {
-        (Some(n), Some((m, ln))) if m as usize - shift >= n => {
-            let largest = n - 1 + shift;
-            return Err(parse_err(
-                path,
-                ln,
-                format!(
-                    "feature index {m} is out of range for {n} features (indices are {base}, \
-                     so the largest allowed is {largest}): the file has more features than \
-                     asked for with --n-features, or than the model was trained on; \
-                     `LibsvmOptions::n_features` in Rust"
-                ),
-            ));
-        }
-        (Some(n), _) => n,
-        (None, Some((m, ln))) if m as usize - shift >= MAX_COLUMNS => {
-            return Err(parse_err(
-                path,
-                ln,
-                format!(
-                    "feature index {m} is too large: with {base} indices the largest is {}",
-                    MAX_COLUMNS - 1 + shift
-                ),
-            ));
-        }
-        (None, Some((m, _))) => m as usize - shift + 1,
-        (None, None) => {
-            return Err(JokerError::EmptyData(format!(
-                "{}: no line has a feature (`index:value`), only labels; if every feature is \
-                 zero, give their number (--n-features N on the command line, \
-                 `LibsvmOptions {{ n_features: Some(N), .. }}` in Rust)",
-                source_name(path).display()
-            )));
-        }
-    };
-    let nrows = y.len();
-    let x = CsrMatrix::new(nrows, ncols, indptr, indices, values)?;
-    Dataset::new(Features::Sparse(x), y)
 }
 
 fn parse_label(tok: &[u8]) -> std::result::Result<f64, String> {

@@ -4,7 +4,9 @@
 //! * [`read_libsvm`] reads `label index:value ...` lines into sparse features,
 //! * [`read_csv`] reads delimited numeric tables into dense features,
 //! * [`read_auto`] looks at the first data line and picks one of the two,
-//! * [`write_libsvm`] writes any [`Dataset`] in LIBSVM format (1-based indices).
+//! * [`write_libsvm`] writes any [`Dataset`] in LIBSVM format (1-based indices),
+//! * [`read_libsvm_shard`] and [`read_csv_shard`] read one part of a file, cut at line
+//!   boundaries, so that each process of a distributed job holds only its share.
 //!
 //! The path `-` reads standard input (name a file called `-` as `./-`), so data can be
 //! piped in: `zcat train.gz | joker train -`. Standard input is read once, front to back.
@@ -22,9 +24,13 @@
 
 mod csv;
 mod libsvm;
+mod shard;
 
 pub use self::csv::{CsvOptions, LabelColumn, read_csv};
 pub use self::libsvm::{LibsvmOptions, read_libsvm, write_libsvm};
+pub use self::shard::{
+    CsvShard, LibsvmShard, Shard, read_csv_shard, read_libsvm_shard, shard_range,
+};
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
