@@ -63,6 +63,10 @@ pub enum JokerError {
     /// The requested device cannot be used.
     #[error("device: {0}")]
     Device(String),
+    /// A distributed fit failed across its processes: another rank failed or left, or a
+    /// collective operation failed.
+    #[error("distributed: {0}")]
+    Distributed(String),
     /// The model was used in a way it does not support (for example probabilities from an SVM).
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -16,7 +16,9 @@
 
 use std::time::Duration;
 
+mod distributed;
 mod grow;
+use distributed::Dist;
 pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
 
 use crate::backend::Backend;
@@ -24,6 +26,7 @@ use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
 use crate::data::{Dataset, Features};
 use crate::device::{Device, Placement, Resolved, resolve};
+use crate::distributed::{Collective, Single, union_sorted};
 use crate::error::{JokerError, Result, invalid};
 use crate::features::{FeatureMap, FeatureSpec};
 use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
@@ -35,6 +38,7 @@ use crate::model::{
 };
 use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
+use crate::solver::dbcd::pbm::{self, PbmConfig};
 use crate::solver::dbcd::{
     Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, memory_estimate, solve,
 };
@@ -508,8 +512,12 @@ impl Joker {
         let resolved = self.resolve_device()?;
         match (self.precision, resolved.placement) {
             (Precision::F32, Placement::Cuda(i)) => self.fit_gpu(data, opts, i, resolved),
-            (Precision::F32, _) => self.fit_in::<U, f32>(data, opts, &Cpu, resolved.to_string()),
-            (Precision::F64, _) => self.fit_in::<U, f64>(data, opts, &Cpu, resolved.to_string()),
+            (Precision::F32, _) => {
+                self.fit_in::<U, f32>(data, opts, &Cpu, resolved.to_string(), None)
+            }
+            (Precision::F64, _) => {
+                self.fit_in::<U, f64>(data, opts, &Cpu, resolved.to_string(), None)
+            }
         }
     }
 
@@ -567,7 +575,7 @@ impl Joker {
                     ),
                 }
             };
-            let mut model = self.fit_in::<U, f32>(data, opts, &g, note)?;
+            let mut model = self.fit_in::<U, f32>(data, opts, &g, note, None)?;
             if let Some(why) = g.exact_fallback() {
                 model.training.device += &format!("; exact kernels fell back to the CPU: {why}");
             }
@@ -595,11 +603,11 @@ impl Joker {
                         "host"
                     }
                 );
-                self.fit_in::<U, f32>(data, opts, &g, note)
+                self.fit_in::<U, f32>(data, opts, &g, note, None)
             }
             Err(e) if self.device == Device::Auto => {
                 let note = format!("cpu (auto: cuda:{index} not used: {e})");
-                self.fit_in::<U, f32>(data, opts, &Cpu, note)
+                self.fit_in::<U, f32>(data, opts, &Cpu, note, None)
             }
             Err(e) => Err(e),
         }
@@ -620,22 +628,30 @@ impl Joker {
 
     /// A fit on `backend` in the working precision `T`, in named steps: targets, per-sample
     /// regularisation, the memory check, features, warm start, validation, the solve and the
-    /// model.
+    /// model. With `dist`, `data` is this rank's share and the statistics of the data
+    /// (classes, scalings, bandwidth) are taken over all ranks.
     fn fit_in<U: Scalar, T: Scalar>(
         &self,
         data: &Dataset<U>,
         mut opts: FitOptions<'_, U>,
         backend: &dyn Backend<T>,
         device_note: String,
+        dist: Option<Dist<'_>>,
     ) -> Result<Model> {
         let start = std::time::Instant::now();
+        let comm: &dyn Collective = dist.as_ref().map_or(&Single, |d| d.comm);
         let (n, d) = (data.x.nrows(), data.x.ncols());
         // A block never holds more than the whole data set: the default of 512 works on small
         // sets too, in every front end.
         let b = self.solver.block_size.min(n.max(1));
-        let targets = self.encode_targets(&data.y)?;
+        let targets = self.encode_targets(&data.y, comm)?;
         let tt = targets.y.len() / n;
-        let lam = self.sample_lambdas(&data.y, targets.classes.as_deref(), opts.sample_weight)?;
+        let lam = self.sample_lambdas(
+            &data.y,
+            targets.classes.as_deref(),
+            opts.sample_weight,
+            comm,
+        )?;
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
         let need = self.check_memory::<U, T>(&data.x, tt, b)?;
         let solver = SolverConfig {
@@ -644,7 +660,7 @@ impl Joker {
             ..self.solver.clone()
         };
 
-        let (standardizer, x, kernel, map) = self.prepared_features::<U, T>(&data.x)?;
+        let (standardizer, x, kernel, map) = self.prepared_features::<U, T>(&data.x, comm)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
         let mut hooks = Hooks::<T> {
             validate: validation_hook(
@@ -671,6 +687,14 @@ impl Joker {
             eps: &eps,
         };
         let (sol, solver_name) = match (&self.dsg, &map) {
+            _ if dist.is_some() => {
+                let cfg = dist
+                    .as_ref()
+                    .map_or(&PbmConfig::default(), |d| d.pbm)
+                    .clone();
+                let sol = pbm::solve(backend, &prob, &solver, &cfg, comm, &mut hooks)?;
+                (sol, "")
+            }
             (Some(cfg), Some(map)) => {
                 if alpha0.is_some() {
                     return Err(invalid(
@@ -704,6 +728,8 @@ impl Joker {
             standardizer,
             targets,
             n,
+            n_total: comm.sum_one(n as f64)? as usize,
+            distributed: dist.is_some(),
             seconds: start.elapsed().as_secs_f64(),
             device_note,
         };
@@ -717,15 +743,22 @@ impl Joker {
     fn prepared_features<U: Scalar, T: Scalar>(
         &self,
         x: &Features<U>,
+        comm: &dyn Collective,
     ) -> Result<(Standardizer, Features<T>, Kernel, Option<FeatureMap<T>>)> {
         let d = x.ncols();
         let standardizer = if self.standardize {
-            Standardizer::fit(x)
+            Standardizer::fit_over(x, comm)?
         } else {
             Standardizer::identity(d)
         };
         let x: Features<T> = dense_if_smaller(standardizer.transform(x)?);
-        let gamma = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
+        // the bandwidth heuristics look at a subsample of rows: rank 0's, for every rank
+        let mut gamma = [0.0];
+        if comm.rank() == 0 {
+            gamma[0] = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
+        }
+        comm.broadcast(0, &mut gamma)?;
+        let gamma = gamma[0];
         let kernel = Kernel {
             kind: self.kernel,
             gamma,
@@ -804,7 +837,7 @@ impl Joker {
             standardizer: f.standardizer,
             target_scaler: f.targets.scaler,
             representation,
-            dual: (!doubly_stochastic).then_some(sol.alpha),
+            dual: (!doubly_stochastic && !f.distributed).then_some(sol.alpha),
             training: TrainingInfo {
                 iterations: sol.iters,
                 stop: sol.stop,
@@ -812,7 +845,7 @@ impl Joker {
                 primal: last.as_ref().map_or(f64::NAN, |p| p.primal),
                 dual: last.as_ref().map_or(f64::NAN, |p| p.dual),
                 seconds: f.seconds,
-                n_samples: f.n,
+                n_samples: f.n_total,
                 timings: sol.timings,
                 device: match sol.fell_back {
                     Some(why) => format!("{}; {why}", f.device_note),
@@ -876,11 +909,11 @@ impl Joker {
 
     /// The targets the solver sees: `+-1` columns for classifiers (one per class beyond two),
     /// scaled values for regression.
-    fn encode_targets(&self, labels: &[f64]) -> Result<Targets> {
+    fn encode_targets(&self, labels: &[f64], comm: &dyn Collective) -> Result<Targets> {
         Ok(match self.task() {
             Task::Classification => {
-                let classes = classes_of(labels)?;
-                check_class_count(&classes, labels.len())?;
+                let classes = union_sorted(comm, &classes_of(labels)?)?;
+                check_class_count(&classes, comm.sum_one(labels.len() as f64)? as usize)?;
                 let y = encode_labels(labels, &classes)?;
                 Targets {
                     classes: Some(classes),
@@ -890,7 +923,7 @@ impl Joker {
             }
             Task::Regression => {
                 let scaler = if self.normalize_target {
-                    TargetScaler::fit(labels)
+                    TargetScaler::fit_over(labels, comm)?
                 } else {
                     TargetScaler::identity()
                 };
@@ -909,6 +942,7 @@ impl Joker {
         labels: &[f64],
         classes: Option<&[f64]>,
         sample_weight: Option<&[f64]>,
+        comm: &dyn Collective,
     ) -> Result<Vec<f64>> {
         let n = labels.len();
         let mut w = vec![1.0; n];
@@ -937,7 +971,9 @@ impl Joker {
             w.copy_from_slice(sw);
         }
         if let Some(classes) = classes {
-            let cw = class_weights(&self.class_weight, classes, labels)?;
+            let mut counts = class_counts(classes, labels);
+            comm.sum(&mut counts)?;
+            let cw = class_weights(&self.class_weight, classes, &counts)?;
             for (wi, yi) in w.iter_mut().zip(labels) {
                 let k = classes.binary_search_by(|c| c.total_cmp(yi)).unwrap_or(0);
                 *wi *= cw[k];
@@ -1046,6 +1082,10 @@ struct Fitted {
     n: usize,
     seconds: f64,
     device_note: String,
+    /// Rows over all ranks (`n` in a single process).
+    n_total: usize,
+    /// A distributed fit: this rank's dual coefficients are not the model's.
+    distributed: bool,
 }
 
 /// The targets of a fit as the solver sees them.
@@ -1259,19 +1299,24 @@ fn check_class_count(classes: &[f64], n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Weight per class (in the order of `classes`).
-fn class_weights(cw: &ClassWeight, classes: &[f64], y: &[f64]) -> Result<Vec<f64>> {
+/// How many of the labels `y` are each of `classes`.
+fn class_counts(classes: &[f64], y: &[f64]) -> Vec<f64> {
+    let mut counts = vec![0.0; classes.len()];
+    for v in y {
+        if let Ok(k) = classes.binary_search_by(|c| c.total_cmp(v)) {
+            counts[k] += 1.0;
+        }
+    }
+    counts
+}
+
+/// Weight per class (in the order of `classes`), from the class counts.
+fn class_weights(cw: &ClassWeight, classes: &[f64], counts: &[f64]) -> Result<Vec<f64>> {
     Ok(match cw {
         ClassWeight::None => vec![1.0; classes.len()],
         ClassWeight::Balanced => {
-            let mut counts = vec![0usize; classes.len()];
-            for v in y {
-                if let Ok(k) = classes.binary_search_by(|c| c.total_cmp(v)) {
-                    counts[k] += 1;
-                }
-            }
-            let (n, k) = (y.len() as f64, classes.len() as f64);
-            counts.iter().map(|&c| n / (k * c as f64)).collect()
+            let (n, k) = (counts.iter().sum::<f64>(), classes.len() as f64);
+            counts.iter().map(|&c| n / (k * c)).collect()
         }
         ClassWeight::Custom(pairs) => {
             let mut w = vec![1.0; classes.len()];

@@ -24,6 +24,7 @@ pub use scalar::Scalar;
 pub mod atomic_file;
 pub mod backend;
 pub mod device;
+pub mod distributed;
 pub mod estimator;
 pub mod features;
 #[doc(hidden)]
@@ -46,6 +47,6 @@ pub use memory::MemoryLimit;
 pub use model::{Model, Precision, Task};
 pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{
-    DsgConfig, DsgVariant, Progress, RadiusRule, SolverConfig, StepSize, StopReason, TrModel,
-    TrustRegion,
+    Combine, DsgConfig, DsgVariant, PbmConfig, Progress, RadiusRule, SolverConfig, StepSize,
+    StopReason, TrModel, TrustRegion,
 };

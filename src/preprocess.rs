@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::Features;
+use crate::distributed::{Collective, Single};
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
@@ -22,7 +23,14 @@ pub struct Standardizer {
 impl Standardizer {
     /// Fits on `x`: means (dense only) and standard deviations.
     pub fn fit<T: Scalar>(x: &Features<T>) -> Self {
-        let (n, d) = (x.nrows() as f64, x.ncols());
+        Self::fit_over(x, &Single).unwrap_or_else(|_| Self::identity(x.ncols()))
+    }
+
+    /// Fits on the rows of every rank of `comm` (`x` holds this rank's): the column sums are
+    /// summed over the ranks, so every rank gets the same map, the one a single process
+    /// would fit on all the rows.
+    pub fn fit_over<T: Scalar>(x: &Features<T>, comm: &dyn Collective) -> Result<Self> {
+        let d = x.ncols();
         let (mut s1, mut s2) = (vec![0.0; d], vec![0.0; d]);
         match x {
             Features::Dense(m) => {
@@ -42,6 +50,11 @@ impl Standardizer {
                 }
             }
         }
+        let mut n = [x.nrows() as f64];
+        comm.sum(&mut n)?;
+        comm.sum(&mut s1)?;
+        comm.sum(&mut s2)?;
+        let n = n[0];
         let dense = matches!(x, Features::Dense(_));
         let mut center = vec![0.0; d];
         let mut scale = vec![1.0; d];
@@ -58,7 +71,7 @@ impl Standardizer {
                 1.0
             };
         }
-        Standardizer { center, scale }
+        Ok(Standardizer { center, scale })
     }
 
     /// The identity map on `d` features.
@@ -107,14 +120,21 @@ pub struct TargetScaler {
 impl TargetScaler {
     /// Fits on `y`.
     pub fn fit(y: &[f64]) -> Self {
-        let n = y.len() as f64;
-        let mean = y.iter().sum::<f64>() / n;
-        let var = y.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        Self::fit_over(y, &Single).unwrap_or_else(|_| Self::identity())
+    }
+
+    /// Fits on the targets of every rank of `comm` (`y` holds this rank's), in two passes
+    /// like a single process: the mean, then the spread around it.
+    pub fn fit_over(y: &[f64], comm: &dyn Collective) -> Result<Self> {
+        let mut first = [y.len() as f64, y.iter().sum::<f64>()];
+        comm.sum(&mut first)?;
+        let (n, mean) = (first[0], first[1] / first[0]);
+        let var = comm.sum_one(y.iter().map(|v| (v - mean).powi(2)).sum::<f64>())? / n;
         let sd = var.sqrt();
-        TargetScaler {
+        Ok(TargetScaler {
             mean,
             scale: if sd > 0.0 { sd } else { 1.0 },
-        }
+        })
     }
     /// The identity.
     pub fn identity() -> Self {

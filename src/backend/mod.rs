@@ -188,6 +188,15 @@ pub trait BlockEngine<T>: Send + Sync {
     /// alone.
     fn theta(&mut self, out: &mut [f64]) -> Result<()>;
 
+    /// `theta += by` (`M x T`): the part of `theta` that rows outside this engine contribute
+    /// (a distributed fit's other ranks). Engines without a `theta` (exact kernels) cannot.
+    fn shift_theta(&mut self, by: &[f64]) -> Result<()> {
+        let _ = by;
+        Err(crate::error::JokerError::Unsupported(
+            "this engine has no theta to shift (exact kernels)".into(),
+        ))
+    }
+
     /// Whether [`solve_block`](BlockEngine::solve_block) solves blocks with these solver
     /// parameters (then [`block_gram`](BlockEngine::block_gram) need not return `K_BB`).
     fn solves_blocks(&self, p: &TrustRegion) -> bool {
@@ -500,6 +509,20 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
 
     fn theta(&mut self, out: &mut [f64]) -> Result<()> {
         out.copy_from_slice(&self.theta);
+        Ok(())
+    }
+
+    fn shift_theta(&mut self, by: &[f64]) -> Result<()> {
+        if by.len() != self.theta.len() {
+            return Err(crate::error::JokerError::ShapeMismatch(format!(
+                "a theta shift of {} values for a theta of {}",
+                by.len(),
+                self.theta.len()
+            )));
+        }
+        for (t, v) in self.theta.iter_mut().zip(by) {
+            *t += v;
+        }
         Ok(())
     }
 

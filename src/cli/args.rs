@@ -204,6 +204,15 @@ pub struct DataArgs {
     pub index_base: Option<bool>,
 }
 
+/// `--combine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CombineArg {
+    /// Line search along the sum of the ranks' changes.
+    LineSearch,
+    /// Add the changes (CoCoA+).
+    Add,
+}
+
 /// `joker train`.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -285,6 +294,29 @@ pub struct TrainArgs {
         help_heading = "Kernel"
     )]
     pub grow: Vec<usize>,
+
+    /// Train across the processes of an MPI job (`mpirun -n K joker train --mpi ...`): each
+    /// rank reads its share of TRAIN_FILE (uncompressed), parallel block minimization trains
+    /// one model, rank 0 prints and writes it. Needs a build with `--features mpi`, random
+    /// features and an explicit loss (-l).
+    #[arg(long, help_heading = "Distributed")]
+    pub mpi: bool,
+    /// DBCD-TR blocks each rank solves per outer step [default: one pass over its rows].
+    #[arg(long, value_name = "N", requires = "mpi", help_heading = "Distributed")]
+    pub local_iters: Option<usize>,
+    /// Budget of outer steps of the distributed fit.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1000,
+        help_heading = "Distributed"
+    )]
+    pub max_outer: usize,
+    /// How the ranks' changes are combined: a line search along their sum (parallel block
+    /// minimization), or adding them with a local model scaled by the number of ranks
+    /// (CoCoA+).
+    #[arg(long, value_enum, default_value_t = CombineArg::LineSearch, help_heading = "Distributed")]
+    pub combine: CombineArg,
 
     /// Memory for the exact kernel matrix, formed once and kept when it fits (n^2 values);
     /// 0 evaluates it block by block [default: 2048].

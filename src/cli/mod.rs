@@ -11,6 +11,8 @@ macro_rules! outln {
 
 pub mod args;
 pub mod demo;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod info;
 pub mod predict;
 pub mod progress;

@@ -336,10 +336,29 @@ pub fn run(a: TrainArgs) -> CliResult<()> {
     }
     check_model_path(&a, &model_path)?;
     check_writable(&model_path)?;
+    if a.mpi {
+        return train_mpi(&a, &est, &model_path);
+    }
     match est.precision {
         Precision::F32 => train::<f32>(&a, &est, &model_path),
         Precision::F64 => train::<f64>(&a, &est, &model_path),
     }
+}
+
+/// A distributed fit over MPI ([`super::distributed`]).
+#[cfg(feature = "mpi")]
+fn train_mpi(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
+    if named_loss(a).is_none() {
+        return fail("give the loss with -l in distributed training (--mpi)");
+    }
+    super::distributed::train(a, est, model_path)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn train_mpi(_a: &TrainArgs, _est: &Joker, _model_path: &Path) -> CliResult<()> {
+    fail(
+        "this build of joker has no MPI support: build it with `cargo build --release --features mpi` (needs an MPI and libclang)",
+    )
 }
 
 /// Reads the data in the input precision `U`, trains, saves and prints the summary.
@@ -503,7 +522,7 @@ fn distinct(y: &[f64]) -> Vec<f64> {
 }
 
 /// Prints the training summary and the scores on the training and validation sets.
-fn summary<U: Scalar>(
+pub(super) fn summary<U: Scalar>(
     model: &Model,
     train: &Dataset<U>,
     val: Option<&Dataset<U>>,

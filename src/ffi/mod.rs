@@ -122,6 +122,8 @@ pub enum JokerStatus {
     Unsupported = 15,
     /// An internal error (a panic inside the library, caught at the boundary): a bug.
     Panic = 16,
+    /// A distributed fit failed across its processes (another rank failed or left).
+    Distributed = 17,
 }
 
 impl JokerStatus {
@@ -145,11 +147,12 @@ impl JokerStatus {
             JokerStatus::Device => c"JOKER_STATUS_DEVICE",
             JokerStatus::Unsupported => c"JOKER_STATUS_UNSUPPORTED",
             JokerStatus::Panic => c"JOKER_STATUS_PANIC",
+            JokerStatus::Distributed => c"JOKER_STATUS_DISTRIBUTED",
         }
     }
 
     /// All statuses, in order of value.
-    pub(crate) const ALL: [JokerStatus; 17] = [
+    pub(crate) const ALL: [JokerStatus; 18] = [
         JokerStatus::Ok,
         JokerStatus::NullPointer,
         JokerStatus::InvalidHandle,
@@ -167,6 +170,7 @@ impl JokerStatus {
         JokerStatus::Device,
         JokerStatus::Unsupported,
         JokerStatus::Panic,
+        JokerStatus::Distributed,
     ];
 }
 
@@ -214,6 +218,7 @@ impl From<JokerError> for Failure {
             JokerError::Numerical(_) => JokerStatus::Numerical,
             JokerError::Device(_) => JokerStatus::Device,
             JokerError::Unsupported(_) => JokerStatus::Unsupported,
+            JokerError::Distributed(_) => JokerStatus::Distributed,
         };
         let message = match &e {
             JokerError::InvalidParameter { name, .. } => match setter_of(name) {

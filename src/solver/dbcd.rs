@@ -18,6 +18,8 @@
 //! the current block is solved ([`SolverConfig::overlap`]): they depend on the rows only, so
 //! the iterates are the same as with the stages in sequence.
 
+pub mod pbm;
+
 use crate::memory::try_filled;
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -192,6 +194,10 @@ pub struct Timings {
     /// CG iterations, summed over blocks and target columns.
     #[serde(default)]
     pub cg_iters: usize,
+    /// Collective communication of a distributed fit (sums over the ranks, the line search,
+    /// the decisions); 0 in a single process.
+    #[serde(default)]
+    pub communicate: f64,
     /// Block solves (per target column) of the kernel model ([`TrModel::Kernel`]) whose
     /// ratio test kept rejecting, solved again with the Gram.
     #[serde(default)]
@@ -319,6 +325,10 @@ struct State<'a, T: Scalar> {
     theta: Vec<f64>,
     /// The engine that keeps `theta` or `beta = K alpha` and the current block.
     engine: Option<Box<dyn BlockEngine<T> + 'a>>,
+    /// The block model's curvature is `scale K_BB`, and the engine's `theta` moves by
+    /// `scale Phi_B^T delta`: 1, except in a distributed fit that adds the ranks' changes
+    /// (CoCoA+'s safe local scaling, [`pbm`]).
+    scale: f64,
 }
 
 /// Sample `i`'s coordinate data for target column `t`.
@@ -682,8 +692,14 @@ impl<T: Scalar> State<'_, T> {
         Ok(())
     }
 
-    /// Primal, dual and relative gap, plus the squared norm term (`theta` must be pulled).
+    /// Primal, dual and relative gap (`theta` must be pulled).
     fn objectives(&mut self) -> Result<(f64, f64, f64)> {
+        let terms = self.objective_terms()?;
+        Ok(terms.objectives())
+    }
+
+    /// The three sums the objectives are made of (`theta` must be pulled).
+    fn objective_terms(&mut self) -> Result<Terms> {
         let (n, tt) = (self.n, self.prob.targets);
         let loss = self.prob.loss;
         let u = engine_of(&mut self.engine)?.decision()?;
@@ -700,11 +716,27 @@ impl<T: Scalar> State<'_, T> {
                 fsum += loss.dual(self.alpha[t * n + i], &k);
             }
         }
-        let primal = 0.5 * sq + lsum;
-        let dual = -(0.5 * sq + fsum);
+        Ok(Terms { sq, lsum, fsum })
+    }
+}
+
+/// The sums the objectives are made of: `||w||^2`, the weighted primal losses
+/// `sum_i c_i l(y_i, f(x_i))` and the dual terms `sum_i f_i(a_i)`.
+#[derive(Clone, Copy, Debug)]
+struct Terms {
+    sq: f64,
+    lsum: f64,
+    fsum: f64,
+}
+
+impl Terms {
+    /// Primal `1/2 ||w||^2 + lsum`, dual `-(1/2 ||w||^2 + fsum)` and the relative gap.
+    fn objectives(self) -> (f64, f64, f64) {
+        let primal = 0.5 * self.sq + self.lsum;
+        let dual = -(0.5 * self.sq + self.fsum);
         let scale = primal.abs().max(dual.abs()).max(f64::MIN_POSITIVE);
         let gap = ((primal - dual) / scale).max(0.0);
-        Ok((primal, dual, gap))
+        (primal, dual, gap)
     }
 }
 
@@ -969,6 +1001,9 @@ impl<'p> Schedule<'p> {
             &mut self.kbb_next,
             &mut self.gbar[..nb * tt],
         )?;
+        if st.scale != 1.0 {
+            self.kbb[..nb * nb].iter_mut().for_each(|v| *v *= st.scale);
+        }
         let t1 = Instant::now();
         timings.block += (t1 - t0).as_secs_f64();
         // Block solve: on the engine's device where it has a block solver (K_BB stayed
@@ -1080,6 +1115,7 @@ fn start_state<'a, T: Scalar>(
         alpha: try_filled(n * tt, 0.0, "the dual coefficients")?,
         theta: Vec::new(),
         engine: None,
+        scale: 1.0,
     };
     for t in 0..tt {
         for i in 0..n {
@@ -1245,6 +1281,9 @@ fn apply_update<T: Scalar>(
         }
     }
     if changed {
+        if st.scale != 1.0 {
+            delta.iter_mut().for_each(|v| *v *= st.scale);
+        }
         engine_of(&mut st.engine)?.update(&delta)?;
     }
     Ok(())

@@ -624,6 +624,24 @@ impl BlockEngine<f32> for CudaRff<'_> {
         shield("copying theta", || gpu.download(theta, out))
     }
 
+    /// Through the host: rare (once per outer step of a distributed fit) and `M x T` values.
+    fn shift_theta(&mut self, by: &[f64]) -> Result<()> {
+        let mut host = vec![0.0; self.theta.len()];
+        check_len("theta shift", by.len(), host.len())?;
+        let gpu = self.gpu;
+        shield("copying theta", || gpu.download(&self.theta, &mut host))?;
+        for (t, v) in host.iter_mut().zip(by) {
+            *t += v;
+        }
+        let theta = &mut self.theta;
+        shield("writing theta", || {
+            gpu.stream
+                .memcpy_htod(&host[..], theta)
+                .map_err(drv("cuMemcpyHtoD"))?;
+            gpu.sync()
+        })
+    }
+
     fn set_kernel_model(&mut self, on: bool) -> bool {
         self.kernel_model = on;
         true

@@ -1,0 +1,87 @@
+//! Fits across processes: every rank holds a share of the rows, and parallel block
+//! minimization ([`crate::solver::dbcd::pbm`]) trains one model on all of them.
+
+use super::{FitOptions, Joker, Model};
+use crate::backend::cpu::Cpu;
+use crate::data::Dataset;
+use crate::distributed::Collective;
+use crate::error::{JokerError, Result, invalid};
+use crate::model::Precision;
+use crate::scalar::Scalar;
+use crate::solver::dbcd::pbm::PbmConfig;
+
+/// A distributed fit's communicator and outer-loop settings.
+pub(super) struct Dist<'a> {
+    pub(super) comm: &'a dyn Collective,
+    pub(super) pbm: &'a PbmConfig,
+}
+
+impl Joker {
+    /// Trains one model on the rows of every rank of `comm`, by parallel block minimization
+    /// with DBCD-TR on each rank's rows ([`crate::solver::dbcd::pbm`]). Every rank calls it,
+    /// with the same parameters, `shard` holding its own rows (at least one; the columns
+    /// agree across ranks). Every rank gets the same model; only rank 0 runs the progress
+    /// callback and scores the validation set, so only rank 0 needs to pass them.
+    ///
+    /// The classes, the standardisation, the target scaling and the class weights are taken
+    /// over all rows, as a single process would; a bandwidth heuristic looks at rank 0's rows.
+    /// On one rank the model is that of [`fit_with`](Joker::fit_with), iterate for iterate.
+    /// The fit runs on the CPU.
+    ///
+    /// # Errors
+    /// [`JokerError::Unsupported`] for exact kernels, full KRR, the doubly stochastic solvers
+    /// and warm starts; the errors of [`fit_with`](Joker::fit_with); and
+    /// [`JokerError::Distributed`] when another rank failed. A rank that fails tells the others
+    /// ([`Collective::fail`]: over MPI that aborts the job), so that none waits for it.
+    pub fn fit_distributed<U: Scalar>(
+        &self,
+        shard: &Dataset<U>,
+        comm: &dyn Collective,
+        pbm: &PbmConfig,
+        mut opts: FitOptions<'_, U>,
+    ) -> Result<Model> {
+        // the same parameters fail alike on every rank: no rank waits for another
+        self.check_distributable(&opts, pbm)?;
+        if comm.rank() != 0 {
+            opts.validation = None;
+            opts.progress = None;
+        }
+        let note = format!("cpu; {} ranks, parallel block minimization", comm.size());
+        let dist = Some(Dist { comm, pbm });
+        let out = match self.precision {
+            Precision::F32 => self.fit_in::<U, f32>(shard, opts, &Cpu, note, dist),
+            Precision::F64 => self.fit_in::<U, f64>(shard, opts, &Cpu, note, dist),
+        };
+        if let Err(e) = &out
+            && !matches!(e, JokerError::Distributed(_))
+        {
+            comm.fail(&e.to_string());
+        }
+        out
+    }
+
+    /// What a distributed fit cannot do yet, refused before any communication.
+    fn check_distributable<U>(&self, opts: &FitOptions<'_, U>, pbm: &PbmConfig) -> Result<()> {
+        let refuse = |what: &str| {
+            Err(JokerError::Unsupported(format!(
+                "distributed fits do not support {what} yet"
+            )))
+        };
+        if self.n_components.is_none() {
+            return refuse("exact kernels (give n_components for random features)");
+        }
+        if self.full_krr.is_some() {
+            return refuse("full KRR");
+        }
+        if self.dsg.is_some() {
+            return refuse("the doubly stochastic solvers");
+        }
+        if opts.warm_start.is_some() {
+            return refuse("warm starts");
+        }
+        if pbm.max_outer == 0 {
+            return Err(invalid("max_outer", "must be at least 1"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,415 @@
+//! Parallel block minimization (Hsieh, Si and Dhillon) with DBCD-TR as the local solver, over
+//! random features.
+//!
+//! The rows are split among `K` ranks, rank `r` holding `S_r` and its dual variables
+//! `alpha_r`; `theta = sum_r Phi_r^T alpha_r` is replicated. An outer step:
+//!
+//! 1. each rank runs DBCD-TR on its own rows from the current `alpha_r` and `theta`, which
+//!    minimises the dual with the Hessian replaced by its block-diagonal part `Q_{S_r S_r}`
+//!    (the first-order term `Phi_r theta` is exact), for `local_iters` blocks, giving
+//!    `d_r = alpha_r' - alpha_r` and `Delta_r = Phi_r^T d_r`;
+//! 2. one sum over the ranks gives the combined change `Delta = sum_r Delta_r` (`M x T`
+//!    values: the only vector sent);
+//! 3. the step `beta` in `[0, 1]` minimises the dual objective along the combined direction,
+//!    `1/2 ||theta + beta Delta||^2 + sum_i f_i(alpha_i + beta d_i)`, whose quadratic part every
+//!    rank knows and whose second part is a sum of per-rank scalars (three rounds of a nine-point
+//!    grid on the convex line function, each one sum of nine numbers); every point of the
+//!    segment is inside the box, since both ends are;
+//! 4. `alpha_r += beta d_r`, `theta += beta Delta`.
+//!
+//! Then the objectives and the duality gap are summed over the ranks, and rank 0 decides
+//! whether to stop, for everyone. On one rank the block-diagonal model is the whole problem:
+//! the step is 1 and the iterates are those of [`super::solve`].
+
+use std::time::Instant;
+
+use super::{
+    Hooks, Problem, Progress, Repr, Schedule, Solution, SolverConfig, StopReason, Terms, Timings,
+    apply_update, check_shapes, coord, engine_of, start_state, tally,
+};
+use crate::backend::Backend;
+use crate::distributed::Collective;
+use crate::error::{JokerError, Result};
+use crate::rng::{Stream, streams};
+use crate::scalar::Scalar;
+
+/// Settings of the outer loop of a distributed fit.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PbmConfig {
+    /// DBCD-TR iterations (blocks) each rank runs on its own rows per outer step; 0 means one
+    /// pass over the rank's rows (`ceil(n_r / block_size)`). More local work per step sends
+    /// fewer messages but solves more of the block-diagonal model, which is only a model.
+    pub local_iters: usize,
+    /// Budget of outer steps (the solver's `max_iter` still caps the local iterations).
+    pub max_outer: usize,
+    /// How the ranks' changes are combined.
+    #[serde(default)]
+    pub combine: Combine,
+}
+
+/// How the ranks' local changes become one step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// Parallel block minimization: the local model is the block-diagonal part of the
+    /// Hessian, and the step along the sum of the changes comes from a line search.
+    #[default]
+    LineSearch,
+    /// CoCoA+: the local model's curvature is scaled by the number of ranks `K` (safe for
+    /// adding), and the changes are added (step 1).
+    Add,
+}
+
+impl Default for PbmConfig {
+    fn default() -> Self {
+        PbmConfig {
+            local_iters: 0,
+            max_outer: 1000,
+            combine: Combine::LineSearch,
+        }
+    }
+}
+
+/// What rank 0 decided after an outer step's check, sent to every rank as a number.
+#[derive(Clone, Copy, PartialEq)]
+enum Decision {
+    GoOn = 0,
+    Converged = 1,
+    Cancelled = 2,
+    TimeLimit = 3,
+    MaxIter = 4,
+    NonFinite = 5,
+}
+
+impl Decision {
+    fn from_code(c: f64) -> Decision {
+        match c as i64 {
+            1 => Decision::Converged,
+            2 => Decision::Cancelled,
+            3 => Decision::TimeLimit,
+            4 => Decision::MaxIter,
+            5 => Decision::NonFinite,
+            _ => Decision::GoOn,
+        }
+    }
+}
+
+/// Points of each round of the line search.
+const GRID: usize = 9;
+/// Rounds of the line search; each narrows the interval to two grid steps around the best.
+const ROUNDS: usize = 3;
+
+/// The seed of rank `r`'s block partition and block choice: the fit's seed on rank 0, so that
+/// one rank reproduces the single-process fit.
+fn rank_seed(seed: u64, rank: usize) -> u64 {
+    seed.wrapping_add((rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// Runs parallel block minimization over `comm`: `prob` holds this rank's rows. Every rank
+/// calls it with the same settings. Returns this rank's dual coefficients and the common
+/// `theta`; the history (objectives over all ranks) is the same on every rank, and only rank
+/// 0's hooks run (the validation and progress callbacks), so only rank 0 needs them.
+///
+/// A failure on this rank is reported to the others ([`Collective::fail`]) before it is
+/// returned, so that no rank waits for it.
+pub fn solve<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &Problem<T>,
+    cfg: &SolverConfig,
+    pbm: &PbmConfig,
+    comm: &dyn Collective,
+    hooks: &mut Hooks<T>,
+) -> Result<Solution> {
+    let out = run(backend, prob, cfg, pbm, comm, hooks);
+    if let Err(e) = &out
+        && !matches!(e, JokerError::Distributed(_))
+    {
+        comm.fail(&e.to_string());
+    }
+    out
+}
+
+fn run<T: Scalar>(
+    backend: &dyn Backend<T>,
+    prob: &Problem<T>,
+    cfg: &SolverConfig,
+    pbm: &PbmConfig,
+    comm: &dyn Collective,
+    hooks: &mut Hooks<T>,
+) -> Result<Solution> {
+    let start = Instant::now();
+    if !matches!(prob.repr, Repr::Features(_)) {
+        return Err(JokerError::Unsupported(
+            "distributed fits need random features (n_components); exact kernels are not distributed"
+                .into(),
+        ));
+    }
+    let (n, tt) = (prob.x.nrows(), prob.targets);
+    let b = cfg.block_size.min(n);
+    check_shapes(prob, b)?;
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let adding = ranks > 1 && pbm.combine == Combine::Add;
+    let mut local = SolverConfig {
+        block_size: b,
+        seed: rank_seed(cfg.seed, rank),
+        ..cfg.clone()
+    };
+    if adding {
+        // the scaled model is formed from the Gram
+        local.trust_region.model = super::TrModel::Gram;
+    }
+    let mut perm: Vec<usize> = (0..n).collect();
+    Stream::new(local.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
+    let blocks: Vec<&[usize]> = perm.chunks(b).collect();
+    let mut st = start_state(backend, prob, None, &perm, (b, cfg.kernel_cache))?;
+    if adding {
+        st.scale = ranks as f64;
+    }
+    let mut timings = Timings::default();
+
+    // theta over all ranks; the engine keeps it, shifted by the other ranks' part
+    let tc = Instant::now();
+    st.pull_theta()?;
+    let mut theta = st.theta.clone();
+    comm.sum(&mut theta)?;
+    if ranks > 1 {
+        let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
+        engine_of(&mut st.engine)?.shift_theta(&shift)?;
+        st.theta.copy_from_slice(&theta);
+    }
+    timings.communicate += tc.elapsed().as_secs_f64();
+
+    let per_step = if pbm.local_iters == 0 {
+        n.div_ceil(b)
+    } else {
+        pbm.local_iters
+    };
+    let mut schedule = Schedule::new(&mut st, &local, blocks, tt)?;
+    let (mut delta_max, mut accepted, mut iter) = (cfg.delta_max, 0usize, 0usize);
+    let mut history = Vec::new();
+    let mut stop = StopReason::MaxIter;
+    for _ in 0..pbm.max_outer {
+        let alpha0 = st.alpha.clone();
+        let theta0 = theta.clone();
+        let mut interrupted = false;
+        for _ in 0..per_step {
+            if iter >= cfg.max_iter {
+                break;
+            }
+            let last = iter + 1 >= cfg.max_iter;
+            let (block, cols) =
+                schedule.step(&mut st, backend, &local, delta_max, last, &mut timings)?;
+            let t2 = Instant::now();
+            apply_update(&mut st, block, &cols, iter)?;
+            accepted += tally(&cols, &mut timings);
+            timings.update += t2.elapsed().as_secs_f64();
+            iter += 1;
+            if cfg.shrink_every > 0 && iter % cfg.shrink_every == 0 {
+                delta_max *= cfg.shrink_rate;
+            }
+            if hooks.interrupt.as_mut().is_some_and(|f| f()) {
+                interrupted = true;
+                break;
+            }
+        }
+        st.pull_theta()?;
+        if ranks > 1 {
+            let tc = Instant::now();
+            theta = combine(&mut st, &alpha0, &theta0, comm, adding)?;
+            timings.communicate += tc.elapsed().as_secs_f64();
+        } else {
+            theta.copy_from_slice(&st.theta);
+        }
+
+        let tc = Instant::now();
+        let p = check(&mut st, comm, hooks, (iter, accepted, b), start, &timings)?;
+        timings.check += tc.elapsed().as_secs_f64();
+        // rank 0 decides for everyone
+        let mut code = [Decision::GoOn as i64 as f64];
+        if rank == 0 {
+            let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+            code[0] = decide(&p, cfg, go_on && !interrupted, start, iter) as i64 as f64;
+        }
+        comm.decide(&mut code)?;
+        history.push(p);
+        stop = match Decision::from_code(code[0]) {
+            Decision::GoOn => continue,
+            Decision::Converged => StopReason::Converged,
+            Decision::Cancelled => StopReason::Cancelled,
+            Decision::TimeLimit => StopReason::TimeLimit,
+            Decision::MaxIter => StopReason::MaxIter,
+            Decision::NonFinite => {
+                return Err(JokerError::Numerical(
+                    "the objective became non-finite; check the scaling of the data and lambda"
+                        .into(),
+                ));
+            }
+        };
+        break;
+    }
+    // every rank leaves with rank 0's theta, bit for bit
+    comm.broadcast(0, &mut theta)?;
+    Ok(Solution {
+        theta: Some(theta),
+        alpha: st.alpha,
+        iters: iter,
+        stop,
+        history,
+        timings,
+        tr_model: schedule.curvature.note,
+        fell_back: None,
+    })
+}
+
+/// Step 2 to 4 of an outer step: sums the ranks' changes of `theta`, finds the step along the
+/// combined direction and moves `alpha` and the engine's `theta` there. Returns the new
+/// `theta` (also in `st.theta`).
+fn combine<T: Scalar>(
+    st: &mut super::State<T>,
+    alpha0: &[f64],
+    theta0: &[f64],
+    comm: &dyn Collective,
+    adding: bool,
+) -> Result<Vec<f64>> {
+    // the engine moved theta by `scale` times this rank's change
+    let s = st.scale;
+    let mut dtheta: Vec<f64> = st
+        .theta
+        .iter()
+        .zip(theta0)
+        .map(|(a, b)| (a - b) / s)
+        .collect();
+    comm.sum(&mut dtheta)?;
+    let beta = if adding {
+        1.0
+    } else {
+        line_search(st, alpha0, theta0, &dtheta, comm)?
+    };
+    let (n, prob) = (st.n, st.prob);
+    for (k, (a, &a0)) in st.alpha.iter_mut().zip(alpha0).enumerate() {
+        if *a != a0 {
+            let c = coord(prob, k % n, k / n);
+            let (lo, hi) = prob.loss.bounds(&c);
+            *a = (a0 + beta * (*a - a0)).clamp(lo, hi);
+        }
+    }
+    let theta: Vec<f64> = theta0
+        .iter()
+        .zip(&dtheta)
+        .map(|(t, d)| t + beta * d)
+        .collect();
+    let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
+    engine_of(&mut st.engine)?.shift_theta(&shift)?;
+    st.theta.copy_from_slice(&theta);
+    Ok(theta)
+}
+
+/// The step `beta` in `[0, 1]` that minimises the dual objective along `alpha0 + beta d`,
+/// `theta0 + beta dtheta` (`d = st.alpha - alpha0` on this rank), rank 0's value on every
+/// rank; 0 when no point of the segment decreases the objective.
+fn line_search<T: Scalar>(
+    st: &super::State<T>,
+    alpha0: &[f64],
+    theta0: &[f64],
+    dtheta: &[f64],
+    comm: &dyn Collective,
+) -> Result<f64> {
+    let (n, prob) = (st.n, st.prob);
+    let moving: Vec<(usize, f64, f64)> = st
+        .alpha
+        .iter()
+        .zip(alpha0)
+        .enumerate()
+        .filter(|(_, (a, a0))| a != a0)
+        .map(|(k, (a, a0))| (k, *a0, a - a0))
+        .collect();
+    let lin: f64 = theta0.iter().zip(dtheta).map(|(t, d)| t * d).sum();
+    let quad: f64 = dtheta.iter().map(|d| d * d).sum();
+    // the change of the dual terms at beta on this rank
+    let terms = |beta: f64| -> f64 {
+        moving
+            .iter()
+            .map(|&(k, a0, d)| {
+                let c = coord(prob, k % n, k / n);
+                prob.loss.dual(a0 + beta * d, &c) - prob.loss.dual(a0, &c)
+            })
+            .sum()
+    };
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    let mut best = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        let betas: Vec<f64> = (0..GRID)
+            .map(|j| lo + (hi - lo) * j as f64 / (GRID - 1) as f64)
+            .collect();
+        let mut vals: Vec<f64> = betas.iter().map(|&bt| terms(bt)).collect();
+        comm.sum(&mut vals)?;
+        let (j, v) = vals
+            .iter()
+            .enumerate()
+            .map(|(j, v)| (j, v + lin * betas[j] + 0.5 * quad * betas[j] * betas[j]))
+            .filter(|(_, v)| v.is_finite())
+            .fold(
+                (0, f64::INFINITY),
+                |acc, x| if x.1 < acc.1 { x } else { acc },
+            );
+        if v < best.1 {
+            best = (betas[j], v);
+        }
+        lo = betas[j.saturating_sub(1)];
+        hi = betas[(j + 1).min(GRID - 1)];
+    }
+    let mut beta = [best.0];
+    comm.decide(&mut beta)?;
+    Ok(beta[0])
+}
+
+/// The objectives and gap over all ranks, and rank 0's validation metric.
+fn check<T: Scalar>(
+    st: &mut super::State<T>,
+    comm: &dyn Collective,
+    hooks: &mut Hooks<T>,
+    (iter, accepted, b): (usize, usize, usize),
+    start: Instant,
+    timings: &Timings,
+) -> Result<Progress> {
+    let train_seconds = start.elapsed().as_secs_f64() - timings.check;
+    let local = st.objective_terms()?;
+    let mut sums = [local.lsum, local.fsum];
+    comm.sum(&mut sums)?;
+    let (primal, dual, gap) = Terms {
+        sq: local.sq,
+        lsum: sums[0],
+        fsum: sums[1],
+    }
+    .objectives();
+    let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+    Ok(Progress {
+        iter,
+        epoch: (iter * b) as f64 / st.n as f64,
+        seconds: start.elapsed().as_secs_f64(),
+        train_seconds,
+        primal,
+        dual,
+        gap,
+        validation,
+        accepted,
+        rel_residual: None,
+    })
+}
+
+/// Rank 0's verdict after a check.
+fn decide(p: &Progress, cfg: &SolverConfig, go_on: bool, start: Instant, iter: usize) -> Decision {
+    if !(p.primal.is_finite() && p.dual.is_finite()) {
+        Decision::NonFinite
+    } else if p.gap <= cfg.tol {
+        Decision::Converged
+    } else if !go_on {
+        Decision::Cancelled
+    } else if cfg.time_limit.is_some_and(|lim| start.elapsed() >= lim) {
+        Decision::TimeLimit
+    } else if iter >= cfg.max_iter {
+        Decision::MaxIter
+    } else {
+        Decision::GoOn
+    }
+}

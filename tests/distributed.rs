@@ -1,0 +1,255 @@
+//! Distributed fits (parallel block minimization) with ranks as threads of this process
+//! (`joker::distributed::Threads`), so that no MPI is needed: one rank reproduces the single
+//! process iterate for iterate; several ranks reach the duality-gap tolerance and the
+//! single-process test metric; a failing rank fails the others instead of hanging them. The
+//! MPI transport itself is tested under `mpirun` (`tests/mpi.rs`, feature `mpi`).
+
+mod common;
+
+use joker::distributed::{Collective, Single, Threads};
+
+use joker::io::{LibsvmOptions, read_libsvm};
+use joker::model::Representation;
+use joker::{
+    CsrMatrix, Dataset, DenseMatrix, Features, FitOptions, Joker, JokerError, Loss, Model,
+    PbmConfig, Scalar, StopReason,
+};
+
+/// Rows `lo..hi` of `data`, as a rank's contiguous share of a file would hold them.
+fn rows<T: Scalar>(data: &Dataset<T>, lo: usize, hi: usize) -> Dataset<T> {
+    let x = match &data.x {
+        Features::Dense(m) => {
+            let d = m.ncols();
+            Features::Dense(
+                DenseMatrix::new(hi - lo, d, m.as_slice()[lo * d..hi * d].to_vec()).unwrap(),
+            )
+        }
+        Features::Sparse(c) => {
+            let (p, at) = (c.indptr(), c.indptr()[lo]);
+            let indptr = p[lo..=hi].iter().map(|v| v - at).collect();
+            let (a, b) = (p[lo], p[hi]);
+            Features::Sparse(
+                CsrMatrix::new(
+                    hi - lo,
+                    c.ncols(),
+                    indptr,
+                    c.indices()[a..b].to_vec(),
+                    c.values()[a..b].to_vec(),
+                )
+                .unwrap(),
+            )
+        }
+    };
+    Dataset::new(x, data.y[lo..hi].to_vec()).unwrap()
+}
+
+/// `data` cut into `k` contiguous shares.
+fn shards<T: Scalar>(data: &Dataset<T>, k: usize) -> Vec<Dataset<T>> {
+    let n = data.len();
+    (0..k)
+        .map(|r| rows(data, n * r / k, n * (r + 1) / k))
+        .collect()
+}
+
+/// A fit on `k` ranks (threads); every rank's model.
+fn fit_on_ranks<T: Scalar>(
+    est: &Joker,
+    parts: &[Dataset<T>],
+    pbm: &PbmConfig,
+) -> Vec<joker::Result<Model>> {
+    let group = Threads::group(parts.len());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = group
+            .iter()
+            .zip(parts)
+            .map(|(c, part)| {
+                s.spawn(move || est.fit_distributed(part, c, pbm, FitOptions::default()))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn theta(m: &Model) -> &[f64] {
+    match &m.representation {
+        Representation::RandomFeatures { theta, .. } => theta,
+        _ => panic!("not a random-feature model"),
+    }
+}
+
+#[test]
+fn one_rank_is_the_single_process_fit_iterate_for_iterate() {
+    let data = common::binary(700, 3, 5);
+    for loss in [Loss::SquaredHinge, Loss::Logistic, Loss::Hinge] {
+        let est = Joker::builder()
+            .loss(loss)
+            .c(4.0)
+            .n_components(150)
+            .block_size(64)
+            .max_iter(120)
+            .tol(1e-6)
+            .build()
+            .unwrap();
+        let single = est.fit(&data).unwrap();
+        let pbm = PbmConfig::default();
+        let one = est
+            .fit_distributed(&data, &Single, &pbm, FitOptions::default())
+            .unwrap();
+        assert_eq!(theta(&one), theta(&single), "{loss:?}");
+        assert_eq!(one.training.iterations, single.training.iterations);
+        let gaps = |m: &Model| m.history.iter().map(|p| p.gap).collect::<Vec<_>>();
+        assert_eq!(gaps(&one), gaps(&single), "{loss:?}");
+        // one thread rank is the same
+        let threads = fit_on_ranks(&est, std::slice::from_ref(&data), &pbm);
+        assert_eq!(theta(threads[0].as_ref().unwrap()), theta(&single));
+    }
+}
+
+/// Accuracy (classifiers) or RMSE of `m` on `test`.
+fn metric(m: &Model, test: &Dataset<f32>) -> f64 {
+    m.score(test).unwrap()
+}
+
+/// Fits on 2 and 4 ranks: every rank has the same model, the gap reaches the tolerance, and
+/// the test metric is within `slack` of the single-process fit's (accuracy points, or a
+/// relative RMSE).
+fn check_ranks(est: &Joker, train: &Dataset<f32>, test: &Dataset<f32>, regression: bool) {
+    let single = est.fit(train).unwrap();
+    let base = metric(&single, test);
+    let pbm = PbmConfig::default();
+    for k in [2, 4] {
+        let models: Vec<Model> = fit_on_ranks(est, &shards(train, k), &pbm)
+            .into_iter()
+            .map(|m| m.unwrap())
+            .collect();
+        for m in &models[1..] {
+            assert_eq!(theta(m), theta(&models[0]), "ranks disagree");
+        }
+        let m = &models[0];
+        let got = metric(m, test);
+        eprintln!(
+            "{k} ranks: stop {}, metric {got:.4} (single {base:.4}), {} outer steps, gap {:.2e}, {:.1} s (single {:.1} s)",
+            m.training.stop,
+            m.history.len(),
+            m.training.gap,
+            m.training.seconds,
+            single.training.seconds
+        );
+        if std::env::var("PBM_LOOK").is_ok() {
+            continue;
+        }
+        assert_eq!(m.training.stop, StopReason::Converged, "{k} ranks");
+        assert!(m.training.gap <= 1e-3);
+        assert_eq!(m.training.n_samples, train.len());
+        if regression {
+            assert!(got <= base * 1.01, "{k} ranks: RMSE {got} against {base}");
+        } else {
+            assert!(
+                got >= base - 0.002,
+                "{k} ranks: accuracy {got} against {base}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ranks_reach_the_gap_and_the_single_process_accuracy_synthetic() {
+    let d = common::binary(3000, 4, 11);
+    let to32 = |d: &Dataset<f64>| Dataset::new(d.x.cast::<f32>(), d.y.clone()).unwrap();
+    let (train, test) = (to32(&rows(&d, 0, 2000)), to32(&rows(&d, 2000, 3000)));
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(2.0)
+        .n_components(300)
+        .block_size(128)
+        .build()
+        .unwrap();
+    check_ranks(&est, &train, &test, false);
+}
+
+fn libsvm_pair(name: &str) -> (Dataset<f32>, Dataset<f32>) {
+    let dir = common::data_dir().join("libsvm");
+    let train = read_libsvm::<f32>(&dir.join(name), &LibsvmOptions::default()).unwrap();
+    let opts = LibsvmOptions {
+        n_features: Some(train.x.ncols()),
+        ..Default::default()
+    };
+    let test = read_libsvm::<f32>(&dir.join(format!("{name}.t")), &opts).unwrap();
+    (train, test)
+}
+
+#[test]
+#[cfg_attr(
+    not(joker_real_data),
+    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
+)]
+fn ranks_reach_the_single_process_accuracy_on_a9a() {
+    let (train, test) = libsvm_pair("a9a");
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(1.0)
+        .n_components(500)
+        .build()
+        .unwrap();
+    check_ranks(&est, &train, &test, false);
+}
+
+#[test]
+fn a_failing_rank_fails_every_rank_with_a_named_error() {
+    let data = common::binary(400, 3, 9);
+    let parts = shards(&data, 3);
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .n_components(50)
+        .block_size(32)
+        .build()
+        .unwrap();
+    let group = Threads::group(3);
+    let pbm = PbmConfig::default();
+    let bad = vec![-1.0; parts[1].len()];
+    let out: Vec<joker::Result<Model>> = std::thread::scope(|s| {
+        let hs: Vec<_> = group
+            .iter()
+            .zip(&parts)
+            .map(|(c, part)| {
+                let bad = &bad;
+                let est = &est;
+                let pbm = &pbm;
+                s.spawn(move || {
+                    let opts = FitOptions {
+                        sample_weight: (c.rank() == 1).then_some(&bad[..]),
+                        ..Default::default()
+                    };
+                    est.fit_distributed(part, c, pbm, opts)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, o) in out.iter().enumerate() {
+        match o {
+            Err(JokerError::InvalidParameter { name, .. }) if r == 1 => {
+                assert_eq!(*name, "sample_weight")
+            }
+            Err(JokerError::Distributed(why)) if r != 1 => {
+                assert!(why.contains("rank 1 failed"), "{why}")
+            }
+            other => panic!("rank {r}: {:?}", other.as_ref().map(|_| ())),
+        }
+    }
+}
+
+#[test]
+fn exact_kernels_are_refused_before_any_communication() {
+    let data = common::binary(100, 2, 3);
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .exact()
+        .build()
+        .unwrap();
+    let out = est.fit_distributed(&data, &Single, &PbmConfig::default(), FitOptions::default());
+    match out {
+        Err(JokerError::Unsupported(why)) => assert!(why.contains("exact kernels"), "{why}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
