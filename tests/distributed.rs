@@ -253,3 +253,65 @@ fn exact_kernels_are_refused_before_any_communication() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+#[test]
+fn a_fit_resumes_from_a_checkpoint_on_another_number_of_ranks() {
+    let d = common::binary(2400, 3, 31);
+    let to32 = |d: &Dataset<f64>| Dataset::new(d.x.cast::<f32>(), d.y.clone()).unwrap();
+    let (train, test) = (to32(&rows(&d, 0, 1800)), to32(&rows(&d, 1800, 2400)));
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(2.0)
+        .n_components(200)
+        .block_size(64)
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("joker-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // three outer steps on two ranks, a checkpoint after each
+    let first = PbmConfig {
+        max_outer: 3,
+        checkpoint: Some(joker::distributed::checkpoint::CheckpointConfig {
+            dir: dir.clone(),
+            every: 1,
+        }),
+        ..PbmConfig::default()
+    };
+    let stopped: Vec<Model> = fit_on_ranks(&est, &shards(&train, 2), &first)
+        .into_iter()
+        .map(|m| m.unwrap())
+        .collect();
+    let manifest = joker::distributed::checkpoint::read_manifest(&dir)
+        .unwrap()
+        .unwrap();
+    assert_eq!((manifest.outer, manifest.rows), (3, 1800));
+    // resumed on three ranks, against a fresh start on three
+    let resume = PbmConfig {
+        resume: Some(dir.clone()),
+        ..PbmConfig::default()
+    };
+    let resumed = fit_on_ranks(&est, &shards(&train, 3), &resume)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    let fresh = fit_on_ranks(&est, &shards(&train, 3), &PbmConfig::default())
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(resumed.training.stop, StopReason::Converged);
+    // the resumed fit starts where the checkpoint left off: its first step is ahead of a
+    // fresh start's
+    let first_gap = |m: &Model| m.history[0].gap;
+    assert!(
+        first_gap(&resumed) < first_gap(&fresh),
+        "resumed {} against fresh {}",
+        first_gap(&resumed),
+        first_gap(&fresh)
+    );
+    assert!(stopped[0].training.gap > resumed.training.gap);
+    let (a, b) = (resumed.score(&test).unwrap(), fresh.score(&test).unwrap());
+    assert!((a - b).abs() <= 0.01, "resumed {a}, fresh {b}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

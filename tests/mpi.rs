@@ -157,3 +157,133 @@ fn a_failing_rank_ends_the_job_with_an_error_in_seconds() {
     assert!(!model.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The pids of the running ranks of this test's joker whose MPI rank is `rank`.
+fn pids_of_rank(binary: &str, rank: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmd).starts_with(binary) {
+            continue;
+        }
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let want = format!("OMPI_COMM_WORLD_RANK={rank}");
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_in_seconds_and_resume_finishes_it() {
+    let dir = scratch("kill");
+    let train = write_set(&dir, "train.svm", &common::binary(20_000, 3, 41));
+    let test = write_set(&dir, "test.svm", &common::binary(2000, 3, 42));
+    let ckpt = dir.join("ckpt");
+    let model = dir.join("m.json");
+    let bin = env!("CARGO_BIN_EXE_joker");
+    let common_args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "train", "--mpi", "-q", "-l", "l2-svc", "-m", "300", "-b", "256",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.push(train.to_str().unwrap().into());
+        v.push(model.to_str().unwrap().into());
+        v
+    };
+    // a fit that would run for long: a tolerance it does not reach
+    let args = common_args(&[
+        "--tol",
+        "1e-12",
+        "--max-iter",
+        "100000000",
+        "--max-outer",
+        "100000",
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--checkpoint-every",
+        "1",
+    ]);
+    let launcher = std::env::var("MPIEXEC").unwrap_or_else(|_| "mpirun".into());
+    let log = std::fs::File::create(dir.join("job.log")).unwrap();
+    let mut job = Command::new(&launcher)
+        .args(["--oversubscribe", "-n", "4", bin])
+        .args(&args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("RAYON_NUM_THREADS", "1")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("mpirun could not be started: install OpenMPI");
+    // wait for two complete checkpoints
+    let t = Instant::now();
+    loop {
+        if let Ok(Some(m)) = joker::distributed::checkpoint::read_manifest(&ckpt)
+            && m.outer >= 2
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no checkpoint after 60 s: {}",
+            std::fs::read_to_string(dir.join("job.log")).unwrap_or_default()
+        );
+        assert!(job.try_wait().unwrap().is_none(), "the job ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let victims = pids_of_rank(bin, 2);
+    assert_eq!(victims.len(), 1, "rank 2's process: {victims:?}");
+    let killed = Instant::now();
+    Command::new("kill")
+        .args(["-9", &victims[0].to_string()])
+        .status()
+        .unwrap();
+    let status = loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            break s;
+        }
+        if killed.elapsed() > Duration::from_secs(30) {
+            let _ = job.kill();
+            panic!("the job still runs 30 s after a rank was killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = killed.elapsed();
+    assert!(!status.success(), "the job must fail");
+    assert!(
+        took < Duration::from_secs(10),
+        "the job ended {took:?} after the kill"
+    );
+    assert!(!model.exists());
+    // resumed on two ranks with the usual tolerance
+    let args = common_args(&["--resume", ckpt.to_str().unwrap()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = mpirun(2, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Model::load(&model).unwrap();
+    assert_eq!(m.training.stop, joker::StopReason::Converged);
+    let test_set: Dataset<f64> = joker::io::read_libsvm(
+        &test,
+        &joker::io::LibsvmOptions {
+            n_features: Some(3),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let acc = m.score(&test_set).unwrap();
+    eprintln!("killed after {took:?}; resumed on 2 ranks: accuracy {acc:.4}");
+    assert!(acc > 0.85, "accuracy {acc}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

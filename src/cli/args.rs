@@ -317,6 +317,33 @@ pub struct TrainArgs {
     /// (CoCoA+).
     #[arg(long, value_enum, default_value_t = CombineArg::LineSearch, help_heading = "Distributed")]
     pub combine: CombineArg,
+    /// Write a checkpoint of the distributed fit into this folder every --checkpoint-every
+    /// outer steps (the dual coefficients in file row order; resumable on any number of
+    /// ranks).
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "mpi",
+        help_heading = "Distributed"
+    )]
+    pub checkpoint: Option<PathBuf>,
+    /// Outer steps between checkpoints.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        help_heading = "Distributed"
+    )]
+    pub checkpoint_every: usize,
+    /// Continue from the last complete checkpoint in this folder (same training file; any
+    /// number of ranks).
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "mpi",
+        help_heading = "Distributed"
+    )]
+    pub resume: Option<PathBuf>,
 
     /// Memory for the exact kernel matrix, formed once and kept when it fits (n^2 values);
     /// 0 evaluates it block by block [default: 2048].

@@ -6,6 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use joker::distributed::checkpoint::CheckpointConfig;
 use joker::distributed::mpi::{Mpi, abort_on_panic, init};
 use joker::distributed::{Collective, union_sorted};
 use joker::io::{CsvOptions, Shard, read_csv_shard, read_libsvm_shard};
@@ -73,6 +74,11 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
             CombineArg::LineSearch => Combine::LineSearch,
             CombineArg::Add => Combine::Add,
         },
+        checkpoint: a.checkpoint.as_ref().map(|dir| CheckpointConfig {
+            dir: dir.clone(),
+            every: a.checkpoint_every.max(1),
+        }),
+        resume: a.resume.clone(),
     };
     let reporter = Reporter::new(est.solver.max_iter, est.task(), quiet);
     let opts = FitOptions {

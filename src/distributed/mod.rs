@@ -13,6 +13,7 @@
 //! rank 0 and broadcast ([`Collective::decide`]), so that floating-point sums that an MPI
 //! implementation might round differently on different ranks can never split the ranks.
 
+pub mod checkpoint;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod threads;

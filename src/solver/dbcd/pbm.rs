@@ -21,6 +21,7 @@
 //! whether to stop, for everyone. On one rank the block-diagonal model is the whole problem:
 //! the step is 1 and the iterates are those of [`super::solve`].
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{
@@ -29,6 +30,7 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::distributed::Collective;
+use crate::distributed::checkpoint::{self, CheckpointConfig};
 use crate::error::{JokerError, Result};
 use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
@@ -45,6 +47,13 @@ pub struct PbmConfig {
     /// How the ranks' changes are combined.
     #[serde(default)]
     pub combine: Combine,
+    /// Write checkpoints (the dual coefficients in global row order) here, this often.
+    #[serde(default)]
+    pub checkpoint: Option<CheckpointConfig>,
+    /// Start from the last complete checkpoint in this folder (written with any number of
+    /// ranks; the rows must be the same, in the same order).
+    #[serde(default)]
+    pub resume: Option<PathBuf>,
 }
 
 /// How the ranks' local changes become one step.
@@ -66,6 +75,8 @@ impl Default for PbmConfig {
             local_iters: 0,
             max_outer: 1000,
             combine: Combine::LineSearch,
+            checkpoint: None,
+            resume: None,
         }
     }
 }
@@ -161,7 +172,19 @@ fn run<T: Scalar>(
     let mut perm: Vec<usize> = (0..n).collect();
     Stream::new(local.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
-    let mut st = start_state(backend, prob, None, &perm, (b, cfg.kernel_cache))?;
+    // this rank's first row in the global (file) order: the ranks hold consecutive shares
+    let first_row: usize = comm.gather(&[n as f64])?[..rank]
+        .iter()
+        .map(|v| v[0] as usize)
+        .sum();
+    let (alpha0, mut outer) = match &pbm.resume {
+        Some(dir) => {
+            let (a, outer) = checkpoint::read(dir, first_row, n, tt)?;
+            (Some(a), outer)
+        }
+        None => (None, 0),
+    };
+    let mut st = start_state(backend, prob, alpha0, &perm, (b, cfg.kernel_cache))?;
     if adding {
         st.scale = ranks as f64;
     }
@@ -189,6 +212,7 @@ fn run<T: Scalar>(
     let mut history = Vec::new();
     let mut stop = StopReason::MaxIter;
     for _ in 0..pbm.max_outer {
+        outer += 1;
         let alpha0 = st.alpha.clone();
         let theta0 = theta.clone();
         let mut interrupted = false;
@@ -219,6 +243,15 @@ fn run<T: Scalar>(
             timings.communicate += tc.elapsed().as_secs_f64();
         } else {
             theta.copy_from_slice(&st.theta);
+        }
+        if let Some(c) = pbm
+            .checkpoint
+            .as_ref()
+            .filter(|c| outer % c.every.max(1) == 0)
+        {
+            let tc = Instant::now();
+            checkpoint::write(c, comm, (first_row, outer, tt), &st.alpha)?;
+            timings.check += tc.elapsed().as_secs_f64();
         }
 
         let tc = Instant::now();
