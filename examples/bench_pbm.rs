@@ -230,7 +230,7 @@ fn run(
             };
             handles.push(s.spawn(move || {
                 let mut step = 0;
-                let progress: Option<Box<dyn FnMut(&Progress) -> bool + '_>> = hist.map(|h| {
+                let progress: Option<ProgressFn> = hist.map(|h| {
                     Box::new(move |p: &Progress| {
                         step += 1;
                         h.push((
@@ -271,6 +271,9 @@ fn run(
         sizes,
     })
 }
+
+/// Rank 0's progress callback.
+type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> bool + 'a>;
 
 fn at_step(r: &Run, step: usize) -> String {
     r.history
