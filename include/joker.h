@@ -134,6 +134,10 @@ enum JokerStatus
    * An internal error (a panic inside the library, caught at the boundary): a bug.
    */
   JOKER_STATUS_PANIC = 16,
+  /**
+   * A distributed fit failed across its processes (another rank failed or left).
+   */
+  JOKER_STATUS_DISTRIBUTED = 17,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -287,3 +287,60 @@ fn a_killed_rank_ends_the_job_in_seconds_and_resume_finishes_it() {
     assert!(acc > 0.85, "accuracy {acc}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_c_abi_trains_on_the_callers_communicator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // the library this test was built with (target/<profile>/libjoker.so)
+    let exe = std::env::current_exe().unwrap();
+    let lib_dir = exe.parent().unwrap().parent().unwrap();
+    assert!(
+        lib_dir.join("libjoker.so").exists(),
+        "libjoker.so not found in {}",
+        lib_dir.display()
+    );
+    let dir = scratch("c");
+    let bin = dir.join("mpi_example");
+    // programs record the library's SONAME, libjoker.so.0
+    std::os::unix::fs::symlink(lib_dir.join("libjoker.so"), dir.join("libjoker.so.0")).unwrap();
+    let cc = Command::new("mpicc")
+        .args(["-O2", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("bindings/c/mpi_example.c"))
+        .arg("-L")
+        .arg(lib_dir)
+        .args(["-ljoker", "-lm", "-o"])
+        .arg(&bin)
+        .output()
+        .expect("mpicc could not be started: install OpenMPI's development files");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = Command::new(std::env::var("MPIEXEC").unwrap_or_else(|_| "mpirun".into()))
+        .args(["--oversubscribe", "-n", "3"])
+        .arg(&bin)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("RAYON_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let accs: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.rsplit("accuracy ").next()?.trim().parse().ok())
+        .collect();
+    eprintln!("{text}");
+    assert_eq!(accs.len(), 3, "{text}");
+    // one model on every rank
+    assert!(accs.iter().all(|a| *a == accs[0] && *a > 0.9), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

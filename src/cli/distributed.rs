@@ -28,8 +28,8 @@ pub fn train(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
         Precision::F64 => rank_fit::<f64>(a, est, model_path, &comm),
     };
     if let Err(CliError::Message(m)) = &out {
-        // the other ranks may be waiting for this one: report, then end the job
-        eprintln!("error: rank {} of {}: {m}", comm.rank(), comm.size());
+        // the other ranks may be waiting for this one: end the job (with one line naming
+        // this rank and `m`)
         comm.fail(m);
     }
     out
@@ -90,6 +90,7 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
     est.solver.block_size = est.solver.block_size.min(n);
     let model = est.fit_distributed(&train, comm, &pbm, opts)?;
     reporter.finish();
+    let peaks = comm.gather(&[peak_rss_mib()])?;
     if rank != 0 {
         return Ok(());
     }
@@ -109,11 +110,32 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
         t.timings.communicate,
         t.timings.check
     );
+    let peaks: Vec<f64> = peaks.iter().map(|p| p[0]).collect();
+    if peaks.iter().all(|p| p.is_finite()) {
+        outln!(
+            "memory      peak resident {:.0} to {:.0} MiB per rank",
+            peaks.iter().cloned().fold(f64::INFINITY, f64::min),
+            peaks.iter().cloned().fold(0.0, f64::max)
+        );
+    }
     if let Some(v) = &val {
         outln!("validation  {:.4}", model.score(v)?);
     }
     outln!("model       {}", model_path.display());
     Ok(())
+}
+
+/// This process's peak resident memory in MiB (`VmHWM` of `/proc/self/status`; NaN where
+/// the system does not say).
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 /// This rank's share of the training file, with the index base and the width agreed by all.

@@ -126,8 +126,14 @@ impl Collective for Mpi {
         }
         Ok(out)
     }
-    /// Aborts the job with [`ABORT_CODE`] (the caller reports `why` first).
-    fn fail(&self, _why: &str) {
+    /// Aborts the job with [`ABORT_CODE`], after one line on standard error: the process
+    /// ends here, and no caller could report `why` any more.
+    fn fail(&self, why: &str) {
+        eprintln!(
+            "joker: rank {} of {} failed: {why}",
+            self.rank(),
+            self.size()
+        );
         self.comm.abort(ABORT_CODE);
     }
 }

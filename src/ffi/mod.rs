@@ -68,6 +68,8 @@ mod data;
 mod fit;
 
 mod model;
+#[cfg(feature = "mpi")]
+mod mpi;
 
 mod handle;
 
