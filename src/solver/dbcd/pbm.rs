@@ -32,6 +32,7 @@ use crate::backend::Backend;
 use crate::distributed::Collective;
 use crate::distributed::checkpoint::{self, CheckpointConfig};
 use crate::error::{JokerError, Result};
+use crate::loss::Loss;
 use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
 
@@ -211,6 +212,9 @@ fn run<T: Scalar>(
     let (mut delta_max, mut accepted, mut iter) = (cfg.delta_max, 0usize, 0usize);
     let mut history = Vec::new();
     let mut stop = StopReason::MaxIter;
+    // the step of the last outer step (`alpha` on this rank, `theta`), for the momentum of
+    // KRR fits
+    let mut last_step: Option<(Vec<f64>, Vec<f64>)> = None;
     for _ in 0..pbm.max_outer {
         outer += 1;
         let alpha0 = st.alpha.clone();
@@ -239,7 +243,7 @@ fn run<T: Scalar>(
         st.pull_theta()?;
         if ranks > 1 {
             let tc = Instant::now();
-            theta = combine(&mut st, &alpha0, &theta0, comm, adding)?;
+            theta = combine(&mut st, (&alpha0, &theta0), comm, adding, &mut last_step)?;
             timings.communicate += tc.elapsed().as_secs_f64();
         } else {
             theta.copy_from_slice(&st.theta);
@@ -296,13 +300,14 @@ fn run<T: Scalar>(
 
 /// Step 2 to 4 of an outer step: sums the ranks' changes of `theta`, finds the step along the
 /// combined direction and moves `alpha` and the engine's `theta` there. Returns the new
-/// `theta` (also in `st.theta`).
+/// `theta` (also in `st.theta`). For KRR, whose dual is a quadratic without a box, the step
+/// is taken in the plane of the new direction and the last step (`last`, updated here).
 fn combine<T: Scalar>(
     st: &mut super::State<T>,
-    alpha0: &[f64],
-    theta0: &[f64],
+    (alpha0, theta0): (&[f64], &[f64]),
     comm: &dyn Collective,
     adding: bool,
+    last: &mut Option<(Vec<f64>, Vec<f64>)>,
 ) -> Result<Vec<f64>> {
     // the engine moved theta by `scale` times this rank's change
     let s = st.scale;
@@ -313,28 +318,92 @@ fn combine<T: Scalar>(
         .map(|(a, b)| (a - b) / s)
         .collect();
     comm.sum(&mut dtheta)?;
-    let beta = if adding {
-        1.0
-    } else {
-        line_search(st, alpha0, theta0, &dtheta, comm)?
+    let d: Vec<f64> = st.alpha.iter().zip(alpha0).map(|(a, b)| a - b).collect();
+    let (beta, gamma) = match last.as_ref() {
+        Some((sa, stheta)) if !adding && st.prob.loss == Loss::SquaredError => {
+            plane_search(st, (alpha0, theta0), (&d, &dtheta), (sa, stheta), comm)?
+        }
+        _ if adding => (1.0, 0.0),
+        _ => (line_search(st, alpha0, theta0, &dtheta, comm)?, 0.0),
     };
     let (n, prob) = (st.n, st.prob);
+    let mut step_alpha = vec![0.0; d.len()];
     for (k, (a, &a0)) in st.alpha.iter_mut().zip(alpha0).enumerate() {
-        if *a != a0 {
-            let c = coord(prob, k % n, k / n);
-            let (lo, hi) = prob.loss.bounds(&c);
-            *a = (a0 + beta * (*a - a0)).clamp(lo, hi);
+        let from_last = last.as_ref().map_or(0.0, |(sa, _)| gamma * sa[k]);
+        let step = beta * d[k] + from_last;
+        if step != 0.0 {
+            let (lo, hi) = prob.loss.bounds(&coord(prob, k % n, k / n));
+            *a = (a0 + step).clamp(lo, hi);
+        } else {
+            *a = a0;
         }
+        step_alpha[k] = *a - a0;
     }
-    let theta: Vec<f64> = theta0
+    let step_theta: Vec<f64> = dtheta
         .iter()
-        .zip(&dtheta)
-        .map(|(t, d)| t + beta * d)
+        .enumerate()
+        .map(|(j, dt)| beta * dt + last.as_ref().map_or(0.0, |(_, sth)| gamma * sth[j]))
         .collect();
+    let theta: Vec<f64> = theta0.iter().zip(&step_theta).map(|(t, d)| t + d).collect();
     let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
     engine_of(&mut st.engine)?.shift_theta(&shift)?;
     st.theta.copy_from_slice(&theta);
+    *last = Some((step_alpha, step_theta));
     Ok(theta)
+}
+
+/// For KRR: the minimiser `(beta, gamma)` of the dual objective over
+/// `alpha0 + beta d + gamma s` (`s`, `stheta`: the last step), exact since the objective is
+/// quadratic: its dual terms are sampled at six points in one sum over the ranks. Falls back
+/// to the line search along `d` where the plane's curvature is not positive definite.
+fn plane_search<T: Scalar>(
+    st: &super::State<T>,
+    (alpha0, theta0): (&[f64], &[f64]),
+    (d, dtheta): (&[f64], &[f64]),
+    (s, stheta): (&[f64], &[f64]),
+    comm: &dyn Collective,
+) -> Result<(f64, f64)> {
+    let (n, prob) = (st.n, st.prob);
+    let points = [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (0.0, -1.0), (1.0, 1.0)];
+    let mut f: Vec<f64> = points
+        .iter()
+        .map(|&(b, g)| {
+            (0..d.len())
+                .filter(|&k| d[k] != 0.0 || s[k] != 0.0)
+                .map(|k| {
+                    let c = coord(prob, k % n, k / n);
+                    prob.loss.dual(alpha0[k] + b * d[k] + g * s[k], &c)
+                        - prob.loss.dual(alpha0[k], &c)
+                })
+                .sum()
+        })
+        .collect();
+    comm.sum(&mut f)?;
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // F(beta, gamma) = lin . (beta, gamma) + 1/2 (beta, gamma) H (beta, gamma)^T
+    let (a_lin, b_lin) = ((f[0] - f[1]) / 2.0, (f[2] - f[3]) / 2.0);
+    let (h_dd, h_ss) = (f[0] + f[1], f[2] + f[3]);
+    let h_ds = f[4] - f[0] - f[2];
+    let g = [a_lin + dot(theta0, dtheta), b_lin + dot(theta0, stheta)];
+    let h = [
+        h_dd + dot(dtheta, dtheta),
+        h_ds + dot(dtheta, stheta),
+        h_ss + dot(stheta, stheta),
+    ];
+    let det = h[0] * h[2] - h[1] * h[1];
+    let mut step = [f64::NAN, f64::NAN];
+    if h[0] > 0.0 && det > 1e-12 * h[0] * h[2] {
+        step = [
+            -(h[2] * g[0] - h[1] * g[1]) / det,
+            -(h[0] * g[1] - h[1] * g[0]) / det,
+        ];
+    }
+    comm.decide(&mut step)?;
+    if step.iter().all(|v| v.is_finite()) {
+        Ok((step[0], step[1]))
+    } else {
+        Ok((line_search(st, alpha0, theta0, dtheta, comm)?, 0.0))
+    }
 }
 
 /// The step `beta` in `[0, 1]` that minimises the dual objective along `alpha0 + beta d`,
