@@ -193,5 +193,13 @@ fn looks_like_libsvm(path: &Path) -> CliResult<bool> {
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'));
-    Ok(first.is_some_and(|l| l.split_whitespace().nth(1).is_none_or(|t| t.contains(':'))))
+    // `label index:value ...`, or a lone label (a row without features)
+    Ok(first.is_some_and(|l| {
+        let mut tokens = l.split_whitespace();
+        let label = tokens.next().unwrap_or("");
+        match tokens.next() {
+            Some(t) => t.contains(':'),
+            None => label.parse::<f64>().is_ok(),
+        }
+    }))
 }
