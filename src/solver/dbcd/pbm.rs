@@ -17,6 +17,12 @@
 //!    segment is inside the box, since both ends are;
 //! 4. `alpha_r += beta d_r`, `theta += beta Delta`.
 //!
+//! For KRR, whose dual is a quadratic without a box, step 3 minimises exactly over the plane
+//! of the new direction and the last step (six sums over the ranks), which makes the
+//! block-Jacobi iteration a conjugate-direction one; [`Combine::Add`] is CoCoA+ instead.
+//! With [`PbmConfig::checkpoint`] the dual coefficients are written in global row order, and
+//! [`PbmConfig::resume`] starts from them on any number of ranks.
+//!
 //! Then the objectives and the duality gap are summed over the ranks, and rank 0 decides
 //! whether to stop, for everyone. On one rank the block-diagonal model is the whole problem:
 //! the step is 1 and the iterates are those of [`super::solve`].
