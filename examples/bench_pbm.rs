@@ -10,10 +10,10 @@
 //! cargo run --release --example bench_pbm -- --sets a9a --ranks 1,4,8,16,32 --partition random,kmeans
 //! cargo run --release --example bench_pbm -- --sets HIGGS-like --n 1000000 --ranks 4,8 --outer 10
 //! ```
-//! Partitions: `file` (contiguous shares in file order, as `joker train --mpi` reads them),
-//! `random` (a seeded shuffle first) and `kmeans` (Lloyd's k-means with `K` centres on a
-//! sample of at most 20,000 standardised rows, every row to the nearest centre with room,
-//! capacity 1.05 n / K). On a machine with fewer cores than ranks the times are not parallel
+//! Partitions (`joker::distributed::partition`): `file` (contiguous shares in file order, as
+//! `joker train --mpi` reads them), `random` (rows spread by a seeded hash) and `kmeans`
+//! (k-means with `K` centres on a sample of at most 20,000 standardised rows, every row sent
+//! to the nearest centre's rank with room). On a machine with fewer cores than ranks the times are not parallel
 //! times: read the outer steps, the metrics and the bytes; `docs/distributed.md` turns them
 //! into a model of a cluster.
 
@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use data::{SHAPES, Split, Task};
 use joker::distributed::{Collective, Threads};
-use joker::rng::Stream;
+use joker::distributed::partition::Partition;
 use joker::*;
 
 fn arg(name: &str) -> Option<String> {
@@ -71,84 +71,14 @@ fn dataset(x: &[f32], y: &[f64], d: usize) -> joker::Result<Dataset<f32>> {
     )
 }
 
-/// The row order of a partition into `k` contiguous shares, and the share sizes.
-fn partition(split: &Split, k: usize, how: &str) -> (Vec<usize>, Vec<usize>) {
-    let n = split.ntr();
-    let even = |order: Vec<usize>| {
-        let sizes = (0..k).map(|r| n * (r + 1) / k - n * r / k).collect();
-        (order, sizes)
-    };
-    match how {
-        "file" => even((0..n).collect()),
-        "random" => {
-            let mut order: Vec<usize> = (0..n).collect();
-            Stream::new(7, 1).shuffle(&mut order);
-            even(order)
-        }
-        "kmeans" => kmeans_partition(split, k),
+/// The library's partition named on the command line.
+fn partition_of(name: &str) -> Partition {
+    match name {
+        "file" => Partition::File,
+        "random" => Partition::Random,
+        "kmeans" => Partition::KMeans,
         other => panic!("--partition: file, random or kmeans, not {other}"),
     }
-}
-
-/// Lloyd's k-means on a sample of standardised rows, then every row to the nearest centre
-/// that has room (rows in a seeded random order).
-fn kmeans_partition(split: &Split, k: usize) -> (Vec<usize>, Vec<usize>) {
-    let (n, d) = (split.ntr(), split.d);
-    let x = &split.xtr;
-    let (mut mean, mut sd) = (vec![0.0f64; d], vec![0.0f64; d]);
-    for i in 0..n {
-        for j in 0..d {
-            mean[j] += x[i * d + j] as f64 / n as f64;
-        }
-    }
-    for i in 0..n {
-        for j in 0..d {
-            sd[j] += (x[i * d + j] as f64 - mean[j]).powi(2) / n as f64;
-        }
-    }
-    let sd: Vec<f64> = sd.iter().map(|v| v.sqrt().max(1e-12)).collect();
-    let z = |i: usize, j: usize| (x[i * d + j] as f64 - mean[j]) / sd[j];
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut rng = Stream::new(11, 2);
-    rng.shuffle(&mut order);
-    let sample = &order[..n.min(20_000)];
-    let mut centres: Vec<f64> = (0..k)
-        .flat_map(|c| (0..d).map(move |j| (c, j)))
-        .map(|(c, j)| z(sample[c % sample.len()], j))
-        .collect();
-    let dist = |i: usize, c: usize, centres: &[f64]| -> f64 {
-        (0..d).map(|j| (z(i, j) - centres[c * d + j]).powi(2)).sum()
-    };
-    for _ in 0..20 {
-        let mut sum = vec![0.0; k * d];
-        let mut cnt = vec![0usize; k];
-        for &i in sample {
-            let c = (0..k)
-                .min_by(|&a, &b| dist(i, a, &centres).total_cmp(&dist(i, b, &centres)))
-                .unwrap();
-            cnt[c] += 1;
-            for j in 0..d {
-                sum[c * d + j] += z(i, j);
-            }
-        }
-        for c in 0..k {
-            if cnt[c] > 0 {
-                for j in 0..d {
-                    centres[c * d + j] = sum[c * d + j] / cnt[c] as f64;
-                }
-            }
-        }
-    }
-    let cap = (1.05 * n as f64 / k as f64).ceil() as usize;
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
-    for &i in &order {
-        let mut by: Vec<usize> = (0..k).collect();
-        by.sort_by(|&a, &b| dist(i, a, &centres).total_cmp(&dist(i, b, &centres)));
-        let c = by.into_iter().find(|&c| members[c].len() < cap).unwrap();
-        members[c].push(i);
-    }
-    let sizes = members.iter().map(Vec::len).collect();
-    (members.concat(), sizes)
 }
 
 /// One simulated distributed fit's record.
@@ -179,19 +109,14 @@ fn run(
     m: usize,
     (max_outer, seconds): (usize, f64),
 ) -> joker::Result<Run> {
-    let (order, sizes) = partition(split, k, part);
-    let d = split.d;
+    // contiguous shares of the training rows, as `joker train --mpi` reads a file; the
+    // partition then moves them
+    let (d, n) = (split.d, split.ntr());
+    let sizes: Vec<usize> = (0..k).map(|r| n * (r + 1) / k - n * r / k).collect();
     let mut shards = Vec::new();
-    let mut at = 0;
-    for &s in &sizes {
-        let rows = &order[at..at + s];
-        at += s;
-        let x: Vec<f32> = rows
-            .iter()
-            .flat_map(|&i| split.xtr[i * d..(i + 1) * d].iter().copied())
-            .collect();
-        let y: Vec<f64> = rows.iter().map(|&i| split.ytr[i]).collect();
-        shards.push(dataset(&x, &y, d)?);
+    for r in 0..k {
+        let (lo, hi) = (n * r / k, n * (r + 1) / k);
+        shards.push(dataset(&split.xtr[lo * d..hi * d], &split.ytr[lo..hi], d)?);
     }
     let test = dataset(&split.xte, &split.yte, d)?;
     let reg = regularisation(name);
@@ -209,6 +134,7 @@ fn run(
     let pbm = PbmConfig {
         max_outer,
         combine,
+        partition: partition_of(part),
         ..PbmConfig::default()
     };
     let scale = if split.task == Task::Classification {
@@ -309,7 +235,7 @@ fn main() -> joker::Result<()> {
         std::thread::available_parallelism().map_or(1, |v| v.get())
     );
     println!(
-        "| set | K | partition | combine | shares | stop | outer steps | seconds | metric after 1 / 2 / 5 / 10 steps | final metric | final gap | rank 0 local s | rank 0 collective s | bytes / rank / step |"
+        "| set | K | partition | combine | rows read per rank | stop | outer steps | seconds | metric after 1 / 2 / 5 / 10 steps | final metric | final gap | rank 0 local s | rank 0 collective s | bytes / rank / step |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut out = Vec::new();

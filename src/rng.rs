@@ -87,6 +87,8 @@ pub mod streams {
     pub const DSG_BATCH: u32 = 0xD5B;
     /// The demo's synthetic data.
     pub const DEMO_DATA: u32 = 0xDE70;
+    /// The row sample and the starting centres of a k-means partition of a distributed fit.
+    pub const PARTITION: u32 = 0x9A27;
 }
 
 impl Stream {

@@ -332,3 +332,119 @@ fn a_fit_resumes_from_a_checkpoint_on_another_number_of_ranks() {
     assert!((a - b).abs() <= 0.01, "resumed {a}, fresh {b}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every row once over the ranks, as `(label, features)` strings, sorted.
+fn row_multiset<T: Scalar>(parts: &[Dataset<T>]) -> Vec<String> {
+    let mut rows: Vec<String> = parts
+        .iter()
+        .flat_map(|p| {
+            let dense = match &p.x {
+                Features::Dense(m) => m.clone(),
+                Features::Sparse(c) => c.to_dense(),
+            };
+            (0..p.len())
+                .map(|i| format!("{} {:?}", p.y[i], dense.row(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn random_and_kmeans_partitions_move_every_row_once_and_reach_the_gap() {
+    use joker::distributed::partition::{Partition, place};
+    let d = common::binary(3000, 4, 51);
+    let to32 = |d: &Dataset<f64>| Dataset::new(d.x.cast::<f32>(), d.y.clone()).unwrap();
+    let (train, test) = (to32(&rows(&d, 0, 2000)), to32(&rows(&d, 2000, 3000)));
+    // a sparse copy: the dense rows with their small entries dropped
+    let sparse = {
+        let Features::Dense(m) = &train.x else {
+            unreachable!()
+        };
+        let (mut indptr, mut idx, mut val) = (vec![0], vec![], vec![]);
+        for i in 0..m.nrows() {
+            for (j, v) in m.row(i).iter().enumerate() {
+                if v.abs() > 0.5 {
+                    idx.push(j as u32);
+                    val.push(*v);
+                }
+            }
+            indptr.push(idx.len());
+        }
+        Dataset::new(
+            Features::Sparse(CsrMatrix::new(m.nrows(), 4, indptr, idx, val).unwrap()),
+            train.y.clone(),
+        )
+        .unwrap()
+    };
+    for data in [&train, &sparse] {
+        let parts = shards(data, 3);
+        for how in [Partition::Random, Partition::KMeans] {
+            let group = Threads::group(3);
+            let placed: Vec<Dataset<f32>> = std::thread::scope(|s| {
+                let hs: Vec<_> = group
+                    .iter()
+                    .zip(&parts)
+                    .enumerate()
+                    .map(|(r, (c, part))| {
+                        let first = (0..r).map(|q| parts[q].len()).sum();
+                        s.spawn(move || place(part, how, 42, first, c).unwrap())
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            assert_eq!(row_multiset(&placed), row_multiset(&parts), "{how:?}");
+            let sizes: Vec<usize> = placed.iter().map(|p| p.len()).collect();
+            assert!(sizes.iter().all(|&s| s > 0), "{how:?}: {sizes:?}");
+            if how == Partition::KMeans {
+                // at most 1.05 n / K rows from each of the K ranks
+                assert!(
+                    sizes
+                        .iter()
+                        .all(|&s| s <= 3 * (1.05f64 * 667.0 / 3.0).ceil() as usize),
+                    "{sizes:?}"
+                );
+            }
+        }
+    }
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(2.0)
+        .n_components(300)
+        .block_size(128)
+        .build()
+        .unwrap();
+    let base = metric(&est.fit(&train).unwrap(), &test);
+    for how in [Partition::Random, Partition::KMeans] {
+        let pbm = PbmConfig {
+            partition: how,
+            ..PbmConfig::default()
+        };
+        let m = fit_on_ranks(&est, &shards(&train, 2), &pbm)
+            .into_iter()
+            .next()
+            .unwrap()
+            .unwrap();
+        let got = metric(&m, &test);
+        eprintln!(
+            "{how:?}: {} outer steps, gap {:.2e}, accuracy {got:.4} (single {base:.4})",
+            m.history.len(),
+            m.training.gap
+        );
+        assert_eq!(m.training.stop, StopReason::Converged, "{how:?}");
+        assert_eq!(m.training.n_samples, 2000);
+        assert!(got >= base - 0.002, "{how:?}: {got} against {base}");
+    }
+    // moved rows and checkpoints (which address rows by their place in the file) do not mix
+    let bad = PbmConfig {
+        partition: Partition::KMeans,
+        resume: Some("nowhere".into()),
+        ..PbmConfig::default()
+    };
+    let e = est
+        .fit_distributed(&train, &Single, &bad, FitOptions::default())
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(e, JokerError::Unsupported(_)), "{e}");
+}

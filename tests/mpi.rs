@@ -344,3 +344,44 @@ fn the_c_abi_trains_on_the_callers_communicator() {
     assert!(accs.iter().all(|a| *a == accs[0] && *a > 0.9), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn rows_move_between_ranks_for_random_and_kmeans_partitions() {
+    let dir = scratch("partition");
+    let train = write_set(&dir, "train.svm", &common::binary(1500, 3, 61));
+    let test_set = common::binary(500, 3, 62);
+    for (how, ranks) in [("random", 3), ("kmeans", 2)] {
+        let model = dir.join(format!("{how}.json"));
+        let out = mpirun(
+            ranks,
+            &[
+                "train",
+                "--mpi",
+                "-l",
+                "l2-svc",
+                "-m",
+                "200",
+                "-b",
+                "64",
+                "--partition",
+                how,
+                train.to_str().unwrap(),
+                model.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{how}: {err}");
+        let m = Model::load(&model).unwrap();
+        assert_eq!(m.training.n_samples, 1500);
+        assert_eq!(m.training.stop, joker::StopReason::Converged, "{how}");
+        assert!(
+            m.training.device.contains("partition"),
+            "{}",
+            m.training.device
+        );
+        let acc = m.score(&test_set).unwrap();
+        eprintln!("{how} on {ranks} ranks: accuracy {acc:.4}");
+        assert!(acc > 0.88, "{how}: accuracy {acc}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

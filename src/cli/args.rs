@@ -213,6 +213,17 @@ pub enum CombineArg {
     Add,
 }
 
+/// `--partition`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PartitionArg {
+    /// Contiguous shares of the file, as read.
+    File,
+    /// Spread by a seeded hash of the row number.
+    Random,
+    /// Grouped by k-means.
+    Kmeans,
+}
+
 /// `joker train`.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -317,6 +328,10 @@ pub struct TrainArgs {
     /// (CoCoA+).
     #[arg(long, value_enum, default_value_t = CombineArg::LineSearch, help_heading = "Distributed")]
     pub combine: CombineArg,
+    /// Where the rows live during the fit: as read (contiguous shares of the file), spread
+    /// by a seeded hash, or grouped by k-means (one centre per rank; similar rows together).
+    #[arg(long, value_enum, default_value_t = PartitionArg::File, help_heading = "Distributed")]
+    pub partition: PartitionArg,
     /// Write a checkpoint of the distributed fit into this folder every --checkpoint-every
     /// outer steps (the dual coefficients in file row order; resumable on any number of
     /// ranks).

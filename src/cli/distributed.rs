@@ -8,11 +8,12 @@ use std::path::Path;
 
 use joker::distributed::checkpoint::CheckpointConfig;
 use joker::distributed::mpi::{Mpi, abort_on_panic, init};
+use joker::distributed::partition::Partition;
 use joker::distributed::{Collective, union_sorted};
 use joker::io::{CsvOptions, Shard, read_csv_shard, read_libsvm_shard};
 use joker::{Combine, Dataset, FitOptions, Joker, PbmConfig, Precision, Scalar};
 
-use super::args::{CombineArg, FormatArg, TrainArgs};
+use super::args::{CombineArg, FormatArg, PartitionArg, TrainArgs};
 use super::progress::Reporter;
 use super::{CliError, CliResult, fail, read_data};
 
@@ -73,6 +74,11 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
         combine: match a.combine {
             CombineArg::LineSearch => Combine::LineSearch,
             CombineArg::Add => Combine::Add,
+        },
+        partition: match a.partition {
+            PartitionArg::File => Partition::File,
+            PartitionArg::Random => Partition::Random,
+            PartitionArg::Kmeans => Partition::KMeans,
         },
         checkpoint: a.checkpoint.as_ref().map(|dir| CheckpointConfig {
             dir: dir.clone(),

@@ -16,6 +16,7 @@
 pub mod checkpoint;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod partition;
 mod threads;
 
 pub use self::threads::Threads;
@@ -38,6 +39,9 @@ pub trait Collective {
     fn broadcast(&self, root: usize, buf: &mut [f64]) -> Result<()>;
     /// Every rank's `local`, in rank order, on every rank (the lengths may differ).
     fn gather(&self, local: &[f64]) -> Result<Vec<Vec<f64>>>;
+    /// All to all: `parts[q]` goes to rank `q` (`parts` has one entry per rank); returns what
+    /// every rank sent to this one, in rank order.
+    fn exchange(&self, parts: &[Vec<f64>]) -> Result<Vec<Vec<f64>>>;
     /// Tells the other ranks that this one failed, so that their next collective fails too
     /// instead of waiting; over MPI this aborts the job.
     fn fail(&self, why: &str);
@@ -76,6 +80,9 @@ impl Collective for Single {
     }
     fn gather(&self, local: &[f64]) -> Result<Vec<Vec<f64>>> {
         Ok(vec![local.to_vec()])
+    }
+    fn exchange(&self, parts: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
+        Ok(parts.to_vec())
     }
     fn fail(&self, _why: &str) {}
 }

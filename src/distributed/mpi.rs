@@ -126,6 +126,54 @@ impl Collective for Mpi {
         }
         Ok(out)
     }
+    fn exchange(&self, parts: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
+        let size = self.size();
+        if parts.len() != size {
+            return Err(JokerError::Distributed(format!(
+                "an exchange among {size} ranks needs one part per rank, got {}",
+                parts.len()
+            )));
+        }
+        let count = |n: usize| {
+            i32::try_from(n).map_err(|_| {
+                JokerError::Distributed(format!("{n} values are too many to send at once"))
+            })
+        };
+        let send_counts: Vec<i32> = parts
+            .iter()
+            .map(|p| count(p.len()))
+            .collect::<Result<_>>()?;
+        let mut recv_counts = vec![0i32; size];
+        self.comm
+            .all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let offsets = |c: &[i32]| -> Vec<i32> {
+            c.iter()
+                .scan(0i32, |acc, &v| {
+                    let d = *acc;
+                    *acc = acc.saturating_add(v);
+                    Some(d)
+                })
+                .collect()
+        };
+        let (send_displs, recv_displs) = (offsets(&send_counts), offsets(&recv_counts));
+        let send: Vec<f64> = parts.concat();
+        count(send.len())?;
+        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        count(total)?;
+        let mut recv = vec![0.0f64; total];
+        {
+            let out = mpi::datatype::Partition::new(&send[..], &send_counts[..], &send_displs[..]);
+            let mut into = PartitionMut::new(&mut recv[..], &recv_counts[..], &recv_displs[..]);
+            self.comm.all_to_all_varcount_into(&out, &mut into);
+        }
+        let mut res = Vec::with_capacity(size);
+        let mut at = 0;
+        for &c in &recv_counts {
+            res.push(recv[at..at + c as usize].to_vec());
+            at += c as usize;
+        }
+        Ok(res)
+    }
     /// Aborts the job with [`ABORT_CODE`], after one line on standard error: the process
     /// ends here, and no caller could report `why` any more.
     fn fail(&self, why: &str) {

@@ -23,6 +23,8 @@ struct Shared {
 struct Rendezvous {
     /// Each rank's contribution to the current operation.
     slots: Vec<Vec<f64>>,
+    /// Each rank's parts for the others, in an exchange.
+    parts: Vec<Vec<Vec<f64>>>,
     /// Ranks arrived at the current phase.
     arrived: usize,
     /// Phases completed (each operation is two: contribute, then read).
@@ -39,6 +41,7 @@ impl Threads {
             size,
             state: Mutex::new(Rendezvous {
                 slots: vec![Vec::new(); size],
+                parts: vec![Vec::new(); size],
                 arrived: 0,
                 generation: 0,
                 failed: None,
@@ -86,7 +89,7 @@ impl Threads {
 
     /// Puts `local` in this rank's slot, waits for all, and returns `read(slots)`, then waits
     /// again so that no slot is overwritten before every rank has read.
-    fn exchange<R>(&self, local: &[f64], read: impl FnOnce(&[Vec<f64>]) -> R) -> Result<R> {
+    fn meet<R>(&self, local: &[f64], read: impl FnOnce(&[Vec<f64>]) -> R) -> Result<R> {
         let mut g = self.lock();
         g.slots[self.rank].clear();
         g.slots[self.rank].extend_from_slice(local);
@@ -98,7 +101,7 @@ impl Threads {
 
     fn combine(&self, buf: &mut [f64], op: fn(f64, f64) -> f64) -> Result<()> {
         let n = buf.len();
-        let out = self.exchange(buf, |slots| {
+        let out = self.meet(buf, |slots| {
             if slots.iter().any(|s| s.len() != n) {
                 return Err(JokerError::Distributed(
                     "ranks reduced buffers of different lengths".into(),
@@ -132,7 +135,7 @@ impl Collective for Threads {
     }
     fn broadcast(&self, root: usize, buf: &mut [f64]) -> Result<()> {
         let n = buf.len();
-        let out = self.exchange(buf, |slots| slots.get(root).cloned())?;
+        let out = self.meet(buf, |slots| slots.get(root).cloned())?;
         match out {
             Some(v) if v.len() == n => {
                 buf.copy_from_slice(&v);
@@ -145,7 +148,26 @@ impl Collective for Threads {
         }
     }
     fn gather(&self, local: &[f64]) -> Result<Vec<Vec<f64>>> {
-        self.exchange(local, |slots| slots.to_vec())
+        self.meet(local, |slots| slots.to_vec())
+    }
+    fn exchange(&self, parts: &[Vec<f64>]) -> Result<Vec<Vec<f64>>> {
+        let size = self.size();
+        let mut g = self.lock();
+        g.parts[self.rank] = parts.to_vec();
+        let g = self.wait_all(g)?;
+        let ok = g.parts.iter().all(|p| p.len() == size);
+        let mine: Vec<Vec<f64>> = g
+            .parts
+            .iter()
+            .filter_map(|p| p.get(self.rank).cloned())
+            .collect();
+        drop(self.wait_all(g)?);
+        if !ok {
+            return Err(JokerError::Distributed(format!(
+                "an exchange among {size} ranks needs one part per rank"
+            )));
+        }
+        Ok(mine)
     }
     fn fail(&self, why: &str) {
         let mut g = self.lock();
@@ -189,6 +211,31 @@ mod tests {
             assert_eq!(g.len(), 4);
             for (r, v) in g.iter().enumerate() {
                 assert_eq!(v, &vec![r as f64; r]);
+            }
+        }
+    }
+
+    #[test]
+    fn an_exchange_delivers_each_part_to_its_rank() {
+        let group = Threads::group(3);
+        let out: Vec<Vec<Vec<f64>>> = std::thread::scope(|s| {
+            let hs: Vec<_> = group
+                .iter()
+                .map(|c| {
+                    s.spawn(move || {
+                        // rank r sends q copies of 10 r + q to rank q
+                        let parts: Vec<Vec<f64>> = (0..3)
+                            .map(|q| vec![(10 * c.rank() + q) as f64; q])
+                            .collect();
+                        c.exchange(&parts).unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (q, got) in out.iter().enumerate() {
+            for (r, part) in got.iter().enumerate() {
+                assert_eq!(part, &vec![(10 * r + q) as f64; q]);
             }
         }
     }

@@ -5,6 +5,7 @@ use super::{FitOptions, Joker, Model};
 use crate::backend::cpu::Cpu;
 use crate::data::Dataset;
 use crate::distributed::Collective;
+use crate::distributed::partition::{Partition, place};
 use crate::error::{JokerError, Result, invalid};
 use crate::model::Precision;
 use crate::scalar::Scalar;
@@ -46,18 +47,40 @@ impl Joker {
             opts.validation = None;
             opts.progress = None;
         }
-        let note = format!("cpu; {} ranks, parallel block minimization", comm.size());
+        let note = format!(
+            "cpu; {} ranks, parallel block minimization, {:?} partition",
+            comm.size(),
+            pbm.partition
+        );
         let dist = Some(Dist { comm, pbm });
-        let out = match self.precision {
-            Precision::F32 => self.fit_in::<U, f32>(shard, opts, &Cpu, note, dist),
-            Precision::F64 => self.fit_in::<U, f64>(shard, opts, &Cpu, note, dist),
-        };
+        let out = self.placed(shard, comm, pbm).and_then(|placed| {
+            let rows = placed.as_ref().unwrap_or(shard);
+            match self.precision {
+                Precision::F32 => self.fit_in::<U, f32>(rows, opts, &Cpu, note, dist),
+                Precision::F64 => self.fit_in::<U, f64>(rows, opts, &Cpu, note, dist),
+            }
+        });
         if let Err(e) = &out
             && !matches!(e, JokerError::Distributed(_))
         {
             comm.fail(&e.to_string());
         }
         out
+    }
+
+    /// This rank's rows under `pbm.partition` (`None`: the shard as it is).
+    fn placed<U: Scalar>(
+        &self,
+        shard: &Dataset<U>,
+        comm: &dyn Collective,
+        pbm: &PbmConfig,
+    ) -> Result<Option<Dataset<U>>> {
+        if pbm.partition == Partition::File {
+            return Ok(None);
+        }
+        let counts = comm.gather(&[shard.len() as f64])?;
+        let first_row = counts[..comm.rank()].iter().map(|c| c[0] as usize).sum();
+        place(shard, pbm.partition, self.solver.seed, first_row, comm).map(Some)
     }
 
     /// What a distributed fit cannot do yet, refused before any communication.
@@ -78,6 +101,13 @@ impl Joker {
         }
         if opts.warm_start.is_some() {
             return refuse("warm starts");
+        }
+        if pbm.partition != Partition::File
+            && (opts.sample_weight.is_some() || pbm.checkpoint.is_some() || pbm.resume.is_some())
+        {
+            return refuse(
+                "sample weights, checkpoints or resuming with rows moved between the ranks (use the file partition)",
+            );
         }
         if pbm.max_outer == 0 {
             return Err(invalid("max_outer", "must be at least 1"));

@@ -37,6 +37,7 @@ use super::{
 use crate::backend::Backend;
 use crate::distributed::Collective;
 use crate::distributed::checkpoint::{self, CheckpointConfig};
+use crate::distributed::partition::Partition;
 use crate::error::{JokerError, Result};
 use crate::loss::Loss;
 use crate::rng::{Stream, streams};
@@ -54,6 +55,10 @@ pub struct PbmConfig {
     /// How the ranks' changes are combined.
     #[serde(default)]
     pub combine: Combine,
+    /// Where the rows live during the fit (moved between the ranks before it, except for
+    /// [`Partition::File`]; applied by `Joker::fit_distributed`).
+    #[serde(default)]
+    pub partition: Partition,
     /// Write checkpoints (the dual coefficients in global row order) here, this often.
     #[serde(default)]
     pub checkpoint: Option<CheckpointConfig>,
@@ -82,6 +87,7 @@ impl Default for PbmConfig {
             local_iters: 0,
             max_outer: 1000,
             combine: Combine::LineSearch,
+            partition: Partition::File,
             checkpoint: None,
             resume: None,
         }
