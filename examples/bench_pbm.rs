@@ -28,8 +28,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use data::{SHAPES, Split, Task};
-use joker::distributed::{Collective, Threads};
 use joker::distributed::partition::Partition;
+use joker::distributed::{Collective, Threads};
 use joker::*;
 
 fn arg(name: &str) -> Option<String> {
@@ -218,12 +218,13 @@ fn main() -> joker::Result<()> {
         .map(|v| v.parse().expect("--ranks: integers"))
         .collect();
     let parts = list("--partition", "file");
-    let combines: Vec<Combine> = list("--combine", "line-search")
+    let combines: Vec<Combine> = list("--combine", "auto")
         .iter()
         .map(|c| match c.as_str() {
+            "auto" => Combine::Auto,
             "line-search" => Combine::LineSearch,
             "add" => Combine::Add,
-            other => panic!("--combine: line-search or add, not {other}"),
+            other => panic!("--combine: auto, line-search or add, not {other}"),
         })
         .collect();
     let m: usize = arg("--m").map_or(1000, |v| v.parse().expect("--m"));

@@ -348,8 +348,20 @@ fn the_c_abi_trains_on_the_callers_communicator() {
 #[test]
 fn rows_move_between_ranks_for_random_and_kmeans_partitions() {
     let dir = scratch("partition");
-    let train = write_set(&dir, "train.svm", &common::binary(1500, 3, 61));
+    let train_set = common::binary(1500, 3, 61);
+    let train = write_set(&dir, "train.svm", &train_set);
     let test_set = common::binary(500, 3, 62);
+    // the same fit in one process
+    let base = joker::Joker::builder()
+        .loss(joker::Loss::SquaredHinge)
+        .n_components(200)
+        .block_size(64)
+        .build()
+        .unwrap()
+        .fit(&train_set)
+        .unwrap()
+        .score(&test_set)
+        .unwrap();
     for (how, ranks) in [("random", 3), ("kmeans", 2)] {
         let model = dir.join(format!("{how}.json"));
         let out = mpirun(
@@ -380,8 +392,9 @@ fn rows_move_between_ranks_for_random_and_kmeans_partitions() {
             m.training.device
         );
         let acc = m.score(&test_set).unwrap();
-        eprintln!("{how} on {ranks} ranks: accuracy {acc:.4}");
-        assert!(acc > 0.88, "{how}: accuracy {acc}");
+        eprintln!("{how} on {ranks} ranks: accuracy {acc:.4} (one process {base:.4})");
+        // two fits within the gap tolerance may differ by a few of the 500 test rows
+        assert!(acc >= base - 0.02, "{how}: accuracy {acc} against {base}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

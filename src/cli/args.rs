@@ -207,6 +207,8 @@ pub struct DataArgs {
 /// `--combine`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CombineArg {
+    /// Adding for losses with a box, the line search for krr and lp.
+    Auto,
     /// Line search along the sum of the ranks' changes.
     LineSearch,
     /// Add the changes (CoCoA+).
@@ -325,8 +327,9 @@ pub struct TrainArgs {
     pub max_outer: usize,
     /// How the ranks' changes are combined: a line search along their sum (parallel block
     /// minimization), or adding them with a local model scaled by the number of ranks
-    /// (CoCoA+).
-    #[arg(long, value_enum, default_value_t = CombineArg::LineSearch, help_heading = "Distributed")]
+    /// (CoCoA+); auto: adding for losses with a box (classifiers, huber, svr, l1), the line
+    /// search for krr and lp.
+    #[arg(long, value_enum, default_value_t = CombineArg::Auto, help_heading = "Distributed")]
     pub combine: CombineArg,
     /// Where the rows live during the fit: as read (contiguous shares of the file), spread
     /// by a seeded hash, or grouped by k-means (one centre per rank; similar rows together).

@@ -72,6 +72,7 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
         local_iters: a.local_iters.unwrap_or(0),
         max_outer: a.max_outer,
         combine: match a.combine {
+            CombineArg::Auto => Combine::Auto,
             CombineArg::LineSearch => Combine::LineSearch,
             CombineArg::Add => Combine::Add,
         },

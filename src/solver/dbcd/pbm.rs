@@ -72,9 +72,16 @@ pub struct PbmConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Combine {
-    /// Parallel block minimization: the local model is the block-diagonal part of the
-    /// Hessian, and the step along the sum of the changes comes from a line search.
+    /// [`Add`](Combine::Add) for losses whose duals have a box (the classifiers, Huber, SVR,
+    /// L1), [`LineSearch`](Combine::LineSearch) for KRR and Lp regression: measured, the line
+    /// search's iterates are poor classifiers for the first outer steps (the summed changes
+    /// overshoot), while without a box it converges where adding does not
+    /// (`docs/distributed.md`).
     #[default]
+    Auto,
+    /// Parallel block minimization: the local model is the block-diagonal part of the
+    /// Hessian, and the step along the sum of the changes comes from a line search (for duals
+    /// quadratic on their box, exact, in the plane of the new direction and the last step).
     LineSearch,
     /// CoCoA+: the local model's curvature is scaled by the number of ranks `K` (safe for
     /// adding), and the changes are added (step 1).
@@ -86,10 +93,23 @@ impl Default for PbmConfig {
         PbmConfig {
             local_iters: 0,
             max_outer: 1000,
-            combine: Combine::LineSearch,
+            combine: Combine::Auto,
             partition: Partition::File,
             checkpoint: None,
             resume: None,
+        }
+    }
+}
+
+impl Combine {
+    /// The way of combining for `loss` ([`Combine::Auto`] resolved).
+    pub fn resolve(self, loss: Loss) -> Combine {
+        match self {
+            Combine::Auto if matches!(loss, Loss::SquaredError | Loss::Lp { .. }) => {
+                Combine::LineSearch
+            }
+            Combine::Auto => Combine::Add,
+            other => other,
         }
     }
 }
@@ -172,7 +192,7 @@ fn run<T: Scalar>(
     let b = cfg.block_size.min(n);
     check_shapes(prob, b)?;
     let (rank, ranks) = (comm.rank(), comm.size());
-    let adding = ranks > 1 && pbm.combine == Combine::Add;
+    let adding = ranks > 1 && pbm.combine.resolve(prob.loss) == Combine::Add;
     let mut local = SolverConfig {
         block_size: b,
         seed: rank_seed(cfg.seed, rank),
@@ -331,12 +351,13 @@ fn combine<T: Scalar>(
         .collect();
     comm.sum(&mut dtheta)?;
     let d: Vec<f64> = st.alpha.iter().zip(alpha0).map(|(a, b)| a - b).collect();
-    let (beta, gamma) = match last.as_ref() {
-        Some((sa, stheta)) if !adding && st.prob.loss == Loss::SquaredError => {
-            plane_search(st, (alpha0, theta0), (&d, &dtheta), (sa, stheta), comm)?
-        }
-        _ if adding => (1.0, 0.0),
-        _ => (line_search(st, alpha0, theta0, &dtheta, comm)?, 0.0),
+    let (beta, gamma) = if adding {
+        (1.0, 0.0)
+    } else if quadratic_dual(st.prob.loss) {
+        let last = last.as_ref().map(|(a, t)| (&a[..], &t[..]));
+        plane_search(st, (alpha0, theta0), (&d, &dtheta), last, comm)?
+    } else {
+        (line_search(st, alpha0, theta0, &dtheta, comm)?, 0.0)
     };
     let (n, prob) = (st.n, st.prob);
     let mut step_alpha = vec![0.0; d.len()];
@@ -364,58 +385,96 @@ fn combine<T: Scalar>(
     Ok(theta)
 }
 
-/// For KRR: the minimiser `(beta, gamma)` of the dual objective over
-/// `alpha0 + beta d + gamma s` (`s`, `stheta`: the last step), exact since the objective is
-/// quadratic: its dual terms are sampled at six points in one sum over the ranks. Falls back
-/// to the line search along `d` where the plane's curvature is not positive definite.
+/// Whether the loss's dual terms are quadratic (or linear) on their box, so that the dual
+/// objective is a quadratic on any segment or plane inside the box.
+fn quadratic_dual(loss: Loss) -> bool {
+    matches!(
+        loss,
+        Loss::SquaredError | Loss::Huber { .. } | Loss::SquaredHinge | Loss::Absolute | Loss::Hinge
+    )
+}
+
+/// For duals quadratic on their box ([`quadratic_dual`]): the step `(beta, gamma)` along the
+/// new direction `d` and the last step `s` (`None`: the first step, along `d` only). The
+/// minimiser over the plane comes from five sums over the ranks (the dual terms' gradient
+/// and curvature along `d` and `s`); where it leaves the box it is shortened to the box's
+/// edge, and the better of that and the exact minimiser along `d` on `[0, 1]` (inside the
+/// box, since both ends are) is taken. Rank 0's choice, on every rank.
 fn plane_search<T: Scalar>(
     st: &super::State<T>,
     (alpha0, theta0): (&[f64], &[f64]),
     (d, dtheta): (&[f64], &[f64]),
-    (s, stheta): (&[f64], &[f64]),
+    last: Option<(&[f64], &[f64])>,
     comm: &dyn Collective,
 ) -> Result<(f64, f64)> {
     let (n, prob) = (st.n, st.prob);
-    let points = [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (0.0, -1.0), (1.0, 1.0)];
-    let mut f: Vec<f64> = points
-        .iter()
-        .map(|&(b, g)| {
-            (0..d.len())
-                .filter(|&k| d[k] != 0.0 || s[k] != 0.0)
-                .map(|k| {
-                    let c = coord(prob, k % n, k / n);
-                    prob.loss.dual(alpha0[k] + b * d[k] + g * s[k], &c)
-                        - prob.loss.dual(alpha0[k], &c)
-                })
-                .sum()
-        })
-        .collect();
-    comm.sum(&mut f)?;
+    let zero = vec![0.0; d.len()];
+    let (s, stheta) = last.unwrap_or((&zero, &zero[..0]));
+    // sums of the dual terms' gradient and curvature along d and s
+    let mut t = [0.0; 5];
+    for k in 0..d.len() {
+        if d[k] == 0.0 && s[k] == 0.0 {
+            continue;
+        }
+        let c = coord(prob, k % n, k / n);
+        let (g, h) = (prob.loss.grad(alpha0[k], &c), prob.loss.hess(alpha0[k], &c));
+        t[0] += g * d[k];
+        t[1] += g * s[k];
+        t[2] += h * d[k] * d[k];
+        t[3] += h * d[k] * s[k];
+        t[4] += h * s[k] * s[k];
+    }
+    comm.sum(&mut t)?;
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    // F(beta, gamma) = lin . (beta, gamma) + 1/2 (beta, gamma) H (beta, gamma)^T
-    let (a_lin, b_lin) = ((f[0] - f[1]) / 2.0, (f[2] - f[3]) / 2.0);
-    let (h_dd, h_ss) = (f[0] + f[1], f[2] + f[3]);
-    let h_ds = f[4] - f[0] - f[2];
-    let g = [a_lin + dot(theta0, dtheta), b_lin + dot(theta0, stheta)];
-    let h = [
-        h_dd + dot(dtheta, dtheta),
-        h_ds + dot(dtheta, stheta),
-        h_ss + dot(stheta, stheta),
-    ];
-    let det = h[0] * h[2] - h[1] * h[1];
-    let mut step = [f64::NAN, f64::NAN];
-    if h[0] > 0.0 && det > 1e-12 * h[0] * h[2] {
-        step = [
-            -(h[2] * g[0] - h[1] * g[1]) / det,
-            -(h[0] * g[1] - h[1] * g[0]) / det,
-        ];
-    }
-    comm.decide(&mut step)?;
-    if step.iter().all(|v| v.is_finite()) {
-        Ok((step[0], step[1]))
+    let (g_d, h_dd) = (t[0] + dot(theta0, dtheta), t[2] + dot(dtheta, dtheta));
+    let value = |b: f64, gm: f64, g_s: f64, h_ds: f64, h_ss: f64| {
+        b * g_d + gm * g_s + 0.5 * (b * b * h_dd + 2.0 * b * gm * h_ds + gm * gm * h_ss)
+    };
+    // along d on [0, 1]
+    let along = if h_dd > 0.0 {
+        (-g_d / h_dd).clamp(0.0, 1.0)
+    } else if g_d < 0.0 {
+        1.0
     } else {
-        Ok((line_search(st, alpha0, theta0, dtheta, comm)?, 0.0))
+        0.0
+    };
+    let mut best = (along, 0.0);
+    if last.is_some() {
+        let (g_s, h_ds, h_ss) = (
+            t[1] + dot(theta0, stheta),
+            t[3] + dot(dtheta, stheta),
+            t[4] + dot(stheta, stheta),
+        );
+        let det = h_dd * h_ss - h_ds * h_ds;
+        if h_dd > 0.0 && det > 1e-12 * h_dd * h_ss {
+            let b = -(h_ss * g_d - h_ds * g_s) / det;
+            let gm = -(h_dd * g_s - h_ds * g_d) / det;
+            // the longest part of that step inside the box, over all ranks
+            let mut reach = f64::INFINITY;
+            for k in 0..d.len() {
+                let v = b * d[k] + gm * s[k];
+                if v != 0.0 {
+                    let (lo, hi) = prob.loss.bounds(&coord(prob, k % n, k / n));
+                    let r = if v > 0.0 {
+                        (hi - alpha0[k]) / v
+                    } else {
+                        (lo - alpha0[k]) / v
+                    };
+                    reach = reach.min(r.max(0.0));
+                }
+            }
+            let mut neg = [-reach];
+            comm.max(&mut neg)?;
+            let f = (-neg[0]).min(1.0);
+            let plane = (f * b, f * gm);
+            if value(plane.0, plane.1, g_s, h_ds, h_ss) < value(along, 0.0, g_s, h_ds, h_ss) {
+                best = plane;
+            }
+        }
     }
+    let mut step = [best.0, best.1];
+    comm.decide(&mut step)?;
+    Ok((step[0], step[1]))
 }
 
 /// The step `beta` in `[0, 1]` that minimises the dual objective along `alpha0 + beta d`,
