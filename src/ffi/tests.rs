@@ -107,7 +107,8 @@ fn version_and_capabilities() {
     assert_eq!(s(0), "JOKER_STATUS_OK");
     assert_eq!(s(5), "JOKER_STATUS_SHAPE_MISMATCH");
     assert_eq!(s(16), "JOKER_STATUS_PANIC");
-    assert_eq!(s(17), "JOKER_STATUS_UNKNOWN");
+    assert_eq!(s(17), "JOKER_STATUS_DISTRIBUTED");
+    assert_eq!(s(18), "JOKER_STATUS_UNKNOWN");
     assert_eq!(s(-1), "JOKER_STATUS_UNKNOWN");
     for (i, st) in JokerStatus::ALL.iter().enumerate() {
         assert_eq!(*st as i32, i as i32);
