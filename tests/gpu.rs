@@ -22,11 +22,12 @@ use joker::backend::cpu::Cpu;
 use joker::backend::cuda::Cuda;
 use joker::backend::{Backend, BlockEngine, HostExact, HostRff};
 use joker::device::probe;
+use joker::distributed::Threads;
 use joker::features::{FeatureMap, FeatureSpec};
 use joker::rng::Stream;
 use joker::{
-    CsrMatrix, Dataset, DenseMatrix, Device, Features, Joker, JokerError, Kernel, KernelKind, Loss,
-    MaternNu, Model,
+    CsrMatrix, Dataset, DenseMatrix, Device, Features, FitOptions, Joker, JokerError, Kernel,
+    KernelKind, Loss, MaternNu, Model, PbmConfig, StopReason,
 };
 
 /// The GPU; a test that needs one fails loudly without it (these tests are ignored unless
@@ -385,6 +386,22 @@ fn device_engine_matches_host_engine() {
         e.theta(&mut t).unwrap();
         close(&t, &th, &format!("engine {ei} theta"));
     }
+    // a distributed fit's shift of theta by the other ranks' part
+    let by = random(m * tt, seed ^ 40);
+    host.shift_theta(&by).unwrap();
+    host.theta(&mut th).unwrap();
+    let want = host.decision().unwrap();
+    for (ei, e) in engines.iter_mut().enumerate() {
+        e.shift_theta(&by).unwrap();
+        let mut t = vec![f64::NAN; m * tt];
+        e.theta(&mut t).unwrap();
+        close(&t, &th, &format!("engine {ei} shifted theta"));
+        close(
+            &e.decision().unwrap(),
+            &want,
+            &format!("engine {ei} shifted decision"),
+        );
+    }
 }
 
 /// Under the kernel model the device engine's block (`K(X_B, X_B)` and `Phi_B theta`) and its
@@ -628,6 +645,77 @@ fn end_to_end_fit_matches_the_cpu() {
     let (cpu, gpu) = cpu_and_gpu_fits("end_to_end_fit_matches_the_cpu", est, &data);
     let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
     assert!(rel <= 1e-4, "primal objectives differ by {rel}");
+}
+
+/// A distributed fit (two ranks as threads, parallel block minimization) on the GPU reaches
+/// the same solution as on the CPU: the device engine's `theta` shift by the other rank's part
+/// is what the CPU engine does.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn distributed_fit_on_the_gpu_matches_the_cpu() {
+    let _g = gpu("distributed_fit_on_the_gpu_matches_the_cpu");
+    let data = two_moons(3000, 6);
+    let half = |lo: usize, hi: usize| {
+        let Features::Dense(m) = &data.x else {
+            unreachable!()
+        };
+        let x = DenseMatrix::new(hi - lo, 3, m.as_slice()[lo * 3..hi * 3].to_vec()).unwrap();
+        Dataset::new(Features::Dense(x), data.y[lo..hi].to_vec()).unwrap()
+    };
+    let parts = [half(0, 1500), half(1500, 3000)];
+    let fit = |dev: Device| -> Vec<Model> {
+        let est = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(0.1)
+            .n_components(521)
+            .block_size(257)
+            .tol(1e-4)
+            .device(dev)
+            .build()
+            .unwrap();
+        let group = Threads::group(2);
+        let pbm = PbmConfig::default();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = group
+                .iter()
+                .zip(&parts)
+                .map(|(c, part)| {
+                    let est = &est;
+                    let pbm = &pbm;
+                    s.spawn(move || est.fit_distributed(part, c, pbm, FitOptions::default()))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        })
+    };
+    let (cpu, gpu) = (fit(Device::Cpu), fit(Device::Cuda(0)));
+    for m in &gpu {
+        assert!(
+            m.training.device.starts_with("cuda:0"),
+            "{}",
+            m.training.device
+        );
+    }
+    for m in cpu.iter().chain(&gpu) {
+        assert_eq!(
+            m.training.stop,
+            StopReason::Converged,
+            "gap {:e}",
+            m.training.gap
+        );
+    }
+    let (fc, fg) = (
+        cpu[0].decision_function(&data.x).unwrap(),
+        gpu[1].decision_function(&data.x).unwrap(),
+    );
+    let scale = fc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    for (i, (a, b)) in fg.iter().zip(&fc).enumerate() {
+        assert!(
+            (a - b).abs() <= 2e-2 * scale,
+            "decision value {i}: gpu {a} cpu {b}"
+        );
+    }
+    assert!((gpu[0].score(&data).unwrap() - cpu[0].score(&data).unwrap()).abs() <= 0.005);
 }
 
 /// Sixteen Gaussian blobs in 3-d, one class each.
