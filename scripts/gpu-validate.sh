@@ -85,6 +85,17 @@ group() {
     fi
 }
 
+# exited LOG: a failure when the suite behind LOG exited non-zero (a test in no group failed,
+# or the binary itself did).
+exited() {
+    local rc
+    rc=$(cat "$OUTDIR/$1.log.rc")
+    if [[ "$rc" != 0 ]]; then
+        verdicts+=("FAIL suite $1 exited with status $rc [$OUTDIR/$1.log]")
+        failed=1
+    fi
+}
+
 # The kernel images load (fat binaries and PTX through the JIT), with the driver's logs.
 if python3 "$ROOT/scripts/gpu-load-check.py" >"$OUTDIR/load.log" 2>&1; then
     verdicts+=("PASS kernel images load ($(grep -c '^ok' "$OUTDIR/load.log") files)")
@@ -99,9 +110,11 @@ group gpu "random-feature kernels (W, features, Gram, update, prediction)" \
 group gpu "device engines against host engines, the self-check" "device_engine|exact_engine|kernel_model_engine|the_gpu_passes"
 group gpu "trust-region block solve on the device" "tr_solve"
 group gpu "exact kernels against f64 direct sums" "exact_kernels"
-group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit"
+group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit|distributed_fit"
+exited gpu
 suite gpu-everywhere gpu
 group gpu-everywhere "device errors, the GPU requirement, CPU fits without the driver" "a_missing_gpu|a_required_gpu|gpu_tests_fail|a_cpu_fit"
+exited gpu-everywhere
 for s in joker_unit api solver krr tr_vectors; do
     if [[ -x "$BINS/$s" ]]; then
         suite "$s" "$s" --test-threads=4

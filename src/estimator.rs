@@ -509,14 +509,24 @@ impl Joker {
 
     /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
     pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
+        self.fit_on(data, opts, None)
+    }
+
+    /// A fit on the device these parameters resolve to (one rank's share under `dist`).
+    fn fit_on<U: Scalar>(
+        &self,
+        data: &Dataset<U>,
+        opts: FitOptions<'_, U>,
+        dist: Option<Dist<'_>>,
+    ) -> Result<Model> {
         let resolved = self.resolve_device()?;
         match (self.precision, resolved.placement) {
-            (Precision::F32, Placement::Cuda(i)) => self.fit_gpu(data, opts, i, resolved),
+            (Precision::F32, Placement::Cuda(i)) => self.fit_gpu(data, opts, i, resolved, dist),
             (Precision::F32, _) => {
-                self.fit_in::<U, f32>(data, opts, &Cpu, resolved.to_string(), None)
+                self.fit_in::<U, f32>(data, opts, &Cpu, resolved.to_string(), dist)
             }
             (Precision::F64, _) => {
-                self.fit_in::<U, f64>(data, opts, &Cpu, resolved.to_string(), None)
+                self.fit_in::<U, f64>(data, opts, &Cpu, resolved.to_string(), dist)
             }
         }
     }
@@ -532,6 +542,7 @@ impl Joker {
         opts: FitOptions<'_, U>,
         index: usize,
         resolved: Resolved,
+        dist: Option<Dist<'_>>,
     ) -> Result<Model> {
         use crate::backend::cuda::Cuda;
         let (n, d) = (data.x.nrows(), data.x.ncols());
@@ -575,7 +586,7 @@ impl Joker {
                     ),
                 }
             };
-            let mut model = self.fit_in::<U, f32>(data, opts, &g, note, None)?;
+            let mut model = self.fit_in::<U, f32>(data, opts, &g, note, dist)?;
             if let Some(why) = g.exact_fallback() {
                 model.training.device += &format!("; exact kernels fell back to the CPU: {why}");
             }
@@ -603,11 +614,11 @@ impl Joker {
                         "host"
                     }
                 );
-                self.fit_in::<U, f32>(data, opts, &g, note, None)
+                self.fit_in::<U, f32>(data, opts, &g, note, dist)
             }
             Err(e) if self.device == Device::Auto => {
                 let note = format!("cpu (auto: cuda:{index} not used: {e})");
-                self.fit_in::<U, f32>(data, opts, &Cpu, note, None)
+                self.fit_in::<U, f32>(data, opts, &Cpu, note, dist)
             }
             Err(e) => Err(e),
         }
@@ -620,6 +631,7 @@ impl Joker {
         _opts: FitOptions<'_, U>,
         index: usize,
         _resolved: Resolved,
+        _dist: Option<Dist<'_>>,
     ) -> Result<Model> {
         Err(JokerError::Device(format!(
             "cuda:{index}: this build of joker has no CUDA support"
@@ -640,6 +652,14 @@ impl Joker {
     ) -> Result<Model> {
         let start = std::time::Instant::now();
         let comm: &dyn Collective = dist.as_ref().map_or(&Single, |d| d.comm);
+        let device_note = match &dist {
+            Some(d) => format!(
+                "{device_note}; {} ranks, parallel block minimization, {:?} partition",
+                comm.size(),
+                d.pbm.partition
+            ),
+            None => device_note,
+        };
         let (n, d) = (data.x.nrows(), data.x.ncols());
         // A block never holds more than the whole data set: the default of 512 works on small
         // sets too, in every front end.

@@ -647,75 +647,84 @@ fn end_to_end_fit_matches_the_cpu() {
     assert!(rel <= 1e-4, "primal objectives differ by {rel}");
 }
 
+/// Two ranks (threads) fit `data`, each on half of the rows, with `est` on `dev`.
+fn two_rank_fit(est: impl Fn(Device) -> Joker, data: &Dataset<f32>, dev: Device) -> Vec<Model> {
+    let (n, d) = (data.len(), data.x.ncols());
+    let Features::Dense(m) = &data.x else {
+        unreachable!("dense test data")
+    };
+    let half = |lo: usize, hi: usize| {
+        let x = DenseMatrix::new(hi - lo, d, m.as_slice()[lo * d..hi * d].to_vec()).unwrap();
+        Dataset::new(Features::Dense(x), data.y[lo..hi].to_vec()).unwrap()
+    };
+    let parts = [half(0, n / 2), half(n / 2, n)];
+    let est = est(dev);
+    let (group, pbm) = (Threads::group(2), PbmConfig::default());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = group
+            .iter()
+            .zip(&parts)
+            .map(|(c, part)| {
+                let (est, pbm) = (&est, &pbm);
+                s.spawn(move || est.fit_distributed(part, c, pbm, FitOptions::default()))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+    })
+}
+
 /// A distributed fit (two ranks as threads, parallel block minimization) on the GPU reaches
 /// the same solution as on the CPU: the device engine's `theta` shift by the other rank's part
-/// is what the CPU engine does.
+/// is what the CPU engine does, and the CoCoA+ scaled model is solved alike with one target
+/// column (host block solve) and with many (where a single-process fit solves on the device).
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn distributed_fit_on_the_gpu_matches_the_cpu() {
     let _g = gpu("distributed_fit_on_the_gpu_matches_the_cpu");
-    let data = two_moons(3000, 6);
-    let half = |lo: usize, hi: usize| {
-        let Features::Dense(m) = &data.x else {
-            unreachable!()
+    let classes = joker::backend::cuda::DEVICE_SOLVE_MIN_COLUMNS;
+    for data in [two_moons(3000, 6), blobs(40 * classes, classes, 9)] {
+        let est = |dev: Device| {
+            Joker::builder()
+                .loss(Loss::SquaredHinge)
+                .c(0.1)
+                .n_components(521)
+                .block_size(128)
+                .tol(1e-4)
+                .device(dev)
+                .build()
+                .unwrap()
         };
-        let x = DenseMatrix::new(hi - lo, 3, m.as_slice()[lo * 3..hi * 3].to_vec()).unwrap();
-        Dataset::new(Features::Dense(x), data.y[lo..hi].to_vec()).unwrap()
-    };
-    let parts = [half(0, 1500), half(1500, 3000)];
-    let fit = |dev: Device| -> Vec<Model> {
-        let est = Joker::builder()
-            .loss(Loss::SquaredHinge)
-            .c(0.1)
-            .n_components(521)
-            .block_size(257)
-            .tol(1e-4)
-            .device(dev)
-            .build()
-            .unwrap();
-        let group = Threads::group(2);
-        let pbm = PbmConfig::default();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = group
-                .iter()
-                .zip(&parts)
-                .map(|(c, part)| {
-                    let est = &est;
-                    let pbm = &pbm;
-                    s.spawn(move || est.fit_distributed(part, c, pbm, FitOptions::default()))
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
-        })
-    };
-    let (cpu, gpu) = (fit(Device::Cpu), fit(Device::Cuda(0)));
-    for m in &gpu {
-        assert!(
-            m.training.device.starts_with("cuda:0"),
-            "{}",
-            m.training.device
+        let cpu = two_rank_fit(est, &data, Device::Cpu);
+        let gpu = two_rank_fit(est, &data, Device::Cuda(0));
+        for m in &gpu {
+            assert!(
+                m.training.device.starts_with("cuda:0"),
+                "{}",
+                m.training.device
+            );
+        }
+        for m in cpu.iter().chain(&gpu) {
+            assert_eq!(
+                m.training.stop,
+                StopReason::Converged,
+                "gap {:e}",
+                m.training.gap
+            );
+        }
+        let (fc, fg) = (
+            cpu[0].decision_function(&data.x).unwrap(),
+            gpu[1].decision_function(&data.x).unwrap(),
         );
+        let scale = fc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        for (i, (a, b)) in fg.iter().zip(&fc).enumerate() {
+            assert!(
+                (a - b).abs() <= 2e-2 * scale,
+                "decision value {i}: gpu {a} cpu {b}"
+            );
+        }
+        let (sc, sg) = (cpu[0].score(&data).unwrap(), gpu[0].score(&data).unwrap());
+        assert!((sg - sc).abs() <= 0.005, "accuracy: gpu {sg} cpu {sc}");
     }
-    for m in cpu.iter().chain(&gpu) {
-        assert_eq!(
-            m.training.stop,
-            StopReason::Converged,
-            "gap {:e}",
-            m.training.gap
-        );
-    }
-    let (fc, fg) = (
-        cpu[0].decision_function(&data.x).unwrap(),
-        gpu[1].decision_function(&data.x).unwrap(),
-    );
-    let scale = fc.iter().fold(0.0f64, |s, v| s.max(v.abs()));
-    for (i, (a, b)) in fg.iter().zip(&fc).enumerate() {
-        assert!(
-            (a - b).abs() <= 2e-2 * scale,
-            "decision value {i}: gpu {a} cpu {b}"
-        );
-    }
-    assert!((gpu[0].score(&data).unwrap() - cpu[0].score(&data).unwrap()).abs() <= 0.005);
 }
 
 /// Sixteen Gaussian blobs in 3-d, one class each.

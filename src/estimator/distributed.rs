@@ -2,12 +2,10 @@
 //! minimization ([`crate::solver::dbcd::pbm`]) trains one model on all of them.
 
 use super::{FitOptions, Joker, Model};
-use crate::backend::cpu::Cpu;
 use crate::data::Dataset;
 use crate::distributed::Collective;
 use crate::distributed::partition::{Partition, place};
 use crate::error::{JokerError, Result, invalid};
-use crate::model::Precision;
 use crate::scalar::Scalar;
 use crate::solver::dbcd::pbm::PbmConfig;
 
@@ -27,7 +25,10 @@ impl Joker {
     /// The classes, the standardisation, the target scaling and the class weights are taken
     /// over all rows, as a single process would; a bandwidth heuristic looks at rank 0's rows.
     /// On one rank the model is that of [`fit_with`](Joker::fit_with), iterate for iterate.
-    /// The fit runs on the CPU.
+    /// Each rank fits on the device the parameters resolve to, as [`fit_with`](Joker::fit_with)
+    /// does (ranks that share a machine share its GPU unless each is given its own
+    /// [`Device::Cuda`](crate::Device::Cuda)); a device that fails mid-fit is an error, not a
+    /// fall back to the CPU.
     ///
     /// # Errors
     /// [`JokerError::Unsupported`] for exact kernels, full KRR, the doubly stochastic solvers
@@ -47,18 +48,9 @@ impl Joker {
             opts.validation = None;
             opts.progress = None;
         }
-        let note = format!(
-            "cpu; {} ranks, parallel block minimization, {:?} partition",
-            comm.size(),
-            pbm.partition
-        );
-        let dist = Some(Dist { comm, pbm });
         let out = self.placed(shard, comm, pbm).and_then(|placed| {
             let rows = placed.as_ref().unwrap_or(shard);
-            match self.precision {
-                Precision::F32 => self.fit_in::<U, f32>(rows, opts, &Cpu, note, dist),
-                Precision::F64 => self.fit_in::<U, f64>(rows, opts, &Cpu, note, dist),
-            }
+            self.fit_on(rows, opts, Some(Dist { comm, pbm }))
         });
         if let Err(e) = &out
             && !matches!(e, JokerError::Distributed(_))

@@ -947,8 +947,11 @@ impl<'p> Schedule<'p> {
         targets: usize,
     ) -> Result<Self> {
         let b = cfg.block_size;
+        // a scaled model (CoCoA+ adding, `scale != 1`) is scaled on the host: the device's
+        // solver reads K_BB as the engine formed it
+        let scaled = st.scale != 1.0;
         let engine = engine_of(&mut st.engine)?;
-        let on_device = engine.solves_blocks(&cfg.trust_region);
+        let on_device = !scaled && engine.solves_blocks(&cfg.trust_region);
         let staged = cfg.overlap && !on_device && engine.stages();
         let curvature = Curvature::choose(st.prob, &cfg.trust_region, b, engine, on_device);
         Ok(Schedule {
