@@ -6,12 +6,16 @@
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
-/// A dense matrix stored row by row: entry `(i, j)` is `data[i * ncols + j]`.
+mod values;
+pub(crate) use values::{Mapped, Values};
+
+/// A dense matrix stored row by row: entry `(i, j)` is `data[i * ncols + j]`. The values are
+/// held in memory, or mapped read-only from a file ([`crate::io::npy`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DenseMatrix<T> {
     nrows: usize,
     ncols: usize,
-    data: Vec<T>,
+    data: Values<T>,
 }
 
 /// A sparse matrix in compressed sparse row form: row `i` holds the entries
@@ -69,6 +73,16 @@ impl<T: Scalar> DenseMatrix<T> {
                 data.len()
             )));
         }
+        Self::checked(nrows, ncols, Values::Owned(data))
+    }
+
+    /// Wraps `nrows x ncols` values mapped from a file, checking that every value is finite
+    /// (one pass over the file).
+    pub(crate) fn mapped(nrows: usize, ncols: usize, data: Mapped<T>) -> Result<Self> {
+        Self::checked(nrows, ncols, Values::Mapped(data))
+    }
+
+    fn checked(nrows: usize, ncols: usize, data: Values<T>) -> Result<Self> {
         for (k, &v) in data.iter().enumerate() {
             check_finite("features", v, k / ncols, k % ncols)?;
         }
@@ -103,9 +117,13 @@ impl<T: Scalar> DenseMatrix<T> {
     pub fn row(&self, i: usize) -> &[T] {
         &self.data[i * self.ncols..(i + 1) * self.ncols]
     }
-    /// Consumes the matrix, returning its row-major values.
+    /// Consumes the matrix, returning its row-major values (a copy when they are mapped).
     pub fn into_vec(self) -> Vec<T> {
-        self.data
+        self.data.into_vec()
+    }
+    /// Whether the values are mapped from a file rather than held in memory.
+    pub fn is_mapped(&self) -> bool {
+        self.data.is_mapped()
     }
 }
 
@@ -223,7 +241,7 @@ impl<T: Scalar> CsrMatrix<T> {
         DenseMatrix {
             nrows: self.nrows,
             ncols: self.ncols,
-            data,
+            data: Values::Owned(data),
         }
     }
 }
@@ -243,6 +261,11 @@ impl<T: Scalar> Features<T> {
             Features::Dense(m) => m.ncols(),
             Features::Sparse(m) => m.ncols(),
         }
+    }
+
+    /// Whether the rows are mapped from a file rather than held in memory.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Features::Dense(m) if m.is_mapped())
     }
 
     /// Writes the given rows, densified, row-major into `out` (`rows.len() * ncols` values).
@@ -275,7 +298,7 @@ impl<T: Scalar> Features<T> {
         }
     }
 
-    /// Converts to another precision.
+    /// Converts to another precision (mapped values in their own precision stay mapped).
     pub fn cast<U: Scalar>(&self) -> Features<U> {
         let conv = |v: &[T]| {
             v.iter()
@@ -286,7 +309,7 @@ impl<T: Scalar> Features<T> {
             Features::Dense(m) => Features::Dense(DenseMatrix {
                 nrows: m.nrows,
                 ncols: m.ncols,
-                data: conv(&m.data),
+                data: m.data.cast(),
             }),
             Features::Sparse(m) => Features::Sparse(CsrMatrix {
                 nrows: m.nrows,
@@ -324,7 +347,7 @@ impl<T: Scalar> Features<T> {
                 Ok(Features::Dense(DenseMatrix {
                     nrows: m.nrows,
                     ncols: d,
-                    data,
+                    data: Values::Owned(data),
                 }))
             }
         }
@@ -335,7 +358,7 @@ impl<T: Scalar> Features<T> {
         match self {
             Features::Dense(m) => {
                 let d = m.ncols;
-                for (k, v) in m.data.iter_mut().enumerate() {
+                for (k, v) in m.data.make_mut().iter_mut().enumerate() {
                     f(k % d, v);
                 }
             }

@@ -766,6 +766,12 @@ impl Joker {
         comm: &dyn Collective,
     ) -> Result<(Standardizer, Features<T>, Kernel, Option<FeatureMap<T>>)> {
         let d = x.ncols();
+        if self.standardize && x.is_mapped() {
+            return Err(invalid(
+                "standardize",
+                "rows mapped from a file are used in place, not standardised during the fit: standardise them when converting (`joker convert --standardize`) or turn standardisation off",
+            ));
+        }
         let standardizer = if self.standardize {
             Standardizer::fit_over(x, comm)?
         } else {
@@ -1015,8 +1021,12 @@ impl Joker {
         b: usize,
     ) -> Result<usize> {
         let (n, d) = (x.nrows(), x.ncols());
-        // the standardised copy of the rows in the working precision
+        // the standardised copy of the rows in the working precision (none for rows that stay
+        // mapped from a file: the page cache holds those)
+        let stays_mapped =
+            x.is_mapped() && std::any::TypeId::of::<U>() == std::any::TypeId::of::<T>();
         let data_bytes = match x {
+            Features::Dense(_) if stays_mapped => 0,
             Features::Dense(_) => n.saturating_mul(d).saturating_mul(std::mem::size_of::<T>()),
             Features::Sparse(c) => c.nnz() * (std::mem::size_of::<T>() + 4) + (n + 1) * 8,
         };

@@ -82,6 +82,11 @@ impl Standardizer {
         }
     }
 
+    /// Whether the map is the identity (every centre 0, every scale 1).
+    pub fn is_identity(&self) -> bool {
+        self.center.iter().all(|&c| c == 0.0) && self.scale.iter().all(|&s| s == 1.0)
+    }
+
     /// Applies the map while converting to precision `T`.
     pub fn transform<U: Scalar, T: Scalar>(&self, x: &Features<U>) -> Result<Features<T>> {
         let d = self.scale.len();
@@ -101,6 +106,10 @@ impl Standardizer {
                 out.gather_range(0, &mut data);
                 out = Features::Dense(crate::data::DenseMatrix::new(n, d, data)?);
             }
+        }
+        if self.is_identity() {
+            // nothing to do; rows mapped from a file stay mapped
+            return Ok(out);
         }
         let (c, s) = (&self.center, &self.scale);
         out.for_each_mut(|j, v| *v = T::from_f64((v.to_f64() - c[j]) / s[j]));

@@ -24,6 +24,7 @@
 
 mod csv;
 mod libsvm;
+pub mod npy;
 mod shard;
 
 pub use self::csv::{CsvOptions, LabelColumn, read_csv};

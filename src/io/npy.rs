@@ -1,0 +1,434 @@
+//! Training data in numpy's `.npy` format, mapped rather than read: the rows of a
+//! `rows.npy` (row-major float32 or float64, shape `(n, d)`) stay in the file and the
+//! operating system's page cache holds the ones being read, so a data set larger than memory
+//! can be trained on. The labels lie beside the rows in `rows.labels.npy` (shape `(n,)`, any
+//! numeric type). Mapped rows are used as they are: a fit on them does not standardise them
+//! (scale them when writing the file).
+//!
+//! The format (numpy's `NEP 1`): the magic `\x93NUMPY`, a version byte pair, the header's
+//! length (2 bytes little-endian in version 1, 4 in versions 2 and 3), and a Python dict
+//! literal with `descr`, `fortran_order` and `shape`, padded so that the data start aligned.
+//! The file must not change while a model trains on it.
+
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::data::{Dataset, DenseMatrix, Features, Mapped};
+use crate::error::{JokerError, Result};
+use crate::scalar::Scalar;
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// An error about the `.npy` file at `path`.
+fn bad(path: &Path, reason: impl Into<String>) -> JokerError {
+    JokerError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, reason.into()),
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> JokerError + '_ {
+    move |source| JokerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What a `.npy` header says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    /// The element type, as numpy writes it (`<f4`, `<f8`, `<i8`, `|u1`, ...).
+    pub descr: String,
+    /// Whether the array is stored column by column (joker reads row-major arrays only).
+    pub fortran_order: bool,
+    /// The array's shape.
+    pub shape: Vec<usize>,
+    /// Where the data start, in bytes from the file's start.
+    pub data_offset: usize,
+}
+
+/// Parses the header at the start of `bytes` (a `.npy` file's first bytes).
+pub fn parse_header(bytes: &[u8], path: &Path) -> Result<Header> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(bad(path, "not a .npy file (no \\x93NUMPY magic)"));
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+        v => {
+            return Err(bad(
+                path,
+                format!(".npy format version {v} is not supported"),
+            ));
+        }
+    };
+    let end = start + len;
+    if bytes.len() < end {
+        return Err(bad(path, "the .npy header is truncated"));
+    }
+    let text = std::str::from_utf8(&bytes[start..end])
+        .map_err(|_| bad(path, "the .npy header is not text"))?;
+    let field = |key: &str| -> Result<&str> {
+        let at = text
+            .find(&format!("'{key}'"))
+            .ok_or_else(|| bad(path, format!("the .npy header has no '{key}'")))?;
+        let rest = text[at + key.len() + 2..].trim_start();
+        rest.strip_prefix(':')
+            .map(str::trim_start)
+            .ok_or_else(|| bad(path, format!("the .npy header's '{key}' has no value")))
+    };
+    let descr = field("descr")?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|r| r.split('\'').next())
+        .ok_or_else(|| {
+            bad(
+                path,
+                "the .npy header's 'descr' is not a simple type string",
+            )
+        })?
+        .to_string();
+    let fortran_order = match field("fortran_order")? {
+        f if f.starts_with("False") => false,
+        f if f.starts_with("True") => true,
+        _ => {
+            return Err(bad(
+                path,
+                "the .npy header's 'fortran_order' is not True or False",
+            ));
+        }
+    };
+    let shape_text = field("shape")?;
+    let inner = shape_text
+        .strip_prefix('(')
+        .and_then(|r| r.split(')').next())
+        .ok_or_else(|| bad(path, "the .npy header's 'shape' is not a tuple"))?;
+    let shape = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.trim_end_matches('L')
+                .parse::<usize>()
+                .map_err(|_| bad(path, format!("the .npy shape has a bad size `{t}`")))
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    Ok(Header {
+        descr,
+        fortran_order,
+        shape,
+        data_offset: end,
+    })
+}
+
+/// The file at `path`, mapped read-only, with its header.
+fn map(path: &Path) -> Result<(Arc<memmap2::Mmap>, Header)> {
+    let file = File::open(path).map_err(io_err(path))?;
+    // SAFETY: the mapping is read-only; the module's contract (documented on every public
+    // function that maps) is that the file does not change while it is mapped. A file changed
+    // anyway gives wrong values, not unsafety in joker's own code beyond what memmap2 states.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err(path))?;
+    let header = parse_header(&map[..map.len().min(1 << 20)], path)?;
+    Ok((Arc::new(map), header))
+}
+
+/// The rows of a 2-D `.npy` array of float32 or float64 in C order, mapped, as `U` (mapped
+/// when `U` is the file's type, else converted into memory). Every value is checked to be
+/// finite, in one pass over the file. The file must not change while the matrix is in use.
+///
+/// # Errors
+/// [`JokerError::Io`] naming the file for a missing or unreadable file, a header that is not
+/// `.npy`, a type other than little-endian float32/float64, Fortran order, a shape that is not
+/// 2-D, a file shorter than its shape; [`JokerError::NonFinite`] for NaN or infinite values.
+pub fn map_rows<U: Scalar>(path: &Path) -> Result<DenseMatrix<U>> {
+    let (map, h) = map(path)?;
+    if h.fortran_order {
+        return Err(bad(
+            path,
+            "the array is in Fortran (column-major) order; joker reads rows: save it with np.ascontiguousarray",
+        ));
+    }
+    let [n, d] = h.shape[..] else {
+        return Err(bad(
+            path,
+            format!(
+                "the array has shape {:?}; rows need a 2-D (n, d) array",
+                h.shape
+            ),
+        ));
+    };
+    let len = n
+        .checked_mul(d)
+        .ok_or_else(|| bad(path, "the shape overflows"))?;
+    let m: Features<U> = match h.descr.as_str() {
+        "<f4" => {
+            let v = Mapped::<f32>::new(map, h.data_offset, len).map_err(|e| bad(path, e))?;
+            Features::Dense(DenseMatrix::mapped(n, d, v)?).cast()
+        }
+        "<f8" => {
+            let v = Mapped::<f64>::new(map, h.data_offset, len).map_err(|e| bad(path, e))?;
+            Features::Dense(DenseMatrix::mapped(n, d, v)?).cast()
+        }
+        other => {
+            return Err(bad(
+                path,
+                format!(
+                    "the array's type is '{other}'; rows must be little-endian float32 ('<f4') or float64 ('<f8')"
+                ),
+            ));
+        }
+    };
+    match m {
+        Features::Dense(m) => Ok(m),
+        Features::Sparse(_) => unreachable!("a dense matrix casts to a dense matrix"),
+    }
+}
+
+/// The values of a 1-D `.npy` array (or an `(n, 1)` one) of any real or integer type, as f64.
+pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
+    let (map, h) = map(path)?;
+    let n = match h.shape[..] {
+        [n] | [n, 1] => n,
+        _ => {
+            return Err(bad(
+                path,
+                format!(
+                    "the array has shape {:?}; labels need a 1-D (n,) array",
+                    h.shape
+                ),
+            ));
+        }
+    };
+    let bytes = &map[h.data_offset.min(map.len())..];
+    let size = match &h.descr[1..] {
+        "f4" | "i4" | "u4" => 4,
+        "f8" | "i8" | "u8" => 8,
+        "i2" | "u2" => 2,
+        "i1" | "u1" | "b1" => 1,
+        _ => 0,
+    };
+    if size == 0 || (size > 1 && !h.descr.starts_with('<')) {
+        return Err(bad(
+            path,
+            format!(
+                "the array's type is '{}'; labels must be little-endian numbers",
+                h.descr
+            ),
+        ));
+    }
+    if bytes.len() < n * size {
+        return Err(bad(
+            path,
+            format!(
+                "the file holds {} bytes of data, its shape needs {} (truncated?)",
+                bytes.len(),
+                n * size
+            ),
+        ));
+    }
+    let at = |i: usize| -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(&bytes[i * size..(i + 1) * size]);
+        b
+    };
+    let kind = &h.descr[1..];
+    Ok((0..n)
+        .map(|i| {
+            let b = at(i);
+            match kind {
+                "f4" => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+                "f8" => f64::from_le_bytes(b),
+                "i1" => b[0] as i8 as f64,
+                "u1" | "b1" => b[0] as f64,
+                "i2" => i16::from_le_bytes([b[0], b[1]]) as f64,
+                "u2" => u16::from_le_bytes([b[0], b[1]]) as f64,
+                "i4" => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+                "u4" => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+                "i8" => i64::from_le_bytes(b) as f64,
+                _ => u64::from_le_bytes(b) as f64,
+            }
+        })
+        .collect())
+}
+
+/// Where the labels of `rows.npy` lie: `rows.labels.npy`.
+pub fn labels_path(rows: &Path) -> PathBuf {
+    rows.with_extension("labels.npy")
+}
+
+/// A data set whose rows are mapped from `rows.npy` and whose labels are read from `labels`
+/// (default [`labels_path`]). The rows file must not change while in use.
+///
+/// # Errors
+/// Those of [`map_rows`] and [`read_vector`], a missing labels file (named), and a label count
+/// that differs from the row count.
+pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset<U>> {
+    let x = map_rows::<U>(rows)?;
+    let lpath = labels.map_or_else(|| labels_path(rows), Path::to_path_buf);
+    if !lpath.exists() {
+        return Err(bad(
+            rows,
+            format!(
+                "the labels of these rows are expected in {} (one per row, a 1-D .npy array)",
+                lpath.display()
+            ),
+        ));
+    }
+    let y = read_vector(&lpath)?;
+    if y.len() != x.nrows() {
+        return Err(JokerError::ShapeMismatch(format!(
+            "{} has {} rows, {} has {} labels",
+            rows.display(),
+            x.nrows(),
+            lpath.display(),
+            y.len()
+        )));
+    }
+    Dataset::new(Features::Dense(x), y)
+}
+
+/// The header of a C-order array of `shape` and type `descr`, padded to `len` bytes in all
+/// (a multiple of 64), so that it can be rewritten in place once the row count is known.
+fn header_bytes(descr: &str, shape: &[usize], len: usize) -> Vec<u8> {
+    let dims = match shape {
+        [n] => format!("({n},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&[1, 0]);
+    let body = len - 10;
+    out.extend_from_slice(&(body as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(len - 1, b' ');
+    out.push(b'\n');
+    out
+}
+
+/// The header length used by the writers: room for any shape.
+const HEADER_LEN: usize = 128;
+
+/// Writes a float32 `.npy` row by row, without knowing the row count in advance.
+pub struct RowWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    ncols: usize,
+    nrows: usize,
+}
+
+impl RowWriter {
+    /// Starts `path` for rows of `ncols` values.
+    pub fn create(path: &Path, ncols: usize) -> Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_err(path))?);
+        out.write_all(&header_bytes("<f4", &[0, ncols], HEADER_LEN))
+            .map_err(io_err(path))?;
+        Ok(RowWriter {
+            out,
+            path: path.to_path_buf(),
+            ncols,
+            nrows: 0,
+        })
+    }
+
+    /// Appends one row (`ncols` values).
+    pub fn push(&mut self, row: &[f32]) -> Result<()> {
+        if row.len() != self.ncols {
+            return Err(JokerError::ShapeMismatch(format!(
+                "a row of {} values for a file of {} columns",
+                row.len(),
+                self.ncols
+            )));
+        }
+        for v in row {
+            self.out
+                .write_all(&v.to_le_bytes())
+                .map_err(io_err(&self.path))?;
+        }
+        self.nrows += 1;
+        Ok(())
+    }
+
+    /// Rows written so far.
+    pub fn nrows(&self) -> usize {
+        self.nrows
+    }
+
+    /// Writes the final shape into the header and closes the file.
+    pub fn finish(self) -> Result<usize> {
+        let RowWriter {
+            out,
+            path,
+            ncols,
+            nrows,
+            ..
+        } = self;
+        let mut file = out.into_inner().map_err(|e| JokerError::Io {
+            path: path.clone(),
+            source: e.into_error(),
+        })?;
+        file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
+        file.write_all(&header_bytes("<f4", &[nrows, ncols], HEADER_LEN))
+            .map_err(io_err(&path))?;
+        file.sync_all().map_err(io_err(&path))?;
+        Ok(nrows)
+    }
+}
+
+/// Writes `values` as a 1-D float64 `.npy` array.
+pub fn write_vector(path: &Path, values: &[f64]) -> Result<()> {
+    let mut out = BufWriter::new(File::create(path).map_err(io_err(path))?);
+    out.write_all(&header_bytes("<f8", &[values.len()], HEADER_LEN))
+        .map_err(io_err(path))?;
+    for v in values {
+        out.write_all(&v.to_le_bytes()).map_err(io_err(path))?;
+    }
+    out.flush().map_err(io_err(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_and_keep_their_length() {
+        let p = Path::new("x.npy");
+        for shape in [vec![0usize, 7], vec![123_456_789_012, 784], vec![5]] {
+            let b = header_bytes("<f4", &shape, HEADER_LEN);
+            assert_eq!(b.len(), HEADER_LEN);
+            let h = parse_header(&b, p).unwrap();
+            assert_eq!(h.shape, shape);
+            assert_eq!(h.descr, "<f4");
+            assert!(!h.fortran_order);
+            assert_eq!(h.data_offset, HEADER_LEN);
+        }
+    }
+
+    #[test]
+    fn numpy_headers_parse() {
+        // as numpy 1.x writes them (version 1, padded to 64 bytes)
+        let dict = b"{'descr': '<f8', 'fortran_order': True, 'shape': (3, 2), }";
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(&[1, 0]);
+        let len = 64 - 10;
+        b.extend_from_slice(&(len as u16).to_le_bytes());
+        b.extend_from_slice(dict);
+        b.resize(63, b' ');
+        b.push(b'\n');
+        let h = parse_header(&b, Path::new("a.npy")).unwrap();
+        assert_eq!((h.descr.as_str(), h.fortran_order), ("<f8", true));
+        assert_eq!(h.shape, vec![3, 2]);
+        assert!(parse_header(b"\x93NUMPX\x01\x00\x00\x00", Path::new("a.npy")).is_err());
+    }
+}

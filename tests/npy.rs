@@ -1,0 +1,237 @@
+//! Training rows mapped from `.npy` files (`joker::io::npy`): the reader's checks name each
+//! kind of malformed file, mapped rows stay mapped through a fit, and a fit on mapped rows is
+//! the fit on the same rows in memory, iterate for iterate.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use joker::io::npy::{RowWriter, labels_path, map_rows, read_npy, read_vector, write_vector};
+use joker::model::Representation;
+use joker::{Dataset, DenseMatrix, Features, Joker, JokerError, Loss, Model};
+
+/// A fresh directory for one test's files.
+fn dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("joker-npy-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes `data` (dense f32 rows) as `rows.npy` and `rows.labels.npy` in `dir`.
+fn write(dir: &Path, data: &Dataset<f32>) -> PathBuf {
+    let Features::Dense(m) = &data.x else {
+        panic!("dense rows")
+    };
+    let path = dir.join("rows.npy");
+    let mut w = RowWriter::create(&path, m.ncols()).unwrap();
+    for i in 0..m.nrows() {
+        w.push(m.row(i)).unwrap();
+    }
+    assert_eq!(w.finish().unwrap(), m.nrows());
+    write_vector(&labels_path(&path), &data.y).unwrap();
+    path
+}
+
+/// A `.npy` file with a hand-written header dict and `data` after it.
+fn raw(path: &Path, dict: &str, data: &[u8]) {
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    let mut h = dict.as_bytes().to_vec();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    b.extend_from_slice(&h);
+    b.extend_from_slice(data);
+    std::fs::write(path, b).unwrap();
+}
+
+fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn data32(n: usize, d: usize, seed: u64) -> Dataset<f32> {
+    let data = common::binary(n, d, seed);
+    Dataset::new(data.x.cast::<f32>(), data.y).unwrap()
+}
+
+fn theta(m: &Model) -> &[f64] {
+    match &m.representation {
+        Representation::RandomFeatures { theta, .. } => theta,
+        _ => panic!("not a random-feature model"),
+    }
+}
+
+#[test]
+fn written_rows_map_back_unchanged() {
+    let d = dir("roundtrip");
+    let data = data32(301, 5, 1);
+    let path = write(&d, &data);
+    let back = read_npy::<f32>(&path, None).unwrap();
+    assert!(back.x.is_mapped());
+    assert_eq!(back.x, data.x);
+    assert_eq!(back.y, data.y);
+    // read in another precision: converted into memory
+    let wide = read_npy::<f64>(&path, None).unwrap();
+    assert!(!wide.x.is_mapped());
+    assert_eq!(wide.x, data.x.cast::<f64>());
+    // labels of other types, as numpy writes them
+    let labels = d.join("ints.npy");
+    raw(
+        &labels,
+        "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }",
+        &[-1i64, 1, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(read_vector(&labels).unwrap(), vec![-1.0, 1.0, 7.0]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_fit_on_mapped_rows_is_the_fit_in_memory() {
+    let d = dir("fit");
+    let data = data32(900, 4, 2);
+    let path = write(&d, &data);
+    let mapped = read_npy::<f32>(&path, None).unwrap();
+    for loss in [Loss::SquaredHinge, Loss::Logistic] {
+        let est = Joker::builder()
+            .loss(loss)
+            .c(2.0)
+            .n_components(200)
+            .block_size(128)
+            .max_iter(200)
+            .standardize(false)
+            .build()
+            .unwrap();
+        let (a, b) = (est.fit(&data).unwrap(), est.fit(&mapped).unwrap());
+        assert_eq!(theta(&a), theta(&b), "{loss:?}");
+        assert_eq!(a.training.iterations, b.training.iterations);
+        assert_eq!(
+            a.decision_function(&data.x).unwrap(),
+            b.decision_function(&mapped.x).unwrap()
+        );
+    }
+    // exact kernels read the mapped rows too
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .exact()
+        .max_iter(50)
+        .standardize(false)
+        .build()
+        .unwrap();
+    let (a, b) = (est.fit(&data).unwrap(), est.fit(&mapped).unwrap());
+    assert_eq!(
+        a.decision_function(&data.x).unwrap(),
+        b.decision_function(&mapped.x).unwrap()
+    );
+    // standardising would copy the rows into memory: refused, with the way out
+    let est = Joker::builder().n_components(50).build().unwrap();
+    match est.fit(&mapped) {
+        Err(JokerError::InvalidParameter { name, reason }) => {
+            assert_eq!(name, "standardize");
+            assert!(reason.contains("standardisation off"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The message of an I/O error about `path`.
+fn io_message(r: joker::Result<impl std::fmt::Debug>, path: &Path) -> String {
+    match r {
+        Err(JokerError::Io { path: p, source }) => {
+            assert_eq!(p, path);
+            source.to_string()
+        }
+        other => panic!(
+            "expected an I/O error about {}, got {other:?}",
+            path.display()
+        ),
+    }
+}
+
+#[test]
+fn malformed_files_are_named_errors() {
+    let d = dir("errors");
+    let p = d.join("x.npy");
+    let body = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }";
+    raw(&p, ok, &body);
+    assert_eq!(
+        map_rows::<f32>(&p).unwrap().as_slice(),
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    );
+
+    let cases: [(&str, Vec<u8>, &str); 6] = [
+        (
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (3, 2), }",
+            body.clone(),
+            "'<i4'",
+        ),
+        (
+            "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), }",
+            body.clone(),
+            "little-endian",
+        ),
+        (
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), }",
+            body.clone(),
+            "Fortran",
+        ),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2, 1), }",
+            body.clone(),
+            "2-D",
+        ),
+        (ok, body[..20].to_vec(), "truncated"),
+        (
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }",
+            b"".to_vec(),
+            "truncated",
+        ),
+    ];
+    for (dict, data, want) in cases {
+        raw(&p, dict, &data);
+        let msg = io_message(map_rows::<f32>(&p), &p);
+        assert!(msg.contains(want), "{dict}: {msg}");
+    }
+    std::fs::write(&p, b"1 1:0.5\n").unwrap();
+    assert!(io_message(map_rows::<f32>(&p), &p).contains("not a .npy file"));
+    let missing = d.join("none.npy");
+    assert!(matches!(
+        map_rows::<f32>(&missing),
+        Err(JokerError::Io { path, .. }) if path == missing
+    ));
+
+    // NaN in the rows
+    raw(&p, ok, &f32_bytes(&[1.0, 2.0, 3.0, f32::NAN, 5.0, 6.0]));
+    assert!(matches!(
+        map_rows::<f32>(&p),
+        Err(JokerError::NonFinite { row: 1, col: 1, .. })
+    ));
+
+    // labels: missing, of the wrong count, of the wrong shape
+    raw(&p, ok, &body);
+    let msg = io_message(read_npy::<f32>(&p, None), &p);
+    assert!(msg.contains("x.labels.npy"), "{msg}");
+    write_vector(&labels_path(&p), &[1.0, -1.0]).unwrap();
+    match read_npy::<f32>(&p, None) {
+        Err(JokerError::ShapeMismatch(m)) => {
+            assert!(m.contains("3 rows") && m.contains("2 labels"), "{m}")
+        }
+        other => panic!("expected a shape mismatch, got {other:?}"),
+    }
+    let l = d.join("l.npy");
+    raw(&l, ok, &body);
+    assert!(io_message(read_npy::<f32>(&p, Some(&l)), &l).contains("1-D"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn in_memory_matrices_are_not_mapped() {
+    let m = DenseMatrix::new(2, 2, vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    assert!(!m.is_mapped());
+}
