@@ -769,7 +769,7 @@ impl Joker {
         if self.standardize && x.is_mapped() {
             return Err(invalid(
                 "standardize",
-                "rows mapped from a file are used in place, not standardised during the fit: standardise them when converting (`joker convert --standardize`) or turn standardisation off",
+                "rows mapped from a file are used as they are, not standardised during the fit (that would copy them into memory): turn standardisation off (`--no-standardize`), scaling the rows beforehand if they need it",
             ));
         }
         let standardizer = if self.standardize {

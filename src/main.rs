@@ -4,6 +4,7 @@
 //! joker train -l svc -c 32 -m 10000 a9a a9a.model
 //! joker predict a9a.t a9a.model a9a.predictions
 //! joker info a9a.model
+//! joker convert higgs.svm higgs.npy
 //! joker demo
 //! ```
 //!
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Command::Train(a) => cli::train::run(a),
         Command::Predict(a) => cli::predict::run(a),
         Command::Info(a) => cli::info::run(a),
+        Command::Convert(a) => cli::convert::run(a),
         Command::Demo(a) => cli::demo::run(a),
     });
     match result {

@@ -235,3 +235,64 @@ fn in_memory_matrices_are_not_mapped() {
     let m = DenseMatrix::new(2, 2, vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
     assert!(!m.is_mapped());
 }
+
+/// Files as numpy writes them read here, and files written here read by numpy, through
+/// `$JOKER_PYTHON` (set when the crate was built, as `.ci/run` does).
+#[test]
+#[cfg_attr(
+    not(joker_peers),
+    ignore = "needs JOKER_PYTHON (a Python with numpy) when the crate is built, as .ci/run does"
+)]
+fn numpy_reads_and_writes_the_same_files() {
+    let python = std::env::var("JOKER_PYTHON").expect("JOKER_PYTHON names a Python with numpy");
+    let d = dir("numpy");
+    let script = r#"
+import sys, numpy as np
+d = sys.argv[1]
+x = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+np.save(d + "/c32.npy", x)
+np.save(d + "/c32.labels.npy", np.array([1, -1, 1, 1], dtype=np.int64))
+np.save(d + "/c64.npy", x.astype(np.float64))
+np.save(d + "/c64.labels.npy", np.array([True, False, True, True]))
+np.save(d + "/f32.npy", np.asfortranarray(x))
+np.save(d + "/big.npy", np.zeros((4, 3), dtype=">f4"))
+# what joker wrote
+y = np.load(d + "/joker.npy", mmap_mode="r")
+assert y.dtype == np.float32 and y.flags["C_CONTIGUOUS"], (y.dtype, y.flags)
+assert np.array_equal(y, np.array([[0.5, -2.0], [3.25, 1e-3]], dtype=np.float32)), y
+l = np.load(d + "/joker.labels.npy")
+assert l.dtype == np.float64 and np.array_equal(l, [3.0, -1.5]), l
+print("ok")
+"#;
+    let mut w = RowWriter::create(&d.join("joker.npy"), 2).unwrap();
+    w.push(&[0.5, -2.0]).unwrap();
+    w.push(&[3.25, 1e-3]).unwrap();
+    w.finish().unwrap();
+    write_vector(&labels_path(&d.join("joker.npy")), &[3.0, -1.5]).unwrap();
+    let out = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Vec<f32> = (0..12).map(|v| v as f32 / 7.0).collect();
+    let a = read_npy::<f32>(&d.join("c32.npy"), None).unwrap();
+    assert!(a.x.is_mapped());
+    let Features::Dense(m) = &a.x else { panic!() };
+    assert_eq!((m.nrows(), m.ncols()), (4, 3));
+    assert_eq!(m.as_slice(), &want[..]);
+    assert_eq!(a.y, vec![1.0, -1.0, 1.0, 1.0]);
+    let b = read_npy::<f64>(&d.join("c64.npy"), None).unwrap();
+    assert!(b.x.is_mapped());
+    assert_eq!(b.x, a.x.cast::<f64>());
+    assert_eq!(b.y, vec![1.0, 0.0, 1.0, 1.0]);
+    assert!(
+        io_message(map_rows::<f32>(&d.join("f32.npy")), &d.join("f32.npy")).contains("Fortran")
+    );
+    assert!(io_message(map_rows::<f32>(&d.join("big.npy")), &d.join("big.npy")).contains("'>f4'"));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -23,6 +23,12 @@ Examples:
   joker predict --decision test.svm model.json          decision values on stdout
   joker predict --proba test.svm klr.model probs.txt    class probabilities (KLR)";
 
+const CONVERT_EXAMPLES: &str = "\
+Examples:
+  joker convert higgs.svm higgs.npy       writes higgs.npy (float32 rows) and higgs.labels.npy
+  joker train --no-standardize -l svc -m 4000 higgs.npy
+      trains on the rows mapped from the file; memory holds the model, not the data";
+
 const DEMO_EXAMPLES: &str = "\
 Examples:
   joker demo                        20,000 + 5,000 points, L2-SVC, 2048 random features
@@ -56,6 +62,10 @@ pub enum Command {
     Predict(PredictArgs),
     /// Print a summary of a saved model.
     Info(InfoArgs),
+    /// Convert a LIBSVM or CSV file into .npy rows and labels, which `train` maps instead of
+    /// reading (data larger than memory).
+    #[command(after_help = CONVERT_EXAMPLES)]
+    Convert(ConvertArgs),
     /// Train on a built-in synthetic problem (two noisy interleaved spirals); needs no files.
     #[command(after_help = DEMO_EXAMPLES, allow_negative_numbers = true)]
     Demo(DemoArgs),
@@ -187,6 +197,9 @@ pub enum FormatArg {
     Libsvm,
     /// Delimited numbers (comma, tab, semicolon or whitespace), optional header.
     Csv,
+    /// Rows in a float32 or float64 `.npy` file, mapped rather than read, with their labels in
+    /// `NAME.labels.npy` beside it (written by `joker convert`, or by numpy).
+    Npy,
 }
 
 /// Where a data file's labels are and how it is laid out.
@@ -529,6 +542,34 @@ pub struct PredictArgs {
     /// Data format options.
     #[command(flatten)]
     pub data: DataArgs,
+}
+
+/// `joker convert`.
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// An uncompressed LIBSVM or CSV file on disk.
+    #[arg(value_name = "DATA_FILE")]
+    pub input: PathBuf,
+    /// The rows file to write (`.npy`); the labels go to the same name with `.labels.npy`.
+    /// Default: DATA_FILE with the extension `.npy`.
+    #[arg(value_name = "ROWS_FILE")]
+    pub output: Option<PathBuf>,
+    /// Data format options.
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// LIBSVM: the number of features (default: the largest index found, which costs a
+    /// second pass over the file; implies LIBSVM).
+    #[arg(long, value_name = "N", help_heading = "Data files")]
+    pub n_features: Option<usize>,
+    /// Text read at a time, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub chunk_mib: u64,
+    /// Overwrite existing output files.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress output.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `joker info`.

@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 pub mod args;
+pub mod convert;
 pub mod demo;
 #[cfg(feature = "mpi")]
 pub mod distributed;
@@ -21,6 +22,7 @@ pub mod train;
 use std::io::IsTerminal;
 use std::path::Path;
 
+use joker::io::npy::read_npy;
 use joker::io::{CsvOptions, LibsvmOptions, read_auto, read_csv, read_libsvm};
 use joker::{Dataset, Features, JokerError, Model, Scalar, Task};
 
@@ -197,7 +199,14 @@ pub fn read_data<U: Scalar>(
     }
     let wants_csv = opts.label_column.is_some();
     let wants_libsvm = opts.index_base.is_some() || n_features.is_some();
+    let is_npy = path.extension().is_some_and(|e| e == "npy");
     let format = match opts.format {
+        FormatArg::Auto | FormatArg::Npy if is_npy && (wants_csv || wants_libsvm) => {
+            return fail(
+                "--label-column, --index-base and --n-features are text-file options; a .npy file's labels are in NAME.labels.npy",
+            );
+        }
+        FormatArg::Auto if is_npy => FormatArg::Npy,
         FormatArg::Auto if wants_csv && wants_libsvm => {
             return fail(
                 "--label-column is a CSV option, --index-base and --n-features are LIBSVM options: give --format",
@@ -215,6 +224,7 @@ pub fn read_data<U: Scalar>(
     };
     let data: Dataset<U> = match format {
         FormatArg::Auto => read_auto(path)?,
+        FormatArg::Npy => read_npy(path, None)?,
         FormatArg::Libsvm => {
             let o = LibsvmOptions {
                 zero_based: opts.index_base,

@@ -86,6 +86,19 @@ pub(crate) fn parse_auto<T: Scalar, R: BufRead>(mut reader: R, path: &Path) -> R
     }
 }
 
+/// Whether the file's first data line looks like LIBSVM rather than CSV, the guess
+/// [`read_auto`] makes (reads only up to that line).
+///
+/// # Errors
+/// [`JokerError::Io`] if the file cannot be read; [`JokerError::EmptyData`] if it has no data
+/// line.
+pub fn looks_like_libsvm_file(path: &Path) -> Result<bool> {
+    let (mut reader, _) = open(path)?;
+    sniff_format(&mut reader, path)?
+        .1
+        .ok_or_else(|| empty(path))
+}
+
 /// Reads up to the end of the first data line and says whether it looks like LIBSVM
 /// (`None`: the stream has no data line); returns the bytes read with the answer.
 fn sniff_format<R: BufRead>(reader: &mut R, path: &Path) -> Result<(Vec<u8>, Option<bool>)> {

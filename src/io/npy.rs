@@ -19,6 +19,8 @@ use crate::data::{Dataset, DenseMatrix, Features, Mapped};
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
+use super::{CsvOptions, LibsvmOptions, Shard, read_csv_shard, read_libsvm_shard};
+
 const MAGIC: &[u8] = b"\x93NUMPY";
 
 /// An error about the `.npy` file at `path`.
@@ -395,6 +397,131 @@ pub fn write_vector(path: &Path, values: &[f64]) -> Result<()> {
         out.write_all(&v.to_le_bytes()).map_err(io_err(path))?;
     }
     out.flush().map_err(io_err(path))
+}
+
+/// The text formats [`convert`] reads.
+#[derive(Clone, Debug)]
+pub enum TextFormat {
+    /// LIBSVM / SVMlight lines.
+    Libsvm(LibsvmOptions),
+    /// Delimited numbers.
+    Csv(CsvOptions),
+}
+
+/// Writes the rows of the uncompressed LIBSVM or CSV file `input` as `rows` (dense float32
+/// `.npy`) and their labels as [`labels_path`]`(rows)`, reading about `chunk` bytes of text at
+/// a time, so that memory holds one chunk's rows and the labels (8 bytes a row), never the
+/// data set. A LIBSVM file without a given width and index base is read twice: once for the
+/// largest index and the base, once to write. The files appear under their names only when
+/// complete. `progress(done, total)` is called after each chunk. Returns the rows and columns
+/// written.
+///
+/// # Errors
+/// Those of the sharded readers ([`read_libsvm_shard`](super::read_libsvm_shard),
+/// [`read_csv_shard`](super::read_csv_shard)): compressed files and standard input cannot be
+/// cut into chunks and give a named error; a malformed line names its place. And I/O errors
+/// writing the output.
+pub fn convert(
+    input: &Path,
+    format: &TextFormat,
+    rows: &Path,
+    chunk: u64,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<(usize, usize)> {
+    // written under temporary names and renamed at the end: a failed conversion leaves no
+    // half-written file under the final names
+    let partial = |p: &Path| {
+        let mut name = p.as_os_str().to_owned();
+        name.push(".partial");
+        PathBuf::from(name)
+    };
+    let (final_rows, final_labels) = (rows.to_path_buf(), labels_path(rows));
+    let (rows, labels_tmp) = (&partial(&final_rows), partial(&final_labels));
+    let out = convert_into(input, format, rows, &labels_tmp, chunk, &mut progress);
+    if out.is_err() {
+        let _ = std::fs::remove_file(rows);
+        let _ = std::fs::remove_file(&labels_tmp);
+        return out;
+    }
+    std::fs::rename(rows, &final_rows).map_err(io_err(&final_rows))?;
+    std::fs::rename(&labels_tmp, &final_labels).map_err(io_err(&final_labels))?;
+    out
+}
+
+fn convert_into(
+    input: &Path,
+    format: &TextFormat,
+    rows: &Path,
+    labels_out: &Path,
+    chunk: u64,
+    progress: &mut impl FnMut(u64, u64),
+) -> Result<(usize, usize)> {
+    let len = std::fs::metadata(input).map_err(io_err(input))?.len();
+    let count = (len / chunk.max(1)).max(1) as usize;
+    let shard = |index| Shard { index, count };
+    let mut labels = Vec::new();
+    let mut writer: Option<RowWriter> = None;
+    let mut write_rows = |data: Dataset<f32>, labels: &mut Vec<f64>| -> Result<()> {
+        let d = data.x.ncols();
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(RowWriter::create(rows, d)?),
+        };
+        let mut row = vec![0.0f32; d];
+        for i in 0..data.len() {
+            data.x.gather_range(i, &mut row);
+            w.push(&row)?;
+        }
+        labels.extend_from_slice(&data.y);
+        Ok(())
+    };
+    match format {
+        TextFormat::Libsvm(o) => {
+            let (zero_based, width) = match (o.zero_based, o.n_features) {
+                (Some(z), Some(w)) => (z, w),
+                _ => {
+                    let (mut min, mut max) = (u32::MAX, 0u32);
+                    for k in 0..count {
+                        let part = read_libsvm_shard::<f32>(input, shard(k))?;
+                        min = min.min(part.min_index().unwrap_or(u32::MAX));
+                        max = max.max(part.max_index().unwrap_or(0));
+                        progress(k as u64 + 1, 2 * count as u64);
+                    }
+                    let z = o.zero_based.unwrap_or(min == 0);
+                    (
+                        z,
+                        o.n_features.unwrap_or(max as usize + usize::from(z)).max(1),
+                    )
+                }
+            };
+            for k in 0..count {
+                if let Some(data) =
+                    read_libsvm_shard::<f32>(input, shard(k))?.finish(zero_based, width)?
+                {
+                    write_rows(data, &mut labels)?;
+                }
+                progress((count + k) as u64 + 1, 2 * count as u64);
+            }
+        }
+        TextFormat::Csv(o) => {
+            for k in 0..count {
+                if let Some(data) = read_csv_shard::<f32>(input, o, shard(k))?.data {
+                    write_rows(data, &mut labels)?;
+                }
+                progress(k as u64 + 1, count as u64);
+            }
+        }
+    }
+    let Some(w) = writer else {
+        return Err(JokerError::EmptyData(format!(
+            "{} has no data rows",
+            input.display()
+        )));
+    };
+    let d = w.ncols;
+    let n = w.finish()?;
+    write_vector(labels_out, &labels)?;
+    Ok((n, d))
 }
 
 #[cfg(test)]
