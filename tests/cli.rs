@@ -1056,3 +1056,79 @@ fn growing_the_features_from_the_command_line() {
     assert_eq!(o.status.code(), Some(2), "usage errors exit with 2");
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
+
+/// `joker convert` writes `.npy` rows and labels (in small chunks here, so several), `train`
+/// maps them and gives the model the LIBSVM file gives, and the failures are named.
+#[test]
+fn convert_then_train_on_mapped_rows() {
+    let t = TempDir::new("convert");
+    t.write("train.svm", &circle_libsvm(400, 3, false));
+    t.write("test.svm", &circle_libsvm(100, 4, false));
+    let out = ok(joker(
+        &t.0,
+        &["convert", "-q", "--chunk-mib", "1", "train.svm"],
+    ));
+    assert!(
+        stdout(&out).contains("wrote 400 rows of 3 float32 values"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(t.path("train.labels.npy").exists());
+    assert!(!t.path("train.npy.partial").exists());
+    let common = [
+        "-l",
+        "svc",
+        "-c",
+        "10",
+        "-m",
+        "256",
+        "-b",
+        "64",
+        "--max-iter",
+        "200",
+        "--no-standardize",
+        "-q",
+    ];
+    let fit = |data: &str, model: &str| {
+        let mut args = vec!["train"];
+        args.extend_from_slice(&common);
+        args.extend_from_slice(&[data, model]);
+        ok(joker(&t.0, &args));
+        ok(joker(
+            &t.0,
+            &["predict", "test.svm", model, &format!("{model}.pred")],
+        ));
+        std::fs::read_to_string(t.path(&format!("{model}.pred"))).unwrap()
+    };
+    assert_eq!(fit("train.npy", "a.json"), fit("train.svm", "b.json"));
+    // predicting on mapped rows
+    ok(joker(&t.0, &["convert", "-q", "test.svm", "test.npy"]));
+    ok(joker(&t.0, &["predict", "test.npy", "a.json", "c.pred"]));
+    assert_eq!(
+        std::fs::read_to_string(t.path("c.pred")).unwrap(),
+        std::fs::read_to_string(t.path("a.json.pred")).unwrap()
+    );
+
+    fails_with(joker(&t.0, &["convert", "-q", "train.svm"]), "--force");
+    ok(joker(&t.0, &["convert", "-q", "--force", "train.svm"]));
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "-l", "svc", "-m", "64", "train.npy", "x.json"],
+        ),
+        "--no-standardize",
+    );
+    fails_with(
+        joker(&t.0, &["convert", "-q", "train.svm", "out.bin"]),
+        ".npy",
+    );
+    fails_with(
+        joker(&t.0, &["convert", "-q", "missing.svm", "m.npy"]),
+        "missing.svm",
+    );
+    std::fs::remove_file(t.path("train.labels.npy")).unwrap();
+    fails_with(
+        joker(&t.0, &["train", "--no-standardize", "train.npy", "x.json"]),
+        "train.labels.npy",
+    );
+}
