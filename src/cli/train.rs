@@ -485,6 +485,25 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     reporter.finish();
     if !a.quiet {
         eprintln!("device: {}", model.training.device);
+        if train.x.is_mapped() {
+            let tt = model
+                .classes
+                .as_ref()
+                .map_or(1, |c| if c.len() > 2 { c.len() } else { 1 });
+            let resident = joker::solver::dbcd::memory_estimate(
+                n,
+                d,
+                model.n_components(),
+                tt,
+                est.solver.block_size,
+            );
+            eprintln!(
+                "data: {n} x {d} rows mapped from {} ({:.2} GiB in the page cache as they are read); the fit's own memory was estimated at {} MiB",
+                a.train_file.display(),
+                (n * d * std::mem::size_of::<U>()) as f64 / (1u64 << 30) as f64,
+                resident >> 20
+            );
+        }
         if !model.training.tr_model.is_empty() {
             eprintln!("trust-region model: {}", model.training.tr_model);
         }

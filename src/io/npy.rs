@@ -544,14 +544,14 @@ mod tests {
 
     #[test]
     fn numpy_headers_parse() {
-        // as numpy 1.x writes them (version 1, padded to 64 bytes)
+        // as numpy writes them (version 1, padded to a multiple of 64 bytes)
         let dict = b"{'descr': '<f8', 'fortran_order': True, 'shape': (3, 2), }";
         let mut b = MAGIC.to_vec();
         b.extend_from_slice(&[1, 0]);
-        let len = 64 - 10;
+        let len = 128 - 10;
         b.extend_from_slice(&(len as u16).to_le_bytes());
         b.extend_from_slice(dict);
-        b.resize(63, b' ');
+        b.resize(127, b' ');
         b.push(b'\n');
         let h = parse_header(&b, Path::new("a.npy")).unwrap();
         assert_eq!((h.descr.as_str(), h.fortran_order), ("<f8", true));
