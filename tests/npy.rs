@@ -296,3 +296,33 @@ print("ok")
     assert!(io_message(map_rows::<f32>(&d.join("big.npy")), &d.join("big.npy")).contains("'>f4'"));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A model trained with standardisation predicts on mapped rows a chunk at a time (more rows
+/// than one chunk here), with the values it gives for the same rows in memory.
+#[test]
+fn a_standardising_model_predicts_on_mapped_rows_in_chunks() {
+    let d = dir("chunks");
+    let n = joker::model::MAPPED_CHUNK_ROWS + 1234;
+    let data = data32(n, 3, 5);
+    let path = write(&d, &data);
+    let mapped = read_npy::<f32>(&path, None).unwrap();
+    let train = data32(500, 3, 6);
+    for precision in [joker::Precision::F32, joker::Precision::F64] {
+        let model = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(64)
+            .max_iter(30)
+            .precision(precision)
+            .build()
+            .unwrap()
+            .fit(&train)
+            .unwrap();
+        assert!(!model.standardizer.is_identity());
+        assert_eq!(
+            model.decision_function(&mapped.x).unwrap(),
+            model.decision_function(&data.x).unwrap(),
+            "{precision:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
