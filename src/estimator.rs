@@ -214,6 +214,14 @@ impl JokerBuilder {
         self.p.solver.kernel_cache = bytes;
         self
     }
+
+    /// Blocks of consecutive rows (`true`) or of rows drawn by the seeded shuffle (`false`).
+    /// Default: consecutive for rows mapped from a file, shuffled otherwise. See
+    /// `SolverConfig::contiguous_blocks`.
+    pub fn contiguous_blocks(mut self, yes: bool) -> Self {
+        self.p.solver.contiguous_blocks = Some(yes);
+        self
+    }
     /// Iteration budget (default 10,000).
     pub fn max_iter(mut self, n: usize) -> Self {
         self.p.solver.max_iter = n;

@@ -1,6 +1,7 @@
 //! Training rows mapped from `.npy` files (`joker::io::npy`): the reader's checks name each
 //! kind of malformed file, mapped rows stay mapped through a fit, and a fit on mapped rows is
-//! the fit on the same rows in memory, iterate for iterate.
+//! the fit on the same rows in memory with the same blocks, iterate for iterate (mapped rows
+//! take blocks of consecutive rows by default).
 
 mod common;
 
@@ -97,22 +98,30 @@ fn a_fit_on_mapped_rows_is_the_fit_in_memory() {
     let path = write(&d, &data);
     let mapped = read_npy::<f32>(&path, None).unwrap();
     for loss in [Loss::SquaredHinge, Loss::Logistic] {
-        let est = Joker::builder()
-            .loss(loss)
-            .c(2.0)
-            .n_components(200)
-            .block_size(128)
-            .max_iter(200)
-            .standardize(false)
-            .build()
-            .unwrap();
-        let (a, b) = (est.fit(&data).unwrap(), est.fit(&mapped).unwrap());
+        let builder = || {
+            Joker::builder()
+                .loss(loss)
+                .c(2.0)
+                .n_components(200)
+                .block_size(128)
+                .max_iter(200)
+                .standardize(false)
+        };
+        // mapped rows take blocks of consecutive rows by default
+        let est = builder().build().unwrap();
+        let consecutive = builder().contiguous_blocks(true).build().unwrap();
+        let (a, b) = (consecutive.fit(&data).unwrap(), est.fit(&mapped).unwrap());
         assert_eq!(theta(&a), theta(&b), "{loss:?}");
         assert_eq!(a.training.iterations, b.training.iterations);
         assert_eq!(
             a.decision_function(&data.x).unwrap(),
             b.decision_function(&mapped.x).unwrap()
         );
+        // and the shuffled blocks of rows in memory when asked
+        let shuffled = builder().contiguous_blocks(false).build().unwrap();
+        let (a, b) = (est.fit(&data).unwrap(), shuffled.fit(&mapped).unwrap());
+        assert_eq!(theta(&a), theta(&b), "{loss:?}");
+        assert_ne!(theta(&a), theta(&consecutive.fit(&data).unwrap()));
     }
     // exact kernels read the mapped rows too
     let est = Joker::builder()
@@ -120,6 +129,7 @@ fn a_fit_on_mapped_rows_is_the_fit_in_memory() {
         .exact()
         .max_iter(50)
         .standardize(false)
+        .contiguous_blocks(true)
         .build()
         .unwrap();
     let (a, b) = (est.fit(&data).unwrap(), est.fit(&mapped).unwrap());

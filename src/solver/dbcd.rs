@@ -81,6 +81,23 @@ pub struct SolverConfig {
     /// kernel block by block. 0 never caches. The fit's memory limit applies to the cache too.
     #[serde(default = "kernel_cache_default")]
     pub kernel_cache: usize,
+    /// Blocks of consecutive rows instead of rows drawn by the seeded shuffle. `None` (the
+    /// default) takes consecutive rows for rows mapped from a file, where a block is then one
+    /// sequential read of the file instead of `b` scattered ones (so the file's rows should be
+    /// in random order), and the shuffle otherwise ([`block_order`]).
+    #[serde(default)]
+    pub contiguous_blocks: Option<bool>,
+}
+
+/// The rows in block order: block `k` is `order[k b..(k + 1) b]`. A seeded shuffle, or the
+/// rows as they are where `cfg.contiguous_blocks` asks for consecutive rows (by default for
+/// rows mapped from a file).
+pub(crate) fn block_order<T: Scalar>(x: &Features<T>, cfg: &SolverConfig) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..x.nrows()).collect();
+    if !cfg.contiguous_blocks.unwrap_or_else(|| x.is_mapped()) {
+        Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut order);
+    }
+    order
 }
 
 fn kernel_cache_default() -> usize {
@@ -109,6 +126,7 @@ impl Default for SolverConfig {
             seed: 42,
             overlap: overlap_default(),
             kernel_cache: kernel_cache_default(),
+            contiguous_blocks: None,
         }
     }
 }
@@ -756,9 +774,8 @@ pub fn solve<T: Scalar>(
     let (n, tt) = (prob.x.nrows(), prob.targets);
     let b = cfg.block_size;
     check_shapes(prob, b)?;
-    // Fixed blocks over one seeded shuffle.
-    let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(cfg.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
+    // Fixed blocks over one seeded shuffle (or consecutive rows).
+    let perm = block_order(prob.x, cfg);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     let mut st = start_state(backend, prob, alpha0, &perm, (b, cfg.kernel_cache))?;
     let mut backend = backend;

@@ -40,7 +40,7 @@ use crate::distributed::checkpoint::{self, CheckpointConfig};
 use crate::distributed::partition::Partition;
 use crate::error::{JokerError, Result};
 use crate::loss::Loss;
-use crate::rng::{Stream, streams};
+
 use crate::scalar::Scalar;
 
 /// Settings of the outer loop of a distributed fit.
@@ -202,8 +202,7 @@ fn run<T: Scalar>(
         // the scaled model is formed from the Gram
         local.trust_region.model = super::TrModel::Gram;
     }
-    let mut perm: Vec<usize> = (0..n).collect();
-    Stream::new(local.seed, streams::BLOCK_PARTITION).shuffle(&mut perm);
+    let perm = super::block_order(prob.x, &local);
     let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     // this rank's first row in the global (file) order: the ranks hold consecutive shares
     let first_row: usize = comm.gather(&[n as f64])?[..rank]
