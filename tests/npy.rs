@@ -336,3 +336,37 @@ fn a_standardising_model_predicts_on_mapped_rows_in_chunks() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The doubly stochastic solvers sweep mapped rows in file order by default (a sequential
+/// read per pass), and a sweep over the same rows in memory gives the same model.
+#[test]
+fn doubly_stochastic_fits_sweep_mapped_rows() {
+    let d = dir("dsg");
+    let data = data32(1000, 4, 7);
+    let path = write(&d, &data);
+    let mapped = read_npy::<f32>(&path, None).unwrap();
+    for name in ["dsg", "cdsg"] {
+        let cfg = joker::solver::dsg::DsgConfig::named(name).unwrap();
+        let est = |sequential: Option<bool>| {
+            Joker::builder()
+                .loss(Loss::Logistic)
+                .n_components(256)
+                .max_iter(40)
+                .standardize(false)
+                .dsg(joker::solver::dsg::DsgConfig {
+                    batch_size: 64,
+                    sequential,
+                    ..cfg.clone()
+                })
+                .build()
+                .unwrap()
+        };
+        let swept = est(None).fit(&mapped).unwrap();
+        let same = est(Some(true)).fit(&data).unwrap();
+        assert_eq!(theta(&swept), theta(&same), "{name}");
+        let drawn = est(None).fit(&data).unwrap();
+        assert_ne!(theta(&swept), theta(&drawn), "{name}");
+        assert_eq!(theta(&drawn), theta(&est(Some(false)).fit(&mapped).unwrap()));
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

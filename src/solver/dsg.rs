@@ -115,6 +115,12 @@ pub struct DsgConfig {
     pub feature_block: usize,
     /// The step-size schedule.
     pub step: StepSize,
+    /// Batches of consecutive rows, sweeping the data in file order pass after pass, instead
+    /// of rows drawn uniformly with replacement. `None` (the default) sweeps rows mapped from a
+    /// file, which are then read sequentially once per pass (the file's rows should be in
+    /// random order), and draws otherwise.
+    #[serde(default)]
+    pub sequential: Option<bool>,
 }
 
 impl Default for DsgConfig {
@@ -133,6 +139,7 @@ impl Default for DsgConfig {
                 theta: 1000.0,
                 t0: 1000.0,
             },
+            sequential: None,
         }
     }
 }
@@ -626,7 +633,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
     /// variant's rule, and `f_{t+1} = (1 - eta nu) f_t - eta sum_{j in J} D_j phi_j`.
     fn step(&mut self, t: usize) -> Result<()> {
         let Shape { tt, r, b, nu, .. } = self.shape;
-        self.draw_batch();
+        self.draw_batch(t);
         let phi = feature_block(self.p.map, &self.xb, 0..self.opened * r, r);
         let grad = self.derivatives(&phi, t)?;
         let gbar = batch_mean(&grad, b, tt);
@@ -652,10 +659,19 @@ impl<'a, T: Scalar> Fit<'a, T> {
         Ok(())
     }
 
-    /// The batch: `b` rows drawn uniformly with replacement, gathered dense.
-    fn draw_batch(&mut self) {
-        for ri in self.rows.iter_mut() {
-            *ri = self.rng.below(self.shape.n);
+    /// The batch of step `t`: `b` rows drawn uniformly with replacement, or the next `b` rows
+    /// of the sweep (rows `(t - 1) b ..` modulo `n`), gathered dense.
+    fn draw_batch(&mut self, t: usize) {
+        let n = self.shape.n;
+        if self.cfg.sequential.unwrap_or_else(|| self.p.x.is_mapped()) {
+            let first = (t - 1).wrapping_mul(self.shape.b) % n;
+            for (k, ri) in self.rows.iter_mut().enumerate() {
+                *ri = (first + k) % n;
+            }
+        } else {
+            for ri in self.rows.iter_mut() {
+                *ri = self.rng.below(n);
+            }
         }
         self.p.x.gather_dense(&self.rows, &mut self.xb);
     }
@@ -906,6 +922,7 @@ mod tests {
                     theta: 2.0,
                     t0: 1.5,
                 },
+                sequential: None,
             };
             let run = DsgRun {
                 max_iter: 3,
