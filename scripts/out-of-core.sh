@@ -9,7 +9,8 @@
 # same generator's first 1,000,000 rows), test.npy (100,000 rows of another seed) and the logs.
 # Each fit runs one pass over its rows, M random features (default 512), and is scored on
 # test.npy. SOLVER is dbcd (default: DBCD-TR, n / 512 iterations of block 512) or cdsg (n / 256
-# steps of 256 rows, sweeping the rows in file order).
+# steps of 256 rows, sweeping the rows in file order). STEPS, when set, caps the iterations or
+# steps of every fit.
 set -euo pipefail
 DIR="$1"; ROWS="${2:-12000000}"; CAP="${3:-4}"; M="${4:-512}"; SOLVER="${5:-dbcd}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +28,7 @@ echo $((CAP << 30)) > "$CG/memory.limit_in_bytes"
 fit() {  # fit NAME ROWS
     local iters=$(( $2 / 512 )) solver=""
     if [[ "$SOLVER" == cdsg ]]; then iters=$(( $2 / 256 )); solver="--solver cdsg"; fi
+    if [[ -n "${STEPS:-}" && "$STEPS" -lt "$iters" ]]; then iters="$STEPS"; fi
     echo 0 > "$CG/memory.max_usage_in_bytes"; echo 0 > "$CG/memory.failcnt"
     sync; echo 3 > /proc/sys/vm/drop_caches
     sh -c "echo \$\$ > $CG/cgroup.procs; exec /usr/bin/time -v $JOKER train -q --no-standardize -l svc -m $M $solver \

@@ -727,6 +727,44 @@ fn distributed_fit_on_the_gpu_matches_the_cpu() {
     }
 }
 
+/// Rows mapped from a `.npy` file train on the GPU as on the CPU (the device engine reads the
+/// mapped slice: uploaded whole when it fits, per block otherwise).
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn mapped_rows_fit_on_the_gpu_as_on_the_cpu() {
+    use joker::io::npy::{RowWriter, labels_path, read_npy, write_vector};
+    let data = two_moons(3001, 7);
+    let dir = std::env::temp_dir().join(format!("joker-gpu-npy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rows.npy");
+    let Features::Dense(m) = &data.x else {
+        unreachable!("dense test data")
+    };
+    let mut w = RowWriter::create(&path, m.ncols()).unwrap();
+    for i in 0..m.nrows() {
+        w.push(m.row(i)).unwrap();
+    }
+    w.finish().unwrap();
+    write_vector(&labels_path(&path), &data.y).unwrap();
+    let mapped = read_npy::<f32>(&path, None).unwrap();
+    assert!(mapped.x.is_mapped());
+    let est = |dev: Device| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(0.1)
+            .n_components(1031)
+            .block_size(257)
+            .max_iter(3000)
+            .tol(1e-6)
+            .standardize(false)
+            .device(dev)
+            .build()
+            .unwrap()
+    };
+    cpu_and_gpu_fits("mapped_rows_fit_on_the_gpu_as_on_the_cpu", est, &mapped);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Sixteen Gaussian blobs in 3-d, one class each.
 fn blobs(n: usize, classes: usize, seed: u64) -> Dataset<f32> {
     let mut s = Stream::new(seed, 11);

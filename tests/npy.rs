@@ -366,7 +366,10 @@ fn doubly_stochastic_fits_sweep_mapped_rows() {
         assert_eq!(theta(&swept), theta(&same), "{name}");
         let drawn = est(None).fit(&data).unwrap();
         assert_ne!(theta(&swept), theta(&drawn), "{name}");
-        assert_eq!(theta(&drawn), theta(&est(Some(false)).fit(&mapped).unwrap()));
+        assert_eq!(
+            theta(&drawn),
+            theta(&est(Some(false)).fit(&mapped).unwrap())
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }
