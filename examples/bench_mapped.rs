@@ -81,16 +81,10 @@ fn main() -> joker::Result<()> {
     // the first fit after the opening pass: the pass itself warmed whatever the cache holds
     if drop_caches() {
         let fit = est.fit(&mapped)?;
-        println!(
-            "mapped, cold cache: {}",
-            per_iteration(&fit)
-        );
+        println!("mapped, cold cache:          {}", per_iteration(&fit));
     }
     let warm = est.fit(&mapped)?;
-    println!(
-        "mapped, warm cache: {}",
-        per_iteration(&warm)
-    );
+    println!("mapped, warm cache:          {}", per_iteration(&warm));
     let Features::Dense(x) = &mapped.x else {
         unreachable!("npy rows are dense")
     };
@@ -99,10 +93,7 @@ fn main() -> joker::Result<()> {
         mapped.y.clone(),
     )?;
     let mem = est.fit(&copy)?;
-    println!(
-        "in memory:          {}",
-        per_iteration(&mem)
-    );
+    println!("in memory:                   {}", per_iteration(&mem));
     assert_eq!(
         warm.training.primal, mem.training.primal,
         "mapped and in-memory fits take the same iterates"
@@ -117,6 +108,6 @@ fn main() -> joker::Result<()> {
         .standardize(false)
         .build()?
         .fit(&copy)?;
-    println!("in memory, shuffled blocks:     {}", per_iteration(&shuffled));
+    println!("in memory, shuffled blocks:  {}", per_iteration(&shuffled));
     Ok(())
 }

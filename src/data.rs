@@ -20,13 +20,14 @@ pub struct DenseMatrix<T> {
 
 /// A sparse matrix in compressed sparse row form: row `i` holds the entries
 /// `values[indptr[i]..indptr[i + 1]]` at columns `indices[..]` (strictly increasing).
+/// The arrays are held in memory, or mapped read-only from files ([`crate::io::npy`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CsrMatrix<T> {
     nrows: usize,
     ncols: usize,
-    indptr: Vec<usize>,
-    indices: Vec<u32>,
-    values: Vec<T>,
+    indptr: Values<usize>,
+    indices: Values<u32>,
+    values: Values<T>,
 }
 
 /// Features of `n` samples in `d` dimensions, dense or sparse.
@@ -138,6 +139,40 @@ impl<T: Scalar> CsrMatrix<T> {
         indices: Vec<u32>,
         values: Vec<T>,
     ) -> Result<Self> {
+        Self::checked(
+            nrows,
+            ncols,
+            Values::Owned(indptr),
+            Values::Owned(indices),
+            Values::Owned(values),
+        )
+    }
+
+    /// Wraps CSR arrays mapped from files (or `indptr` in memory), with the checks of
+    /// [`new`](Self::new) (one pass over the arrays).
+    pub(crate) fn mapped(
+        nrows: usize,
+        ncols: usize,
+        indptr: Values<usize>,
+        indices: Mapped<u32>,
+        values: Mapped<T>,
+    ) -> Result<Self> {
+        Self::checked(
+            nrows,
+            ncols,
+            indptr,
+            Values::Mapped(indices),
+            Values::Mapped(values),
+        )
+    }
+
+    fn checked(
+        nrows: usize,
+        ncols: usize,
+        indptr: Values<usize>,
+        indices: Values<u32>,
+        values: Values<T>,
+    ) -> Result<Self> {
         if nrows == 0 || ncols == 0 {
             return Err(JokerError::EmptyData(format!(
                 "a sparse matrix needs at least one row and one column, got {nrows} x {ncols}"
@@ -223,9 +258,13 @@ impl<T: Scalar> CsrMatrix<T> {
     pub fn values(&self) -> &[T] {
         &self.values
     }
-    /// Mutable values (shape-preserving rescaling).
+    /// Mutable values (shape-preserving rescaling; mapped values are copied first).
     pub(crate) fn values_mut(&mut self) -> &mut [T] {
-        &mut self.values
+        self.values.make_mut()
+    }
+    /// Whether the arrays are mapped from files rather than held in memory.
+    pub fn is_mapped(&self) -> bool {
+        self.values.is_mapped()
     }
 
     /// The same rows stored densely (`nrows x ncols`, zeros where nothing is stored).
@@ -265,7 +304,10 @@ impl<T: Scalar> Features<T> {
 
     /// Whether the rows are mapped from a file rather than held in memory.
     pub fn is_mapped(&self) -> bool {
-        matches!(self, Features::Dense(m) if m.is_mapped())
+        match self {
+            Features::Dense(m) => m.is_mapped(),
+            Features::Sparse(m) => m.is_mapped(),
+        }
     }
 
     /// Writes the given rows, densified, row-major into `out` (`rows.len() * ncols` values).
@@ -300,11 +342,6 @@ impl<T: Scalar> Features<T> {
 
     /// Converts to another precision (mapped values in their own precision stay mapped).
     pub fn cast<U: Scalar>(&self) -> Features<U> {
-        let conv = |v: &[T]| {
-            v.iter()
-                .map(|x| U::from_f64(x.to_f64()))
-                .collect::<Vec<U>>()
-        };
         match self {
             Features::Dense(m) => Features::Dense(DenseMatrix {
                 nrows: m.nrows,
@@ -316,7 +353,7 @@ impl<T: Scalar> Features<T> {
                 ncols: m.ncols,
                 indptr: m.indptr.clone(),
                 indices: m.indices.clone(),
-                values: conv(&m.values),
+                values: m.values.cast(),
             }),
         }
     }
@@ -364,7 +401,7 @@ impl<T: Scalar> Features<T> {
             }
             Features::Sparse(m) => {
                 let idx = m.indices.clone();
-                for (v, &j) in m.values_mut().iter_mut().zip(&idx) {
+                for (v, &j) in m.values_mut().iter_mut().zip(idx.iter()) {
                     f(j as usize, v);
                 }
             }

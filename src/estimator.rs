@@ -1144,6 +1144,10 @@ fn dense_if_smaller<T: Scalar>(x: Features<T>) -> Features<T> {
     let Features::Sparse(c) = &x else {
         return x;
     };
+    if c.is_mapped() {
+        // densifying would copy the file into memory
+        return x;
+    }
     let size = std::mem::size_of::<T>();
     let entries = c.nrows().saturating_mul(c.ncols());
     if entries.saturating_mul(size) > c.nnz() * (size + 4) {

@@ -373,3 +373,104 @@ fn doubly_stochastic_fits_sweep_mapped_rows() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `bytes` of `<T>` values as a 1-D `.npy` array of type `descr`.
+fn raw_vector<T: Copy>(path: &Path, descr: &str, v: &[T], to: impl Fn(T) -> Vec<u8>) {
+    let dict = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}",
+        v.len()
+    );
+    raw(
+        path,
+        &dict,
+        &v.iter().flat_map(|x| to(*x)).collect::<Vec<u8>>(),
+    );
+}
+
+/// Writes `c` as a directory of CSR arrays (as numpy saves a scipy matrix's) with its labels.
+fn write_csr(dir: &Path, c: &joker::CsrMatrix<f32>, y: &[f64], indptr32: bool) {
+    std::fs::create_dir_all(dir).unwrap();
+    raw_vector(&dir.join("data.npy"), "<f4", c.values(), |v| {
+        v.to_le_bytes().to_vec()
+    });
+    raw_vector(&dir.join("indices.npy"), "<i4", c.indices(), |v| {
+        (v as i32).to_le_bytes().to_vec()
+    });
+    if indptr32 {
+        raw_vector(&dir.join("indptr.npy"), "<i4", c.indptr(), |v| {
+            (v as i32).to_le_bytes().to_vec()
+        });
+    } else {
+        raw_vector(&dir.join("indptr.npy"), "<i8", c.indptr(), |v| {
+            (v as i64).to_le_bytes().to_vec()
+        });
+    }
+    raw_vector(
+        &dir.join("shape.npy"),
+        "<i8",
+        &[c.nrows() as i64, c.ncols() as i64],
+        |v| v.to_le_bytes().to_vec(),
+    );
+    write_vector(&labels_path(dir), y).unwrap();
+}
+
+/// Sparse rows mapped from a directory of CSR arrays: the same matrix, the same fit as the
+/// rows in memory with the same blocks, and named errors for malformed arrays.
+#[test]
+fn csr_arrays_map_and_fit_as_in_memory() {
+    let d = dir("csr");
+    let dense = data32(800, 6, 8);
+    let Features::Dense(m) = &dense.x else {
+        panic!()
+    };
+    // a sparse copy: small entries dropped
+    let (mut indptr, mut indices, mut values) = (vec![0usize], vec![], vec![]);
+    for i in 0..m.nrows() {
+        for (j, &v) in m.row(i).iter().enumerate() {
+            if v.abs() > 0.3 {
+                indices.push(j as u32);
+                values.push(v);
+            }
+        }
+        indptr.push(values.len());
+    }
+    let c = joker::CsrMatrix::new(m.nrows(), m.ncols(), indptr, indices, values).unwrap();
+    let data = Dataset::new(Features::Sparse(c.clone()), dense.y.clone()).unwrap();
+    for indptr32 in [false, true] {
+        let path = d.join(format!("rows-{indptr32}"));
+        write_csr(&path, &c, &data.y, indptr32);
+        let mapped = read_npy::<f32>(&path, None).unwrap();
+        assert!(mapped.x.is_mapped());
+        assert_eq!(mapped.x, data.x);
+        assert_eq!(mapped.y, data.y);
+        let est = Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(128)
+            .block_size(100)
+            .max_iter(100)
+            .standardize(false)
+            .contiguous_blocks(true)
+            .build()
+            .unwrap();
+        let (a, b) = (est.fit(&data).unwrap(), est.fit(&mapped).unwrap());
+        assert_eq!(theta(&a), theta(&b));
+        assert_eq!(
+            a.decision_function(&data.x).unwrap(),
+            b.decision_function(&mapped.x).unwrap()
+        );
+    }
+    let path = d.join("rows-false");
+    let ipath = path.join("indices.npy");
+    raw_vector(&ipath, "<i8", c.indices(), |v| {
+        (v as i64).to_le_bytes().to_vec()
+    });
+    assert!(io_message(read_npy::<f32>(&path, None), &ipath).contains("'<i4'"));
+    let mut bad = c.indices().to_vec();
+    bad.swap(0, 1);
+    raw_vector(&ipath, "<i4", &bad, |v| (v as i32).to_le_bytes().to_vec());
+    match read_npy::<f32>(&path, None) {
+        Err(JokerError::ShapeMismatch(m)) => assert!(m.contains("strictly increasing"), "{m}"),
+        other => panic!("expected unsorted columns to be refused, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

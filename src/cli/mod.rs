@@ -199,7 +199,8 @@ pub fn read_data<U: Scalar>(
     }
     let wants_csv = opts.label_column.is_some();
     let wants_libsvm = opts.index_base.is_some() || n_features.is_some();
-    let is_npy = path.extension().is_some_and(|e| e == "npy");
+    // a .npy file of dense rows, or a directory of CSR arrays
+    let is_npy = path.extension().is_some_and(|e| e == "npy") || path.is_dir();
     let format = match opts.format {
         FormatArg::Auto | FormatArg::Npy if is_npy && (wants_csv || wants_libsvm) => {
             return fail(

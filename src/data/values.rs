@@ -14,6 +14,33 @@ pub(crate) enum Values<T> {
     Mapped(Mapped<T>),
 }
 
+/// Element types a file's bytes can be read as directly: every bit pattern is a value.
+pub(crate) trait Plain: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// Name used in messages.
+    const NAME: &'static str;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for u32 {}
+    impl Sealed for usize {}
+}
+
+impl Plain for f32 {
+    const NAME: &'static str = "f32";
+}
+impl Plain for f64 {
+    const NAME: &'static str = "f64";
+}
+impl Plain for u32 {
+    const NAME: &'static str = "u32";
+}
+impl Plain for usize {
+    const NAME: &'static str = "usize";
+}
+
 /// `len` values of type `T` at byte `offset` of a read-only file mapping.
 pub(crate) struct Mapped<T> {
     map: Arc<memmap2::Mmap>,
@@ -22,7 +49,7 @@ pub(crate) struct Mapped<T> {
     _t: PhantomData<T>,
 }
 
-impl<T: Scalar> Mapped<T> {
+impl<T: Plain> Mapped<T> {
     /// `len` values at byte `offset` of `map`; fails unless they lie inside the mapping and the
     /// offset is aligned for `T`.
     pub(crate) fn new(
@@ -54,9 +81,11 @@ impl<T: Scalar> Mapped<T> {
             _t: PhantomData,
         })
     }
+}
 
+impl<T: 'static> Mapped<T> {
     /// The same mapping read as `U`, when `U` is `T` (no copy).
-    fn retyped<U: Scalar>(&self) -> Option<Mapped<U>> {
+    fn retyped<U: 'static>(&self) -> Option<Mapped<U>> {
         (std::any::TypeId::of::<T>() == std::any::TypeId::of::<U>()).then(|| Mapped {
             map: Arc::clone(&self.map),
             offset: self.offset,
@@ -69,18 +98,18 @@ impl<T: Scalar> Mapped<T> {
 impl<T> Deref for Mapped<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: a `Mapped<T>` is made only by `new` or `retyped`, with `T: Scalar`. `new`
+        // SAFETY: a `Mapped<T>` is made only by `new` or `retyped`, with `T: Plain`. `new`
         // checked that `offset + len * size_of::<T>()` lies inside the mapping
-        // and that the start is aligned for `T`; `T` is f32 or f64 (sealed `Scalar`), for which
-        // every bit pattern is a value; the mapping is read-only and kept alive by the `Arc`.
-        // The file must not change while it is mapped (the callers' documented contract).
+        // and that the start is aligned for `T`; `T` is f32, f64, u32 or usize (sealed
+        // `Plain`), for which every bit pattern is a value; the mapping is read-only and kept alive by the
+        // `Arc`. The file must not change while it is mapped (the callers' documented contract).
         unsafe {
             std::slice::from_raw_parts(self.map.as_ptr().add(self.offset).cast::<T>(), self.len)
         }
     }
 }
 
-impl<T: Scalar> Values<T> {
+impl<T: Copy> Values<T> {
     /// Whether the values are mapped from a file rather than held in memory.
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self, Values::Mapped(_))
@@ -104,7 +133,9 @@ impl<T: Scalar> Values<T> {
             Values::Mapped(_) => unreachable!("copied above"),
         }
     }
+}
 
+impl<T: Scalar> Values<T> {
     /// The values converted to `U`: shared, not copied, when mapped and `U` is `T`.
     pub(crate) fn cast<U: Scalar>(&self) -> Values<U> {
         if let Values::Mapped(m) = self

@@ -15,7 +15,7 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::data::{Dataset, DenseMatrix, Features, Mapped};
+use crate::data::{CsrMatrix, Dataset, DenseMatrix, Features, Mapped, Values};
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
@@ -191,6 +191,90 @@ pub fn map_rows<U: Scalar>(path: &Path) -> Result<DenseMatrix<U>> {
     }
 }
 
+/// The CSR offsets: a 1-D array of `<i8` (or `<u8`) mapped as `usize`, or of 4-byte integers
+/// read into memory.
+fn map_offsets(path: &Path) -> Result<Values<usize>> {
+    let (map, h) = map(path)?;
+    let [n] = h.shape[..] else {
+        return Err(bad(
+            path,
+            format!("the array has shape {:?}; indptr is 1-D", h.shape),
+        ));
+    };
+    match h.descr.as_str() {
+        "<i8" | "<u8" if cfg!(target_pointer_width = "64") => {
+            let v = Mapped::<usize>::new(map, h.data_offset, n).map_err(|e| bad(path, e))?;
+            Ok(Values::Mapped(v))
+        }
+        "<i4" | "<u4" => Ok(Values::Owned(
+            read_vector(path)?.into_iter().map(|v| v as usize).collect(),
+        )),
+        other => Err(bad(
+            path,
+            format!("the array's type is '{other}'; indptr must be '<i8' or '<i4'"),
+        )),
+    }
+}
+
+/// Sparse rows mapped from a directory holding the CSR arrays as numpy writes them for a scipy
+/// matrix `X`: `data.npy` (float32 or float64), `indices.npy` (`<i4`, column indices strictly
+/// increasing within a row), `indptr.npy` (`<i8` mapped, or `<i4` read into memory) and
+/// `shape.npy` (`(n, d)`), e.g. `for k in ("data", "indices", "indptr", "shape"):
+/// np.save(f"{dir}/{k}.npy", getattr(X, k))`. Every array is checked (one pass). The files must
+/// not change while the matrix is in use.
+pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
+    let shape = read_vector(&dir.join("shape.npy"))?;
+    let [n, d] = shape[..] else {
+        return Err(bad(
+            &dir.join("shape.npy"),
+            format!("holds {} values; the shape is (rows, columns)", shape.len()),
+        ));
+    };
+    let (n, d) = (n as usize, d as usize);
+    let indptr = map_offsets(&dir.join("indptr.npy"))?;
+    let nnz = indptr.last().copied().unwrap_or(0);
+    let ipath = dir.join("indices.npy");
+    let (imap, ih) = map(&ipath)?;
+    if !matches!(ih.descr.as_str(), "<i4" | "<u4") || ih.shape != [nnz] {
+        return Err(bad(
+            &ipath,
+            format!(
+                "indices must be a 1-D '<i4' array of indptr[-1] = {nnz} values, got '{}' of shape {:?}",
+                ih.descr, ih.shape
+            ),
+        ));
+    }
+    let indices = Mapped::<u32>::new(imap, ih.data_offset, nnz).map_err(|e| bad(&ipath, e))?;
+    let vpath = dir.join("data.npy");
+    let (vmap, vh) = map(&vpath)?;
+    if vh.shape != [nnz] {
+        return Err(bad(
+            &vpath,
+            format!("data has shape {:?}, indptr[-1] is {nnz}", vh.shape),
+        ));
+    }
+    let m: Features<U> = match vh.descr.as_str() {
+        "<f4" => {
+            let v = Mapped::<f32>::new(vmap, vh.data_offset, nnz).map_err(|e| bad(&vpath, e))?;
+            Features::Sparse(CsrMatrix::mapped(n, d, indptr, indices, v)?).cast()
+        }
+        "<f8" => {
+            let v = Mapped::<f64>::new(vmap, vh.data_offset, nnz).map_err(|e| bad(&vpath, e))?;
+            Features::Sparse(CsrMatrix::mapped(n, d, indptr, indices, v)?).cast()
+        }
+        other => {
+            return Err(bad(
+                &vpath,
+                format!("the array's type is '{other}'; values must be '<f4' or '<f8'"),
+            ));
+        }
+    };
+    match m {
+        Features::Sparse(m) => Ok(m),
+        Features::Dense(_) => unreachable!("a sparse matrix casts to a sparse matrix"),
+    }
+}
+
 /// The values of a 1-D `.npy` array (or an `(n, 1)` one) of any real or integer type, as f64.
 pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
     let (map, h) = map(path)?;
@@ -258,19 +342,29 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
         .collect())
 }
 
-/// Where the labels of `rows.npy` lie: `rows.labels.npy`.
+/// Where the labels of `rows.npy` lie: `rows.labels.npy`; for a directory of CSR arrays
+/// ([`map_csr`]), `labels.npy` inside it.
 pub fn labels_path(rows: &Path) -> PathBuf {
-    rows.with_extension("labels.npy")
+    if rows.is_dir() {
+        rows.join("labels.npy")
+    } else {
+        rows.with_extension("labels.npy")
+    }
 }
 
-/// A data set whose rows are mapped from `rows.npy` and whose labels are read from `labels`
-/// (default [`labels_path`]). The rows file must not change while in use.
+/// A data set whose rows are mapped from `rows.npy` (dense, [`map_rows`]) or from a directory
+/// of CSR arrays (sparse, [`map_csr`]), and whose labels are read from `labels` (default
+/// [`labels_path`]). The files must not change while in use.
 ///
 /// # Errors
 /// Those of [`map_rows`] and [`read_vector`], a missing labels file (named), and a label count
 /// that differs from the row count.
 pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset<U>> {
-    let x = map_rows::<U>(rows)?;
+    let x = if rows.is_dir() {
+        Features::Sparse(map_csr::<U>(rows)?)
+    } else {
+        Features::Dense(map_rows::<U>(rows)?)
+    };
     let lpath = labels.map_or_else(|| labels_path(rows), Path::to_path_buf);
     if !lpath.exists() {
         return Err(bad(
@@ -291,7 +385,7 @@ pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset
             y.len()
         )));
     }
-    Dataset::new(Features::Dense(x), y)
+    Dataset::new(x, y)
 }
 
 /// The header of a C-order array of `shape` and type `descr`, padded to `len` bytes in all
