@@ -208,6 +208,16 @@ fn malformed_files_are_named_errors() {
         let msg = io_message(map_rows::<f32>(&p), &p);
         assert!(msg.contains(want), "{dict}: {msg}");
     }
+    // labels of odd types, an empty or non-ASCII type string
+    let l = d.join("odd.npy");
+    for descr in ["", "\u{e9}4", "<c8", ">i4"] {
+        let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (2,), }}");
+        raw(&l, &dict, &[0u8; 16]);
+        assert!(
+            io_message(read_vector(&l), &l).contains("labels must be"),
+            "{descr}"
+        );
+    }
     std::fs::write(&p, b"1 1:0.5\n").unwrap();
     assert!(io_message(map_rows::<f32>(&p), &p).contains("not a .npy file"));
     let missing = d.join("none.npy");
@@ -471,6 +481,62 @@ fn csr_arrays_map_and_fit_as_in_memory() {
     match read_npy::<f32>(&path, None) {
         Err(JokerError::ShapeMismatch(m)) => assert!(m.contains("strictly increasing"), "{m}"),
         other => panic!("expected unsorted columns to be refused, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Damaged files (bits flipped, bytes cut, shapes and types rewritten) come back as a value or
+/// an error, never a panic: a deterministic sweep of mutations of a valid rows file and a valid
+/// labels file.
+#[test]
+fn damaged_files_are_errors_not_panics() {
+    let d = dir("damage");
+    let data = data32(40, 3, 9);
+    let path = write(&d, &data);
+    let rows = std::fs::read(&path).unwrap();
+    let labels = std::fs::read(labels_path(&path)).unwrap();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = |k: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % k as u64) as usize
+    };
+    let swaps: [(&str, &str); 6] = [
+        ("(40, 3)", "(4611686018427387904, 3)"),
+        ("(40, 3)", "(40,)"),
+        ("'<f4'", "'<f8'"),
+        ("'<f4'", "''"),
+        ("(40,)", "(4611686018427387904,)"),
+        ("'<f8'", "'|b1'"),
+    ];
+    for round in 0..600 {
+        for (orig, target) in [(&rows, &path), (&labels, &labels_path(&path))] {
+            let mut b = orig.clone();
+            match round % 4 {
+                0 => {
+                    let i = next(b.len());
+                    b[i] ^= 1 << next(8);
+                }
+                1 => b.truncate(next(b.len())),
+                2 => {
+                    let i = next(128.min(b.len()));
+                    b[i] = next(256) as u8;
+                }
+                _ => {
+                    let (from, to) = swaps[next(swaps.len())];
+                    let text = String::from_utf8_lossy(&b[..128]).replace(from, to);
+                    let mut h = text.into_bytes();
+                    h.resize(128, b' ');
+                    b.splice(..128, h);
+                }
+            }
+            std::fs::write(target, &b).unwrap();
+        }
+        let _ = map_rows::<f32>(&path);
+        let _ = map_rows::<f64>(&path);
+        let _ = read_vector(&labels_path(&path));
+        let _ = read_npy::<f32>(&path, None);
     }
     let _ = std::fs::remove_dir_all(&d);
 }

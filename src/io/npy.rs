@@ -230,7 +230,13 @@ pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
             format!("holds {} values; the shape is (rows, columns)", shape.len()),
         ));
     };
-    let (n, d) = (n as usize, d as usize);
+    let size = |v: f64| (v >= 0.0 && v < u32::MAX as f64 * u32::MAX as f64).then_some(v as usize);
+    let (Some(n), Some(d)) = (size(n), size(d)) else {
+        return Err(bad(
+            &dir.join("shape.npy"),
+            format!("the shape ({n}, {d}) is out of range"),
+        ));
+    };
     let indptr = map_offsets(&dir.join("indptr.npy"))?;
     let nnz = indptr.last().copied().unwrap_or(0);
     let ipath = dir.join("indices.npy");
@@ -291,7 +297,9 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
         }
     };
     let bytes = &map[h.data_offset.min(map.len())..];
-    let size = match &h.descr[1..] {
+    // `<f8` and the like: the byte order, then the kind and the size
+    let kind = h.descr.get(1..).unwrap_or("");
+    let size = match kind {
         "f4" | "i4" | "u4" => 4,
         "f8" | "i8" | "u8" => 8,
         "i2" | "u2" => 2,
@@ -307,13 +315,13 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
             ),
         ));
     }
-    if bytes.len() < n * size {
+    let need = n.saturating_mul(size);
+    if bytes.len() < need {
         return Err(bad(
             path,
             format!(
-                "the file holds {} bytes of data, its shape needs {} (truncated?)",
-                bytes.len(),
-                n * size
+                "the file holds {} bytes of data, its shape needs {need} (truncated?)",
+                bytes.len()
             ),
         ));
     }
@@ -322,7 +330,6 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
         b[..size].copy_from_slice(&bytes[i * size..(i + 1) * size]);
         b
     };
-    let kind = &h.descr[1..];
     Ok((0..n)
         .map(|i| {
             let b = at(i);
