@@ -293,6 +293,7 @@ fn a_fit_resumes_from_a_checkpoint_on_another_number_of_ranks() {
         checkpoint: Some(joker::distributed::checkpoint::CheckpointConfig {
             dir: dir.clone(),
             every: 1,
+            seconds: None,
         }),
         ..PbmConfig::default()
     };
@@ -450,4 +451,55 @@ fn random_and_kmeans_partitions_move_every_row_once_and_reach_the_gap() {
         .map(|_| ())
         .unwrap_err();
     assert!(matches!(e, JokerError::Unsupported(_)), "{e}");
+}
+
+/// Checkpoints by time: with every step count off and zero seconds, every outer step writes
+/// one (rank 0's clock decides for all ranks); a configuration that never writes is refused
+/// before any work.
+#[test]
+fn checkpoints_by_time_and_refused_configurations() {
+    use joker::distributed::checkpoint::{CheckpointConfig, read_manifest};
+    let train = {
+        let d = common::binary(900, 3, 33);
+        Dataset::new(d.x.cast::<f32>(), d.y.clone()).unwrap()
+    };
+    let est = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .n_components(100)
+        .block_size(64)
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("joker-ckpt-time-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let by_time = |seconds| PbmConfig {
+        max_outer: 4,
+        checkpoint: Some(CheckpointConfig {
+            dir: dir.clone(),
+            every: 0,
+            seconds,
+        }),
+        ..PbmConfig::default()
+    };
+    let models = fit_on_ranks(&est, &shards(&train, 2), &by_time(Some(0.0)));
+    let steps = models[0].as_ref().unwrap().history.len();
+    assert_eq!(read_manifest(&dir).unwrap().unwrap().outer, steps);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // an hour between checkpoints: none in four steps
+    let _ = fit_on_ranks(&est, &shards(&train, 2), &by_time(Some(3600.0)));
+    assert!(read_manifest(&dir).map_or(true, |m| m.is_none()));
+    for bad in [None, Some(-1.0), Some(f64::NAN)] {
+        for r in fit_on_ranks(&est, &shards(&train, 2), &by_time(bad)) {
+            assert!(
+                matches!(
+                    r,
+                    Err(JokerError::InvalidParameter {
+                        name: "checkpoint",
+                        ..
+                    })
+                ),
+                "{bad:?}: {r:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

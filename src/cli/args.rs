@@ -358,7 +358,7 @@ pub struct TrainArgs {
         help_heading = "Distributed"
     )]
     pub checkpoint: Option<PathBuf>,
-    /// Outer steps between checkpoints.
+    /// Outer steps between checkpoints (0: by time only, see --checkpoint-seconds).
     #[arg(
         long,
         value_name = "N",
@@ -366,6 +366,10 @@ pub struct TrainArgs {
         help_heading = "Distributed"
     )]
     pub checkpoint_every: usize,
+    /// Also write a checkpoint when this many seconds have passed since the last one
+    /// (whichever of the two comes first).
+    #[arg(long, value_name = "S", help_heading = "Distributed")]
+    pub checkpoint_seconds: Option<f64>,
     /// Continue from the last complete checkpoint in this folder (same training file; any
     /// number of ranks).
     #[arg(

@@ -83,7 +83,8 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
         },
         checkpoint: a.checkpoint.as_ref().map(|dir| CheckpointConfig {
             dir: dir.clone(),
-            every: a.checkpoint_every.max(1),
+            every: a.checkpoint_every,
+            seconds: a.checkpoint_seconds,
         }),
         resume: a.resume.clone(),
     };
@@ -145,10 +146,15 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
+const NPY_SHARDS: &str = "distributed fits read LIBSVM or CSV files (each rank its byte range); `.npy` rows are not sharded yet";
+
 /// This rank's share of the training file, with the index base and the width agreed by all.
 fn read_shard<U: Scalar>(a: &TrainArgs, shard: Shard, comm: &Mpi) -> CliResult<Dataset<U>> {
     let path = &a.train_file;
+    let npy = path.extension().is_some_and(|e| e == "npy") || path.is_dir();
     let libsvm = match a.data.format {
+        FormatArg::Npy => return fail(NPY_SHARDS),
+        FormatArg::Auto if npy => return fail(NPY_SHARDS),
         FormatArg::Libsvm => true,
         FormatArg::Csv => false,
         FormatArg::Auto if a.data.label_column.is_some() => false,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::Collective;
 use crate::atomic_file::write_atomically;
-use crate::error::{JokerError, Result};
+use crate::error::{JokerError, Result, invalid};
 
 const MAGIC: &[u8; 8] = b"JKRALPHA";
 const HEADER: u64 = 8 + 4 * 8;
@@ -27,8 +27,43 @@ const MANIFEST: &str = "checkpoint.json";
 pub struct CheckpointConfig {
     /// The folder (created if missing).
     pub dir: PathBuf,
-    /// Write one every this many outer steps (at least 1).
+    /// Write one every this many outer steps (0: by time only).
     pub every: usize,
+    /// Also write one when this many seconds have passed since the last (or the start), as
+    /// rank 0's clock says, so that every rank writes the same step.
+    #[serde(default)]
+    pub seconds: Option<f64>,
+}
+
+impl CheckpointConfig {
+    /// Fails for a configuration that would never write (no step count and no time) or a time
+    /// that is negative or not finite.
+    pub fn validate(&self) -> Result<()> {
+        match self.seconds {
+            None if self.every == 0 => Err(invalid(
+                "checkpoint",
+                "give a number of outer steps (at least 1) or a number of seconds between checkpoints",
+            )),
+            Some(s) if !(s >= 0.0 && s.is_finite()) => Err(invalid(
+                "checkpoint",
+                format!("seconds between checkpoints must be >= 0 and finite, got {s}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether to write after outer step `outer`, `elapsed` seconds after the last write: the
+    /// step count decides alike on every rank, the time as rank 0 sees it (one broadcast, only
+    /// when a time is set).
+    pub(crate) fn due(&self, outer: usize, elapsed: f64, comm: &dyn Collective) -> Result<bool> {
+        let by_steps = self.every > 0 && outer % self.every == 0;
+        let Some(s) = self.seconds else {
+            return Ok(by_steps);
+        };
+        let mut due = [f64::from(u8::from(by_steps || elapsed >= s))];
+        comm.decide(&mut due)?;
+        Ok(due[0] != 0.0)
+    }
 }
 
 /// The last complete checkpoint's description.
@@ -199,6 +234,7 @@ mod tests {
         let cfg = CheckpointConfig {
             dir: dir.clone(),
             every: 1,
+            seconds: None,
         };
         let (n, tt) = (10usize, 2usize);
         // the coefficient of row i, column t

@@ -101,6 +101,9 @@ impl Joker {
                 "sample weights, checkpoints or resuming with rows moved between the ranks (use the file partition)",
             );
         }
+        if let Some(c) = &pbm.checkpoint {
+            c.validate()?;
+        }
         if pbm.max_outer == 0 {
             return Err(invalid("max_outer", "must be at least 1"));
         }

@@ -221,6 +221,7 @@ fn run<T: Scalar>(
         st.scale = ranks as f64;
     }
     let mut timings = Timings::default();
+    let mut last_checkpoint = Instant::now();
 
     // theta over all ranks; the engine keeps it, shifted by the other ranks' part
     let tc = Instant::now();
@@ -279,14 +280,13 @@ fn run<T: Scalar>(
         } else {
             theta.copy_from_slice(&st.theta);
         }
-        if let Some(c) = pbm
-            .checkpoint
-            .as_ref()
-            .filter(|c| outer % c.every.max(1) == 0)
+        if let Some(c) = &pbm.checkpoint
+            && c.due(outer, last_checkpoint.elapsed().as_secs_f64(), comm)?
         {
             let tc = Instant::now();
             checkpoint::write(c, comm, (first_row, outer, tt), &st.alpha)?;
             timings.check += tc.elapsed().as_secs_f64();
+            last_checkpoint = Instant::now();
         }
 
         let tc = Instant::now();
