@@ -84,7 +84,7 @@ pub struct SolverConfig {
     /// Blocks of consecutive rows instead of rows drawn by the seeded shuffle. `None` (the
     /// default) takes consecutive rows for rows mapped from a file, where a block is then one
     /// sequential read of the file instead of `b` scattered ones (so the file's rows should be
-    /// in random order), and the shuffle otherwise ([`block_order`]).
+    /// in random order), and the shuffle otherwise.
     #[serde(default)]
     pub contiguous_blocks: Option<bool>,
 }
