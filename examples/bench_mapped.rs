@@ -54,16 +54,19 @@ fn main() -> joker::Result<()> {
             .expect("give the rows file (NAME.npy)"),
     );
     let (iters, m, b) = (arg("--iters", 400), arg("--m", 512), arg("--block", 512));
-    let est = Joker::builder()
-        .loss(Loss::SquaredHinge)
-        .c(1.0)
-        .n_components(m)
-        .block_size(b)
-        .max_iter(iters)
-        .check_every(iters)
-        .standardize(false)
-        .contiguous_blocks(true)
-        .build()?;
+    let estimator = |contiguous: bool| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(1.0)
+            .n_components(m)
+            .block_size(b)
+            .max_iter(iters)
+            .check_every(iters)
+            .standardize(false)
+            .contiguous_blocks(contiguous)
+            .build()
+    };
+    let est = estimator(true)?;
     let cold = drop_caches();
     let t0 = Instant::now();
     let mapped: Dataset<f32> = read_npy(&path, None)?;
@@ -98,16 +101,7 @@ fn main() -> joker::Result<()> {
         warm.training.primal, mem.training.primal,
         "mapped and in-memory fits take the same iterates"
     );
-    let shuffled = Joker::builder()
-        .loss(Loss::SquaredHinge)
-        .c(1.0)
-        .n_components(m)
-        .block_size(b)
-        .max_iter(iters)
-        .check_every(iters)
-        .standardize(false)
-        .build()?
-        .fit(&copy)?;
+    let shuffled = estimator(false)?.fit(&copy)?;
     println!("in memory, shuffled blocks:  {}", per_iteration(&shuffled));
     Ok(())
 }

@@ -189,12 +189,10 @@ impl Model {
         x: &Features<U>,
     ) -> Result<Vec<f64>> {
         let in_place = self.standardizer.is_identity() && TypeId::of::<U>() == TypeId::of::<T>();
-        let Features::Dense(m) = x else {
-            return Ok(self.decision_prepared(&self.standardizer.transform::<U, T>(x)?));
+        let m = match x {
+            Features::Dense(m) if m.is_mapped() && !in_place => m,
+            _ => return Ok(self.decision_prepared(&self.standardizer.transform::<U, T>(x)?)),
         };
-        if !m.is_mapped() || in_place {
-            return Ok(self.decision_prepared(&self.standardizer.transform::<U, T>(x)?));
-        }
         // Mapped rows that need scaling or another precision: a chunk of rows at a time, so
         // that memory holds a chunk's copy, not the file's. Each row's value is the same.
         let (n, d, t) = (m.nrows(), m.ncols(), self.n_targets);

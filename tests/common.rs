@@ -1,4 +1,5 @@
-//! Shared helpers for the integration tests: synthetic data and the real-data directory.
+//! Shared helpers for the integration tests: synthetic data, the real-data directory, and
+//! `.npy` files of a data set.
 #![allow(dead_code)]
 
 use joker::rng::Stream;
@@ -99,4 +100,19 @@ pub fn dense_solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Vec<f64> {
         x[i] = (b[i] - s) / a[i * n + i];
     }
     x
+}
+
+/// Writes `data`'s dense rows to `path` (`.npy`, float32) and its labels beside them
+/// (`joker::io::npy::labels_path`).
+pub fn write_npy(path: &std::path::Path, data: &Dataset<f32>) {
+    use joker::io::npy::{RowWriter, labels_path, write_vector};
+    let Features::Dense(m) = &data.x else {
+        panic!("dense rows only")
+    };
+    let mut w = RowWriter::create(path, m.ncols()).unwrap();
+    for i in 0..m.nrows() {
+        w.push(m.row(i)).unwrap();
+    }
+    assert_eq!(w.finish().unwrap(), m.nrows());
+    write_vector(&labels_path(path), &data.y).unwrap();
 }

@@ -18,6 +18,8 @@
 
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use joker::backend::cpu::Cpu;
 use joker::backend::cuda::Cuda;
 use joker::backend::{Backend, BlockEngine, HostExact, HostRff};
@@ -732,21 +734,12 @@ fn distributed_fit_on_the_gpu_matches_the_cpu() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
 fn mapped_rows_fit_on_the_gpu_as_on_the_cpu() {
-    use joker::io::npy::{RowWriter, labels_path, read_npy, write_vector};
     let data = two_moons(3001, 7);
     let dir = std::env::temp_dir().join(format!("joker-gpu-npy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("rows.npy");
-    let Features::Dense(m) = &data.x else {
-        unreachable!("dense test data")
-    };
-    let mut w = RowWriter::create(&path, m.ncols()).unwrap();
-    for i in 0..m.nrows() {
-        w.push(m.row(i)).unwrap();
-    }
-    w.finish().unwrap();
-    write_vector(&labels_path(&path), &data.y).unwrap();
-    let mapped = read_npy::<f32>(&path, None).unwrap();
+    common::write_npy(&path, &data);
+    let mapped = joker::io::npy::read_npy::<f32>(&path, None).unwrap();
     assert!(mapped.x.is_mapped());
     let est = |dev: Device| {
         Joker::builder()

@@ -21,16 +21,8 @@ fn dir(test: &str) -> PathBuf {
 
 /// Writes `data` (dense f32 rows) as `rows.npy` and `rows.labels.npy` in `dir`.
 fn write(dir: &Path, data: &Dataset<f32>) -> PathBuf {
-    let Features::Dense(m) = &data.x else {
-        panic!("dense rows")
-    };
     let path = dir.join("rows.npy");
-    let mut w = RowWriter::create(&path, m.ncols()).unwrap();
-    for i in 0..m.nrows() {
-        w.push(m.row(i)).unwrap();
-    }
-    assert_eq!(w.finish().unwrap(), m.nrows());
-    write_vector(&labels_path(&path), &data.y).unwrap();
+    common::write_npy(&path, data);
     path
 }
 

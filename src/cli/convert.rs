@@ -1,13 +1,12 @@
 //! `joker convert`: LIBSVM or CSV text into `.npy` rows and labels, one chunk at a time.
 
 use std::io::Write;
-use std::path::Path;
 
 use joker::io::npy::{TextFormat, convert, labels_path};
 use joker::io::{CsvOptions, LibsvmOptions, looks_like_libsvm_file};
 
 use super::args::{ConvertArgs, FormatArg};
-use super::{CliResult, fail, refuse_overwriting_inputs};
+use super::{CliResult, data_format, fail, refuse_overwriting_inputs};
 
 /// Runs `joker convert`.
 pub fn run(a: ConvertArgs) -> CliResult<()> {
@@ -61,36 +60,19 @@ pub fn run(a: ConvertArgs) -> CliResult<()> {
 
 /// The input's format, from the options or the first data line.
 fn text_format(a: &ConvertArgs) -> CliResult<TextFormat> {
-    let libsvm = |o: &ConvertArgs| {
-        TextFormat::Libsvm(LibsvmOptions {
-            zero_based: o.data.index_base,
-            n_features: o.n_features,
-        })
+    let libsvm = LibsvmOptions {
+        zero_based: a.data.index_base,
+        n_features: a.n_features,
     };
-    let csv = |o: &ConvertArgs| {
-        TextFormat::Csv(CsvOptions {
-            label_column: o.data.label_column.unwrap_or_default(),
-            ..CsvOptions::default()
-        })
+    let csv = CsvOptions {
+        label_column: a.data.label_column.unwrap_or_default(),
+        ..CsvOptions::default()
     };
-    let wants_csv = a.data.label_column.is_some();
-    let wants_libsvm = a.data.index_base.is_some() || a.n_features.is_some();
-    Ok(match a.data.format {
-        _ if wants_csv && wants_libsvm => {
-            return fail(
-                "--label-column is a CSV option, --index-base and --n-features are LIBSVM options",
-            );
-        }
-        FormatArg::Libsvm if wants_csv => return fail("--label-column applies to CSV files"),
-        FormatArg::Csv if wants_libsvm => {
-            return fail("--index-base and --n-features apply to LIBSVM files");
-        }
-        FormatArg::Libsvm => libsvm(a),
-        FormatArg::Csv => csv(a),
-        FormatArg::Auto if wants_csv => csv(a),
-        FormatArg::Auto if wants_libsvm => libsvm(a),
-        FormatArg::Auto if looks_like_libsvm_file(Path::new(&a.input))? => libsvm(a),
-        FormatArg::Auto => csv(a),
+    Ok(match data_format(&a.input, &a.data, a.n_features)? {
         FormatArg::Npy => return fail("the input is already .npy"),
+        FormatArg::Libsvm => TextFormat::Libsvm(libsvm),
+        FormatArg::Csv => TextFormat::Csv(csv),
+        FormatArg::Auto if looks_like_libsvm_file(&a.input)? => TextFormat::Libsvm(libsvm),
+        FormatArg::Auto => TextFormat::Csv(csv),
     })
 }

@@ -10,12 +10,14 @@ use joker::distributed::checkpoint::CheckpointConfig;
 use joker::distributed::mpi::{Mpi, abort_on_panic, init};
 use joker::distributed::partition::Partition;
 use joker::distributed::{Collective, union_sorted};
-use joker::io::{CsvOptions, Shard, read_csv_shard, read_libsvm_shard};
+use joker::io::{
+    CsvOptions, LibsvmOptions, Shard, agreed_layout, read_csv_shard, read_libsvm_shard,
+};
 use joker::{Combine, Dataset, FitOptions, Joker, PbmConfig, Precision, Scalar};
 
 use super::args::{CombineArg, FormatArg, PartitionArg, TrainArgs};
 use super::progress::Reporter;
-use super::{CliError, CliResult, fail, read_data};
+use super::{CliError, CliResult, fail, is_npy, read_data};
 
 /// Runs this rank's part of the fit.
 pub fn train(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
@@ -151,10 +153,9 @@ const NPY_SHARDS: &str = "distributed fits read LIBSVM or CSV files (each rank i
 /// This rank's share of the training file, with the index base and the width agreed by all.
 fn read_shard<U: Scalar>(a: &TrainArgs, shard: Shard, comm: &Mpi) -> CliResult<Dataset<U>> {
     let path = &a.train_file;
-    let npy = path.extension().is_some_and(|e| e == "npy") || path.is_dir();
     let libsvm = match a.data.format {
         FormatArg::Npy => return fail(NPY_SHARDS),
-        FormatArg::Auto if npy => return fail(NPY_SHARDS),
+        FormatArg::Auto if is_npy(path) => return fail(NPY_SHARDS),
         FormatArg::Libsvm => true,
         FormatArg::Csv => false,
         FormatArg::Auto if a.data.label_column.is_some() => false,
@@ -167,13 +168,15 @@ fn read_shard<U: Scalar>(a: &TrainArgs, shard: Shard, comm: &Mpi) -> CliResult<D
             raw.max_index().map_or(-1.0, |v| v as f64),
         ];
         comm.max(&mut ext)?;
-        let zero_based = a.data.index_base.unwrap_or(ext[0] == 0.0);
-        let largest = ext[1].max(0.0) as usize;
-        let width = a.n_features.unwrap_or(if zero_based {
-            largest + 1
-        } else {
-            largest.max(1)
-        });
+        let opts = LibsvmOptions {
+            zero_based: a.data.index_base,
+            n_features: a.n_features,
+        };
+        let (min, max) = (
+            ext[0].is_finite().then_some(-ext[0] as u32),
+            (ext[1] >= 0.0).then_some(ext[1] as u32),
+        );
+        let (zero_based, width) = agreed_layout(&opts, min, max);
         raw.finish(zero_based, width)?
     } else {
         let opts = CsvOptions {

@@ -180,28 +180,22 @@ pub fn looks_like_model(path: &Path) -> bool {
             && t.contains(&format!("\"{}\"", joker::model::FORMAT_NAME)))
 }
 
-/// Reads a data file as the format options say.
-///
-/// `width`, when given, is the number of features the data must have (the model's or the
-/// training set's): narrower LIBSVM data is widened to it (test files need not mention the
-/// last features), anything else that differs is an error. `n_features` is the explicit
-/// LIBSVM width of `joker train --n-features`.
-pub fn read_data<U: Scalar>(
+/// Whether `path` names `.npy` rows: a `.npy` file of dense rows, or a directory of CSR arrays.
+pub fn is_npy(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "npy") || path.is_dir()
+}
+
+/// The format the options and the path say (`Auto` left for the first data line to decide),
+/// refusing options of one format given for another. `n_features` is `--n-features`.
+pub fn data_format(
     path: &Path,
     opts: &DataArgs,
     n_features: Option<usize>,
-    width: Option<usize>,
-) -> CliResult<Dataset<U>> {
-    if path == Path::new("-") && std::io::stdin().is_terminal() {
-        return fail(
-            "the data file `-` is standard input, which is a terminal here: pipe the data in (e.g. `cat data.svm | joker train - model.json`)",
-        );
-    }
+) -> CliResult<FormatArg> {
     let wants_csv = opts.label_column.is_some();
     let wants_libsvm = opts.index_base.is_some() || n_features.is_some();
-    // a .npy file of dense rows, or a directory of CSR arrays
-    let is_npy = path.extension().is_some_and(|e| e == "npy") || path.is_dir();
-    let format = match opts.format {
+    let is_npy = is_npy(path);
+    Ok(match opts.format {
         FormatArg::Auto | FormatArg::Npy if is_npy && (wants_csv || wants_libsvm) => {
             return fail(
                 "--label-column, --index-base and --n-features are text-file options; a .npy file's labels are in NAME.labels.npy",
@@ -222,7 +216,27 @@ pub fn read_data<U: Scalar>(
             return fail("--label-column applies to CSV files, not LIBSVM");
         }
         f => f,
-    };
+    })
+}
+
+/// Reads a data file as the format options say.
+///
+/// `width`, when given, is the number of features the data must have (the model's or the
+/// training set's): narrower LIBSVM data is widened to it (test files need not mention the
+/// last features), anything else that differs is an error. `n_features` is the explicit
+/// LIBSVM width of `joker train --n-features`.
+pub fn read_data<U: Scalar>(
+    path: &Path,
+    opts: &DataArgs,
+    n_features: Option<usize>,
+    width: Option<usize>,
+) -> CliResult<Dataset<U>> {
+    if path == Path::new("-") && std::io::stdin().is_terminal() {
+        return fail(
+            "the data file `-` is standard input, which is a terminal here: pipe the data in (e.g. `cat data.svm | joker train - model.json`)",
+        );
+    }
+    let format = data_format(path, opts, n_features)?;
     let data: Dataset<U> = match format {
         FormatArg::Auto => read_auto(path)?,
         FormatArg::Npy => read_npy(path, None)?,

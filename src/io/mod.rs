@@ -30,7 +30,7 @@ mod shard;
 pub use self::csv::{CsvOptions, LabelColumn, read_csv};
 pub use self::libsvm::{LibsvmOptions, read_libsvm, write_libsvm};
 pub use self::shard::{
-    CsvShard, LibsvmShard, Shard, read_csv_shard, read_libsvm_shard, shard_range,
+    CsvShard, LibsvmShard, Shard, agreed_layout, read_csv_shard, read_libsvm_shard, shard_range,
 };
 
 use std::fs::File;

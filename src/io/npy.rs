@@ -19,7 +19,7 @@ use crate::data::{CsrMatrix, Dataset, DenseMatrix, Features, Mapped, Values};
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
-use super::{CsvOptions, LibsvmOptions, Shard, read_csv_shard, read_libsvm_shard};
+use super::{CsvOptions, LibsvmOptions, Shard, agreed_layout, read_csv_shard, read_libsvm_shard};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -581,18 +581,14 @@ fn convert_into(
             let (zero_based, width) = match (o.zero_based, o.n_features) {
                 (Some(z), Some(w)) => (z, w),
                 _ => {
-                    let (mut min, mut max) = (u32::MAX, 0u32);
+                    let (mut min, mut max) = (None, None);
                     for k in 0..count {
                         let part = read_libsvm_shard::<f32>(input, shard(k))?;
-                        min = min.min(part.min_index().unwrap_or(u32::MAX));
-                        max = max.max(part.max_index().unwrap_or(0));
+                        min = [min, part.min_index()].into_iter().flatten().min();
+                        max = [max, part.max_index()].into_iter().flatten().max();
                         progress(k as u64 + 1, 2 * count as u64);
                     }
-                    let z = o.zero_based.unwrap_or(min == 0);
-                    (
-                        z,
-                        o.n_features.unwrap_or(max as usize + usize::from(z)).max(1),
-                    )
+                    agreed_layout(o, min, max)
                 }
             };
             for k in 0..count {

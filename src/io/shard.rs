@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use super::csv::{Rows, check_delimiter, detect, header_only, read_head};
 use super::libsvm::{RawLibsvm, check_n_features, parse_raw};
 use super::{
-    BUF_SIZE, Compression, CsvOptions, Lines, MAGIC_LEN, io_err, is_blank_or_comment, is_stdin,
-    note_misnamed,
+    BUF_SIZE, Compression, CsvOptions, LibsvmOptions, Lines, MAGIC_LEN, io_err,
+    is_blank_or_comment, is_stdin, note_misnamed,
 };
 use crate::data::Dataset;
 use crate::error::{JokerError, Result, invalid};
@@ -268,6 +268,26 @@ impl<T: Scalar> LibsvmShard<T> {
             .map(Some)
             .map_err(|e| note_misnamed(in_part(e, start), &path, Compression::None))
     }
+}
+
+/// The index base and the width that every part of a LIBSVM file uses, from the smallest and
+/// the largest feature index over all parts (`None`: no feature anywhere) and the options: what
+/// [`read_libsvm`](super::read_libsvm) decides for the whole file. 0-based if any index is 0
+/// (unless `opts` says); `largest + 1` features if 0-based, `largest` if 1-based, at least 1
+/// (unless `opts` gives the width).
+pub fn agreed_layout(
+    opts: &LibsvmOptions,
+    min_index: Option<u32>,
+    max_index: Option<u32>,
+) -> (bool, usize) {
+    let zero_based = opts.zero_based.unwrap_or(min_index == Some(0));
+    let largest = max_index.unwrap_or(0) as usize;
+    let width = opts.n_features.unwrap_or(if zero_based {
+        largest + 1
+    } else {
+        largest.max(1)
+    });
+    (zero_based, width)
 }
 
 /// Reads part `shard` of an uncompressed LIBSVM / SVMlight file (see [`shard_range`] for the
