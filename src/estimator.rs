@@ -28,7 +28,7 @@ use crate::data::{Dataset, Features};
 use crate::device::{Device, Placement, Resolved, resolve};
 use crate::distributed::{Collective, Single, union_sorted};
 use crate::error::{JokerError, Result, invalid};
-use crate::features::{FeatureMap, FeatureSpec};
+use crate::features::{Centers, FeatureKind, FeatureMap, FeatureSpec, NystromMap, RandomMap};
 use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
@@ -69,8 +69,11 @@ pub struct Joker {
     pub bandwidth: Bandwidth,
     /// Regularisation `lambda > 0` (`C = 1/lambda`).
     pub lambda: f64,
-    /// Random features `M`, or `None` for the exact kernel.
+    /// Features `M` (random features, or Nystrom centres), or `None` for the exact kernel.
     pub n_components: Option<usize>,
+    /// Which map turns the kernel into `n_components` features (random Fourier features by
+    /// default, or a Nystrom map; ignored for the exact kernel).
+    pub feature_map: FeatureKind,
     /// Working precision.
     pub precision: Precision,
     /// Classification or regression (`None`: from the loss).
@@ -115,6 +118,7 @@ impl Default for JokerBuilder {
                 bandwidth: Bandwidth::Median,
                 lambda: 1.0,
                 n_components: Some(2048),
+                feature_map: FeatureKind::Random,
                 precision: Precision::F32,
                 task: None,
                 standardize: true,
@@ -168,9 +172,16 @@ impl JokerBuilder {
         self.p.lambda = 1.0 / c;
         self
     }
-    /// Number of random features (default 2048).
+    /// Number of features: random features, or Nystrom centres (default 2048).
     pub fn n_components(mut self, m: usize) -> Self {
         self.p.n_components = Some(m);
+        self
+    }
+    /// The feature map (default random Fourier features): `FeatureKind::Nystrom(centers)`
+    /// approximates the kernel on the span of `n_components` centres chosen from the
+    /// training rows.
+    pub fn feature_map(mut self, kind: FeatureKind) -> Self {
+        self.p.feature_map = kind;
         self
     }
     /// Use the exact kernel instead of random features.
@@ -329,6 +340,20 @@ impl JokerBuilder {
             ));
         }
         validate_solver(&p.solver)?;
+        if let FeatureKind::Nystrom(_) = p.feature_map {
+            if p.n_components.is_none() {
+                return Err(invalid(
+                    "feature_map",
+                    "a Nystrom map needs a number of centres (n_components), not the exact kernel",
+                ));
+            }
+            if p.dsg.is_some() {
+                return Err(invalid(
+                    "feature_map",
+                    "the doubly stochastic solvers regenerate random features from the seed; a Nystrom map is for DBCD-TR",
+                ));
+            }
+        }
         if let Some(k) = &p.full_krr {
             if p.loss != Loss::SquaredError || p.n_components.is_some() {
                 return Err(invalid(
@@ -688,7 +713,8 @@ impl Joker {
             ..self.solver.clone()
         };
 
-        let (standardizer, x, kernel, map) = self.prepared_features::<U, T>(&data.x, comm)?;
+        let (standardizer, x, kernel, map) =
+            self.prepared_features::<U, T>(&data.x, comm, backend)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
         let mut hooks = Hooks::<T> {
             validate: validation_hook(
@@ -772,6 +798,7 @@ impl Joker {
         &self,
         x: &Features<U>,
         comm: &dyn Collective,
+        backend: &dyn Backend<T>,
     ) -> Result<(Standardizer, Features<T>, Kernel, Option<FeatureMap<T>>)> {
         let d = x.ncols();
         if self.standardize && x.is_mapped() {
@@ -797,16 +824,53 @@ impl Joker {
             kind: self.kernel,
             gamma,
         };
-        let map = match self.n_components {
-            Some(m) => Some(FeatureMap::<T>::new(FeatureSpec {
-                kernel,
-                n_components: m,
-                dim: d,
-                seed: self.solver.seed,
-            })?),
-            None => None,
+        let map = match (self.n_components, self.feature_map) {
+            (Some(m), FeatureKind::Random) => {
+                Some(FeatureMap::Random(RandomMap::<T>::new(FeatureSpec {
+                    kernel,
+                    n_components: m,
+                    dim: d,
+                    seed: self.solver.seed,
+                })?))
+            }
+            (Some(m), FeatureKind::Nystrom(rule)) => Some(FeatureMap::Nystrom(
+                self.nystrom_map(rule, m, kernel, &x, comm, backend)?,
+            )),
+            (None, _) => None,
         };
         Ok((standardizer, x, kernel, map))
+    }
+
+    /// The Nystrom map of a fit: centres chosen from rank 0's rows (every rank's, without
+    /// `dist`) and sent to every rank, each of which factorises the same kernel matrix.
+    fn nystrom_map<T: Scalar>(
+        &self,
+        rule: Centers,
+        m: usize,
+        kernel: Kernel,
+        x: &Features<T>,
+        comm: &dyn Collective,
+        backend: &dyn Backend<T>,
+    ) -> Result<NystromMap<T>> {
+        let seed = self.solver.seed;
+        if comm.size() == 1 {
+            return NystromMap::fit(kernel, rule, m, x, self.lambda, seed, backend);
+        }
+        let d = x.ncols();
+        let mut count = [0.0];
+        let mut centers: Vec<f64> = Vec::new();
+        if comm.rank() == 0 {
+            let map = NystromMap::fit(kernel, rule, m, x, self.lambda, seed, backend)?;
+            centers = map.centers().iter().map(|v| v.to_f64()).collect();
+            count[0] = (centers.len() / d.max(1)) as f64;
+        }
+        comm.broadcast(0, &mut count)?;
+        centers.resize(count[0] as usize * d, 0.0);
+        comm.broadcast(0, &mut centers)?;
+        let centers = centers.into_iter().map(T::from_f64).collect();
+        let mut map = NystromMap::from_centers(kernel, centers, d, backend)?;
+        map.set_rule(rule, m);
+        Ok(map)
     }
 
     /// A doubly stochastic fit (DSG, UDSG or CDSG) in the average-loss form, each sample's
@@ -887,6 +951,10 @@ impl Joker {
                 },
                 tr_model: sol.tr_model,
                 solver: f.solver_name.into(),
+                feature_map: match map {
+                    Some(FeatureMap::Nystrom(ny)) => ny.describe(),
+                    _ => String::new(),
+                },
             },
             history: sol.history,
         }
@@ -1225,6 +1293,12 @@ fn representation_of<T: Scalar>(
 ) -> Representation {
     let (n, d) = (x.nrows(), x.ncols());
     match (theta, map) {
+        // `psi(x)^T theta = k(x, C) u`: an exact-kernel model over the centres
+        (Some(theta), Some(FeatureMap::Nystrom(ny))) => Representation::Exact {
+            n_support: ny.m(),
+            support: ny.centers().iter().map(|v| v.to_f64()).collect(),
+            alpha: ny.center_coefficients(&theta, tt),
+        },
         // A doubly stochastic fit keeps only the features it opened (at most `m.m()`).
         (Some(theta), Some(_)) => Representation::RandomFeatures {
             n_components: theta.len() / tt.max(1),

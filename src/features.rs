@@ -11,13 +11,71 @@
 //! - `b_j = 2 pi u`, `u` uniform from `philox([j, 0, 2, 0])`.
 //!
 //! Values are computed in `f64` and rounded once to the working precision.
+//!
+//! [`FeatureMap`] is either this map or a Nystrom map ([`nystrom`]); the solvers and backends
+//! see the map only through `psi(X)` of a block of rows.
 
 use serde::{Deserialize, Serialize};
+
+pub mod nystrom;
+
+pub use nystrom::{Centers, NystromMap};
 
 use crate::error::{Result, invalid};
 use crate::kernel::{Kernel, KernelKind};
 use crate::rng::{key_of, normal_from, philox4x32_10, uniform_open};
 use crate::scalar::Scalar;
+
+/// Which feature map approximates the kernel in a feature-space fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureKind {
+    /// Random Fourier features, every entry a function of the seed.
+    #[default]
+    Random,
+    /// A Nystrom map over `n_components` centres chosen from the training rows.
+    Nystrom(Centers),
+}
+
+/// A feature map `psi` of `m` features: random Fourier features or a Nystrom map.
+#[derive(Clone, Debug)]
+pub enum FeatureMap<T> {
+    /// Random Fourier features.
+    Random(RandomMap<T>),
+    /// A Nystrom map.
+    Nystrom(NystromMap<T>),
+}
+
+impl<T: Scalar> FeatureMap<T> {
+    /// Number of features `M`.
+    pub fn m(&self) -> usize {
+        match self {
+            FeatureMap::Random(r) => r.m(),
+            FeatureMap::Nystrom(n) => n.m(),
+        }
+    }
+    /// Input dimension `d`.
+    pub fn d(&self) -> usize {
+        match self {
+            FeatureMap::Random(r) => r.d(),
+            FeatureMap::Nystrom(n) => n.d(),
+        }
+    }
+    /// The kernel approximated.
+    pub fn kernel(&self) -> &Kernel {
+        match self {
+            FeatureMap::Random(r) => &r.spec().kernel,
+            FeatureMap::Nystrom(n) => n.kernel(),
+        }
+    }
+    /// The random-feature map, if this is one.
+    pub fn random(&self) -> Option<&RandomMap<T>> {
+        match self {
+            FeatureMap::Random(r) => Some(r),
+            FeatureMap::Nystrom(_) => None,
+        }
+    }
+}
 
 /// What defines a random-feature map; a model file stores this, never `W`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,7 +124,7 @@ pub fn phase(spec: &FeatureSpec, j: usize) -> f64 {
 /// A feature map with `W` and `b` materialised in the working precision (the CPU caches
 /// them: `M d` values, far smaller than a feature block).
 #[derive(Clone, Debug)]
-pub struct FeatureMap<T> {
+pub struct RandomMap<T> {
     spec: FeatureSpec,
     /// `W^T`, row-major `d x M`: a row of it is one input coordinate's weight in every
     /// feature, the layout the fused CPU kernel streams (8 features per register).
@@ -75,7 +133,7 @@ pub struct FeatureMap<T> {
     b: Vec<T>,
 }
 
-impl<T: Scalar> FeatureMap<T> {
+impl<T: Scalar> RandomMap<T> {
     /// Generates the map of `spec` (after validating it).
     pub fn new(spec: FeatureSpec) -> Result<Self> {
         spec.kernel.validate()?;
@@ -99,7 +157,7 @@ impl<T: Scalar> FeatureMap<T> {
             }
         });
         let b = (0..m).map(|j| T::from_f64(phase(&spec, j))).collect();
-        Ok(FeatureMap { spec, wt, b })
+        Ok(RandomMap { spec, wt, b })
     }
 
     /// The defining spec.
@@ -162,14 +220,14 @@ mod tests {
 
     #[test]
     fn features_are_a_pure_function_of_the_seed() {
-        let a = FeatureMap::<f32>::new(spec(KernelKind::Gaussian, 64, 5)).unwrap();
-        let b = FeatureMap::<f32>::new(spec(KernelKind::Gaussian, 64, 5)).unwrap();
-        let c = FeatureMap::<f32>::new(spec(KernelKind::Gaussian, 64, 6)).unwrap();
+        let a = RandomMap::<f32>::new(spec(KernelKind::Gaussian, 64, 5)).unwrap();
+        let b = RandomMap::<f32>::new(spec(KernelKind::Gaussian, 64, 5)).unwrap();
+        let c = RandomMap::<f32>::new(spec(KernelKind::Gaussian, 64, 6)).unwrap();
         assert_eq!(a.w(), b.w());
         assert_eq!(a.b(), b.b());
         assert_ne!(a.w(), c.w());
         // a prefix of a larger map is the smaller map: entries depend on (j, k) only
-        let big = FeatureMap::<f32>::new(spec(KernelKind::Gaussian, 128, 5)).unwrap();
+        let big = RandomMap::<f32>::new(spec(KernelKind::Gaussian, 128, 5)).unwrap();
         for j in 0..64 {
             for k in 0..3 {
                 assert_eq!(big.w_at(j, k), a.w_at(j, k));
@@ -202,7 +260,7 @@ mod tests {
                 let mut acc = 0.0;
                 let mut cnt = 0.0;
                 for seed in 0..4 {
-                    let map = FeatureMap::<f64>::new(spec(kind, m, seed)).unwrap();
+                    let map = RandomMap::<f64>::new(spec(kind, m, seed)).unwrap();
                     let feats: Vec<Vec<f64>> = pts.iter().map(|p| map.eval_f64(p)).collect();
                     for i in 0..pts.len() {
                         for j in 0..i {

@@ -16,7 +16,7 @@ use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
 use crate::data::{Dataset, DenseMatrix, Features};
 use crate::error::{JokerError, Result};
-use crate::features::{FeatureMap, FeatureSpec};
+use crate::features::{FeatureMap, FeatureSpec, RandomMap};
 use crate::kernel::Kernel;
 use crate::loss::Loss;
 use crate::preprocess::{Standardizer, TargetScaler};
@@ -122,6 +122,11 @@ pub struct TrainingInfo {
     /// (absent from the file, and empty, for DBCD-TR and full KRR).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub solver: String,
+    /// The feature map when it was not random Fourier features: a Nystrom map's centre rule
+    /// and how many centres it kept (absent from the file, and empty, otherwise). A Nystrom
+    /// model is stored as an exact-kernel model over its centres.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub feature_map: String,
 }
 
 /// A trained Joker model.
@@ -226,7 +231,7 @@ impl Model {
                     seed: *seed,
                 };
                 // The spec was validated when the model was made or loaded.
-                match FeatureMap::<T>::new(spec) {
+                match RandomMap::<T>::new(spec).map(FeatureMap::Random) {
                     Ok(map) => Predictor::Features { map: &map, theta }.decision(&Cpu, xt, t),
                     Err(_) => vec![f64::NAN; xt.nrows() * t],
                 }

@@ -79,6 +79,10 @@ pub mod streams {
     pub const BLOCK_CHOICE: u32 = 0xC401;
     /// The Gaussian test matrix of a randomized Nystrom approximation.
     pub const NYSTROM_SKETCH: u32 = 0x4E59;
+    /// The centres of a Nystrom feature map (uniform draw, k-means++ seeding, leverage keys).
+    pub const NYSTROM_CENTERS: u32 = 0xCE47;
+    /// The candidate rows the k-means and leverage rules of a Nystrom map look at.
+    pub const NYSTROM_CANDIDATES: u32 = 0xCA4D;
     /// The start vector of the power iteration for the preconditioned smoothness.
     pub const POWER_ITERATION: u32 = 0x5A0F;
     /// The subsample of the median-distance bandwidth heuristic.

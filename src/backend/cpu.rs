@@ -5,7 +5,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use super::Backend;
-use crate::features::FeatureMap;
+use crate::features::{FeatureMap, RandomMap};
 use crate::kernel::{Kernel, KernelKind};
 use crate::scalar::Scalar;
 pub(crate) use crate::simd::clear_upper_state;
@@ -51,52 +51,61 @@ const FUSED_ROWS_PER_TASK: usize = 64;
 /// Rows per parallel task in the elementwise passes.
 const ROWS_PER_TASK: usize = 16;
 
+/// `out (n x M) = psi(X)` for random Fourier features: the fused kernel where the CPU has one,
+/// else a GEMM and a cosine pass.
+pub(crate) fn random_features<T: Scalar>(map: &RandomMap<T>, x: &[T], n: usize, out: &mut [T]) {
+    let (m, d) = (map.m(), map.d());
+    debug_assert_eq!(x.len(), n * d);
+    debug_assert_eq!(out.len(), n * m);
+    let scale = T::from_f64((2.0 / m as f64).sqrt());
+    let b = map.b();
+    if d > 0 {
+        // The fused kernel where there is one: projection and cosine per tile, W^T read
+        // from cache, each feature written once.
+        // (whether a kernel exists depends on the type and CPU only, so either every
+        // task runs it or none writes anything)
+        let fused = out
+            .par_chunks_mut(m * FUSED_ROWS_PER_TASK)
+            .zip(x.par_chunks(d * FUSED_ROWS_PER_TASK))
+            .all(|(o, xs)| {
+                clear_upper_state();
+                T::fused_features(xs, d, map.wt(), b, scale, o)
+            });
+        if fused {
+            return;
+        }
+    }
+    // Z = X W^T, then psi = sqrt(2/M) cos(Z + b) row by row.
+    let xr = MatRef::from_row_major_slice(x, n, d);
+    let wt = MatRef::from_row_major_slice(map.wt(), d, m);
+    let z = MatMut::from_row_major_slice_mut(out, n, m);
+    faer::linalg::matmul::matmul(
+        z,
+        Accum::Replace,
+        xr,
+        wt,
+        T::from_f64(1.0),
+        par_for(n, m, d),
+    );
+    clear_upper_state();
+    out.par_chunks_mut(m * ROWS_PER_TASK).for_each(|rows| {
+        clear_upper_state();
+        for row in rows.chunks_exact_mut(m) {
+            T::scaled_cos(row, b, scale);
+        }
+    });
+}
+
 impl<T: Scalar> Backend<T> for Cpu {
     fn name(&self) -> &'static str {
         "cpu"
     }
 
     fn features(&self, map: &FeatureMap<T>, x: &[T], n: usize, out: &mut [T]) {
-        let (m, d) = (map.m(), map.d());
-        debug_assert_eq!(x.len(), n * d);
-        debug_assert_eq!(out.len(), n * m);
-        let scale = T::from_f64((2.0 / m as f64).sqrt());
-        let b = map.b();
-        if d > 0 {
-            // The fused kernel where there is one: projection and cosine per tile, W^T read
-            // from cache, each feature written once.
-            // (whether a kernel exists depends on the type and CPU only, so either every
-            // task runs it or none writes anything)
-            let fused = out
-                .par_chunks_mut(m * FUSED_ROWS_PER_TASK)
-                .zip(x.par_chunks(d * FUSED_ROWS_PER_TASK))
-                .all(|(o, xs)| {
-                    clear_upper_state();
-                    T::fused_features(xs, d, map.wt(), b, scale, o)
-                });
-            if fused {
-                return;
-            }
+        match map {
+            FeatureMap::Random(r) => random_features(r, x, n, out),
+            FeatureMap::Nystrom(ny) => ny.features(self, x, n, out),
         }
-        // Z = X W^T, then psi = sqrt(2/M) cos(Z + b) row by row.
-        let xr = MatRef::from_row_major_slice(x, n, d);
-        let wt = MatRef::from_row_major_slice(map.wt(), d, m);
-        let z = MatMut::from_row_major_slice_mut(out, n, m);
-        faer::linalg::matmul::matmul(
-            z,
-            Accum::Replace,
-            xr,
-            wt,
-            T::from_f64(1.0),
-            par_for(n, m, d),
-        );
-        clear_upper_state();
-        out.par_chunks_mut(m * ROWS_PER_TASK).for_each(|rows| {
-            clear_upper_state();
-            for row in rows.chunks_exact_mut(m) {
-                T::scaled_cos(row, b, scale);
-            }
-        });
     }
 
     fn gram(&self, phi: &[T], n: usize, m: usize, out: &mut [f64]) {
@@ -294,11 +303,12 @@ mod tests {
             dim: d,
             seed: 9,
         };
-        let map = FeatureMap::<f64>::new(spec).unwrap();
+        let rm = RandomMap::<f64>::new(spec).unwrap();
+        let map = FeatureMap::Random(rm.clone());
         let mut phi = vec![f64::NAN; n * m];
         Cpu.features(&map, &x, n, &mut phi);
         for i in 0..n {
-            let want = map.eval_f64(&x[i * d..(i + 1) * d]);
+            let want = rm.eval_f64(&x[i * d..(i + 1) * d]);
             for j in 0..m {
                 assert!((phi[i * m + j] - want[j]).abs() < 1e-12);
             }
@@ -352,19 +362,20 @@ mod tests {
                 dim: d,
                 seed: 4,
             };
-            let map = FeatureMap::<f32>::new(spec).unwrap();
+            let rm = RandomMap::<f32>::new(spec).unwrap();
+            let map = FeatureMap::Random(rm.clone());
             let mut phi = vec![f32::NAN; n * m];
             Cpu.features(&map, &x, n, &mut phi);
             let s = (2.0 / m as f64).sqrt();
             let eps = f32::EPSILON as f64;
             for i in 0..n {
                 let xi: Vec<f64> = x[i * d..(i + 1) * d].iter().map(|&v| v as f64).collect();
-                let want = map.eval_f64(&xi);
+                let want = rm.eval_f64(&xi);
                 for j in 0..m {
                     let mag = 1.0
-                        + (map.b()[j] as f64).abs()
+                        + (rm.b()[j] as f64).abs()
                         + (0..d)
-                            .map(|k| (map.w_at(j, k) as f64 * xi[k]).abs())
+                            .map(|k| (rm.w_at(j, k) as f64 * xi[k]).abs())
                             .sum::<f64>();
                     let tol = s * (d as f64 + 4.0) * eps * mag;
                     let got = phi[i * m + j] as f64;

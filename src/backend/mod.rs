@@ -434,7 +434,7 @@ impl<'a, T: Scalar> HostRff<'a, T> {
         let (m, d) = (self.map.m(), self.x.ncols());
         if self.kernel_model {
             let xb = &xb[..len * d];
-            let kernel = &self.map.spec().kernel;
+            let kernel = self.map.kernel();
             self.backend.kernel_tile(kernel, xb, len, xb, len, d, kbb);
         } else {
             self.backend.gram(&phi[..len * m], len, m, kbb);

@@ -10,7 +10,7 @@
 
 use crate::backend::Backend;
 use crate::backend::cpu::Cpu;
-use crate::features::{FeatureMap, FeatureSpec};
+use crate::features::{FeatureSpec, RandomMap};
 use crate::kernel::{Kernel, KernelKind};
 use crate::loss::{Coord, Loss};
 use crate::rng::Stream;
@@ -26,7 +26,7 @@ pub const FEATURES: usize = 257;
 /// The fixed problem.
 pub struct Problem {
     /// A Gaussian feature map (`FEATURES` features of `DIM` inputs).
-    pub map: FeatureMap<f32>,
+    pub map: RandomMap<f32>,
     /// `ROWS x DIM` rows, row-major.
     pub x: Vec<f32>,
     /// `FEATURES` weights of one target column.
@@ -55,7 +55,7 @@ pub struct Answers {
 impl Problem {
     /// The problem (the same in every process).
     pub fn new() -> Problem {
-        let map = FeatureMap::new(FeatureSpec {
+        let map = RandomMap::new(FeatureSpec {
             kernel: Kernel {
                 kind: KernelKind::Gaussian,
                 gamma: 0.5 / DIM as f64,
@@ -107,7 +107,7 @@ impl Problem {
     /// The CPU twins' answers, and the f32 `K_BB` that both solves use.
     pub fn cpu(&self) -> (Answers, Vec<f32>) {
         let mut phi = vec![0.0f32; ROWS * FEATURES];
-        Cpu.features(&self.map, &self.x, ROWS, &mut phi);
+        crate::backend::cpu::random_features(&self.map, &self.x, ROWS, &mut phi);
         let mut kbb = vec![0.0; ROWS * ROWS];
         Cpu.gram(&phi, ROWS, FEATURES, &mut kbb);
         let mut g = vec![0.0; ROWS];

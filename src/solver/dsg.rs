@@ -16,7 +16,7 @@
 //! ```
 //!
 //! so `f_t = sum_j a_j phi_j` and the model is the seed plus the coefficients `a`: feature `j` is
-//! feature `j` of the crate's [`FeatureMap`], regenerated from the seed. The decay of every old
+//! feature `j` of the crate's [`RandomMap`], regenerated from the seed. The decay of every old
 //! coefficient is kept lazily, `a = c s` with one scalar `c`, so a step costs `O(b m d)` for the
 //! batch's features and nothing per old coefficient; `c` is folded into `s` when it falls below
 //! `1e-100`.
@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::predict::Predictor;
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
-use crate::features::FeatureMap;
+use crate::features::{FeatureMap, RandomMap};
 use crate::loss::Loss;
 use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
@@ -227,7 +227,8 @@ pub fn supports(loss: &Loss) -> bool {
 pub struct DsgProblem<'a, T> {
     /// Preprocessed rows.
     pub x: &'a Features<T>,
-    /// The feature map: its `M` features are the cap.
+    /// The feature map: its `M` features are the cap (random features only: a feature is
+    /// regenerated from the seed).
     pub map: &'a FeatureMap<T>,
     /// The loss.
     pub loss: Loss,
@@ -364,7 +365,7 @@ impl Coefficients {
 /// `Phi[i, j'] = sqrt(2/r) cos(w_j^T x_i + b_j)` for the features `j in cols` of `map`, over
 /// the dense rows `x` (row-major, `d` columns), in `f64`; row-major `rows x |cols|`.
 pub fn feature_block<T: Scalar>(
-    map: &FeatureMap<T>,
+    map: &RandomMap<T>,
     x: &[T],
     cols: std::ops::Range<usize>,
     r: usize,
@@ -458,7 +459,13 @@ pub fn solve_dsg<T: Scalar>(
     cfg.validate()?;
     let start = Instant::now();
     let shape = Shape::of(p, cfg, run)?;
-    let mut fit = Fit::start(p, cfg, shape, run.seed);
+    let rmap = p.map.random().ok_or_else(|| {
+        invalid(
+            "feature_map",
+            "the doubly stochastic solvers regenerate random features from the seed; a Nystrom map is for DBCD-TR",
+        )
+    })?;
+    let mut fit = Fit::start(p, rmap, cfg, shape, run.seed);
     let mut history = Vec::new();
     let mut timings = Timings::default();
     let mut stop = StopReason::MaxIter;
@@ -588,6 +595,8 @@ fn check_first_decay(cfg: &DsgConfig, nu: f64) -> Result<()> {
 /// batches since the last check (the objective's estimate).
 struct Fit<'a, T> {
     p: &'a DsgProblem<'a, T>,
+    /// `p.map`'s random features.
+    rmap: &'a RandomMap<T>,
     cfg: &'a DsgConfig,
     shape: Shape,
     coef: Coefficients,
@@ -606,7 +615,13 @@ struct Fit<'a, T> {
 
 impl<'a, T: Scalar> Fit<'a, T> {
     /// `f_1 = 0`: no block opened, every coefficient zero.
-    fn start(p: &'a DsgProblem<'a, T>, cfg: &'a DsgConfig, shape: Shape, seed: u64) -> Self {
+    fn start(
+        p: &'a DsgProblem<'a, T>,
+        rmap: &'a RandomMap<T>,
+        cfg: &'a DsgConfig,
+        shape: Shape,
+        seed: u64,
+    ) -> Self {
         let Shape {
             d,
             tt,
@@ -617,6 +632,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
         } = shape;
         Fit {
             p,
+            rmap,
             cfg,
             shape,
             coef: Coefficients::zeros(blocks * r, blocks, tt),
@@ -634,7 +650,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
     fn step(&mut self, t: usize) -> Result<()> {
         let Shape { tt, r, b, nu, .. } = self.shape;
         self.draw_batch(t);
-        let phi = feature_block(self.p.map, &self.xb, 0..self.opened * r, r);
+        let phi = feature_block(self.rmap, &self.xb, 0..self.opened * r, r);
         let grad = self.derivatives(&phi, t)?;
         let gbar = batch_mean(&grad, b, tt);
         let gamma = self.cfg.step.at(t);
@@ -711,7 +727,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
                 .flat_map(|i| phi[i * m + cols.start..i * m + cols.end].iter().copied())
                 .collect()
         } else {
-            feature_block(self.p.map, &self.xb, cols, r)
+            feature_block(self.rmap, &self.xb, cols, r)
         }
     }
 
@@ -902,7 +918,7 @@ mod tests {
             dim: d,
             seed: 11,
         };
-        let map = FeatureMap::<f64>::new(spec).unwrap();
+        let map = RandomMap::<f64>::new(spec).unwrap();
         let lambda = 0.9;
         for loss in [
             Loss::SquaredError,
@@ -932,7 +948,7 @@ mod tests {
             };
             let p = DsgProblem {
                 x: &x,
-                map: &map,
+                map: &FeatureMap::Random(map.clone()),
                 loss,
                 targets: 1,
                 y: &yl,

@@ -12,7 +12,7 @@ use super::rff::GramWorkspace;
 use super::trsolve::TrWorkspace;
 use super::{drv, int};
 use crate::error::{Result, invalid};
-use crate::features::FeatureMap;
+use crate::features::RandomMap;
 use crate::kernel::{Kernel, KernelKind};
 use crate::loss::Loss;
 use crate::solver::trust_region::{RadiusRule, TrustRegion};
@@ -54,7 +54,7 @@ pub(super) struct MapArgs {
 
 impl MapArgs {
     /// The arguments of `map`, its sizes checked against the 32-bit limit.
-    pub(super) fn of(map: &FeatureMap<f32>) -> Result<Self> {
+    pub(super) fn of(map: &RandomMap<f32>) -> Result<Self> {
         let spec = map.spec();
         let (kernel, nu) = kernel_id(&spec.kernel);
         Ok(MapArgs {

@@ -148,8 +148,14 @@ impl Backend<f32> for Cuda {
         "cuda"
     }
 
+    /// Random features on the CPU (the device engine generates its own); a Nystrom map's
+    /// kernel tile on the device (through [`kernel_tile`](Self::kernel_tile)), its product
+    /// with the factor on the host.
     fn features(&self, map: &FeatureMap<f32>, x: &[f32], n: usize, out: &mut [f32]) {
-        Cpu.features(map, x, n, out)
+        match map {
+            FeatureMap::Random(_) => Cpu.features(map, x, n, out),
+            FeatureMap::Nystrom(ny) => ny.features(self, x, n, out),
+        }
     }
 
     fn gram(&self, phi: &[f32], n: usize, m: usize, out: &mut [f64]) {
@@ -243,6 +249,10 @@ impl Backend<f32> for Cuda {
         targets: usize,
         block: usize,
     ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
+        // a Nystrom map runs in the host engine, with its kernel tiles on the device
+        let Some(map) = map.random() else {
+            return Ok(None);
+        };
         let e = shield("creating the GPU engine", || {
             CudaRff::new(self, map, x, order, targets, block)
         })?;

@@ -13,7 +13,7 @@ use super::{add_by_blocks, check_len, drv, int, shield, zeros};
 use crate::backend::{BlockEngine, BlockSolve, FeatureProducts};
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
-use crate::features::FeatureMap;
+use crate::features::RandomMap;
 use crate::kernel::Kernel;
 use crate::solver::trust_region::{BlockStats, TrustRegion};
 
@@ -90,7 +90,7 @@ impl Cuda {
     /// shows up in the result.
     pub fn block_gram(
         &self,
-        map: &FeatureMap<f32>,
+        map: &RandomMap<f32>,
         xb: &[f32],
         nb: usize,
         theta: &[f64],
@@ -120,7 +120,7 @@ impl Cuda {
     /// GPU twin of `Cpu::features` + `Cpu::accumulate`.
     pub fn update_theta(
         &self,
-        map: &FeatureMap<f32>,
+        map: &RandomMap<f32>,
         xb: &[f32],
         nb: usize,
         delta: &[f64],
@@ -148,7 +148,7 @@ impl Cuda {
     /// of the CPU's chunked `features` + `project`.
     pub fn predict(
         &self,
-        map: &FeatureMap<f32>,
+        map: &RandomMap<f32>,
         x: &[f32],
         n: usize,
         theta: &[f64],
@@ -184,7 +184,7 @@ impl Cuda {
 
     /// `psi(X)` (`n x M` f32, row-major) with the debug kernel `rff_features` (one thread per
     /// entry; for differential tests).
-    pub fn features(&self, map: &FeatureMap<f32>, x: &[f32], n: usize) -> Result<Vec<f32>> {
+    pub fn features(&self, map: &RandomMap<f32>, x: &[f32], n: usize) -> Result<Vec<f32>> {
         shield("rff_features", || {
             let a = MapArgs::of(map)?;
             check_len("x", x.len(), n * a.d as usize)?;
@@ -203,7 +203,7 @@ impl Cuda {
     }
 
     /// `(W (M x d f32, row-major), b (M f32))` with the debug kernel `rff_weights`.
-    pub fn weights(&self, map: &FeatureMap<f32>) -> Result<(Vec<f32>, Vec<f32>)> {
+    pub fn weights(&self, map: &RandomMap<f32>) -> Result<(Vec<f32>, Vec<f32>)> {
         shield("rff_weights", || {
             let a = MapArgs::of(map)?;
             let (m, d) = (a.m as usize, a.d as usize);
@@ -223,7 +223,7 @@ impl Cuda {
     /// (after one warm-up), for the rows `xb` (`nb x d`) and `targets` columns.
     pub fn time_fused(
         &self,
-        map: &FeatureMap<f32>,
+        map: &RandomMap<f32>,
         xb: &[f32],
         nb: usize,
         targets: usize,
@@ -341,7 +341,7 @@ impl<'a> CudaRff<'a> {
     /// `order`, its buffers allocated after [`Cuda::memory_plan`] accepted them.
     pub(super) fn new(
         gpu: &'a Cuda,
-        map: &'a FeatureMap<f32>,
+        map: &'a RandomMap<f32>,
         x: &'a Features<f32>,
         order: &'a [usize],
         targets: usize,
