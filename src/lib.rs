@@ -41,6 +41,7 @@ pub mod solver;
 
 pub use device::Device;
 pub use estimator::{ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder};
+pub use features::{Centers, FeatureKind};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;
 pub use memory::MemoryLimit;

@@ -123,6 +123,26 @@ pub enum NuArg {
     FiveHalves,
 }
 
+/// The map from the kernel to features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FeaturesArg {
+    /// Random Fourier features.
+    Rff,
+    /// A Nystrom map over M centres chosen from the training rows (see --centers).
+    Nystrom,
+}
+
+/// How a Nystrom map's centres are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CentersArg {
+    /// Uniformly at random.
+    Uniform,
+    /// k-means++ seeding and Lloyd iterations on a sample of rows (cluster means).
+    Kmeans,
+    /// Approximate ridge leverage scores from a uniform pilot.
+    Leverage,
+}
+
 /// Kernel scale heuristic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BandwidthArg {
@@ -295,7 +315,7 @@ pub struct TrainArgs {
     /// Kernel scale heuristic when no --gamma is given.
     #[arg(long, value_enum, default_value_t = BandwidthArg::Median, help_heading = "Kernel")]
     pub bandwidth: BandwidthArg,
-    /// Number of random Fourier features M.
+    /// Number of features M: random Fourier features, or Nystrom centres.
     #[arg(
         short = 'm',
         long,
@@ -306,10 +326,24 @@ pub struct TrainArgs {
         help_heading = "Kernel"
     )]
     pub n_components: usize,
+    /// The feature map: random Fourier features, or a Nystrom map (psi(x) = L^-1 k(C, x) over
+    /// M centres C chosen from the training rows; closer to the exact kernel at equal M).
+    #[arg(
+        long = "features",
+        value_enum,
+        default_value_t = FeaturesArg::Rff,
+        conflicts_with = "exact",
+        help_heading = "Kernel"
+    )]
+    pub feature_map: FeaturesArg,
+    /// How the Nystrom centres are chosen (with --features nystrom).
+    #[arg(long, value_enum, default_value_t = CentersArg::Kmeans, help_heading = "Kernel")]
+    pub centers: CentersArg,
     /// Use the exact kernel instead of random features (memory and time grow with n).
     #[arg(long, help_heading = "Kernel")]
     pub exact: bool,
-    /// Grow the random features through these sizes (e.g. 1000,4000,16000), each fit
+    /// Grow the features (random features or Nystrom centres) through these sizes (e.g.
+    /// 1000,4000,16000), each fit
     /// warm-started from the last; with -v, stop at the first size that does not improve the
     /// validation metric and keep the best model.
     #[arg(

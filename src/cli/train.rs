@@ -6,13 +6,13 @@ use std::time::Duration;
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
-    Bandwidth, Dataset, FitOptions, GrowthStage, Joker, KernelKind, Loss, MaternNu, Model,
-    Precision, Scalar, Task, TrModel,
+    Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker, KernelKind, Loss,
+    MaternNu, Model, Precision, Scalar, Task, TrModel,
 };
 
 use super::args::{
-    BandwidthArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg, SolverArg, TaskArg,
-    TrModelArg, TrainArgs,
+    BandwidthArg, CentersArg, FeaturesArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg,
+    SolverArg, TaskArg, TrModelArg, TrainArgs,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -186,6 +186,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         b.exact()
     } else {
         b.n_components(a.n_components)
+            .feature_map(feature_kind(a.feature_map, a.centers))
     };
     if let Some(t) = a.task {
         b = b.task(match t {
@@ -452,14 +453,15 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
             },
             match (est.n_components, a.grow.as_slice()) {
                 (Some(_), [_, ..]) => format!(
-                    "random features grown through M = {}",
+                    "{} grown through M = {}",
+                    describe_map(est.feature_map),
                     a.grow
                         .iter()
                         .map(|m| m.to_string())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                (Some(m), []) => format!("M = {m} random features"),
+                (Some(m), []) => format!("M = {m} {}", describe_map(est.feature_map)),
                 (None, _) => "exact kernel".into(),
             },
             describe_lambda(est.lambda),
@@ -510,6 +512,26 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
+}
+
+/// The library's feature map for the CLI's choice.
+fn feature_kind(f: FeaturesArg, c: CentersArg) -> FeatureKind {
+    match f {
+        FeaturesArg::Rff => FeatureKind::Random,
+        FeaturesArg::Nystrom => FeatureKind::Nystrom(match c {
+            CentersArg::Uniform => Centers::Uniform,
+            CentersArg::Kmeans => Centers::KMeans,
+            CentersArg::Leverage => Centers::Leverage,
+        }),
+    }
+}
+
+/// The features of a map, for the fit line.
+fn describe_map(f: FeatureKind) -> String {
+    match f {
+        FeatureKind::Random => "random features".into(),
+        FeatureKind::Nystrom(c) => format!("Nystrom centres ({})", c.name()),
+    }
 }
 
 /// One line per stage of a growing fit, and the stage kept.
