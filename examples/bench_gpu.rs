@@ -104,7 +104,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     })?;
 
     // 1. Fused kernels with events.
-    let (gram_ms, upd_ms) = gpu.time_fused(&map, &xs[..b * d], b, tt, reps)?;
+    let rmap = map.random().ok_or("a random-feature map")?;
+    let (gram_ms, upd_ms) = gpu.time_fused(rmap, &xs[..b * d], b, tt, reps)?;
     let gram_flops = 2.0 * (b * b) as f64 * m as f64;
     println!(
         "rff_block_gram+reduce  {gram_ms:9.3} ms  {:7.2} TFLOP/s (2 b^2 M)",

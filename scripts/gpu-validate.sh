@@ -111,6 +111,7 @@ group gpu "device engines against host engines, the self-check" "device_engine|e
 group gpu "trust-region block solve on the device" "tr_solve"
 group gpu "exact kernels against f64 direct sums" "exact_kernels"
 group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit|distributed_fit|mapped_rows"
+group gpu "Nystrom maps: features and a fit on the GPU against the CPU" "nystrom_"
 exited gpu
 suite gpu-everywhere gpu
 group gpu-everywhere "device errors, the GPU requirement, CPU fits without the driver" "a_missing_gpu|a_required_gpu|gpu_tests_fail|a_cpu_fit"

@@ -47,6 +47,11 @@ pub enum FeatureMap<T> {
 }
 
 impl<T: Scalar> FeatureMap<T> {
+    /// The random-feature map of `spec` (see [`RandomMap::new`]).
+    pub fn new(spec: FeatureSpec) -> Result<Self> {
+        RandomMap::new(spec).map(FeatureMap::Random)
+    }
+
     /// Number of features `M`.
     pub fn m(&self) -> usize {
         match self {

@@ -25,7 +25,7 @@ use joker::backend::cuda::Cuda;
 use joker::backend::{Backend, BlockEngine, HostExact, HostRff};
 use joker::device::probe;
 use joker::distributed::Threads;
-use joker::features::{FeatureMap, FeatureSpec};
+use joker::features::{FeatureMap, FeatureSpec, RandomMap};
 use joker::rng::Stream;
 use joker::{
     CsrMatrix, Dataset, DenseMatrix, Device, Features, FitOptions, Joker, JokerError, Kernel,
@@ -73,8 +73,8 @@ fn kernels() -> [KernelKind; 3] {
     ]
 }
 
-fn map(kind: KernelKind, m: usize, d: usize, seed: u64) -> FeatureMap<f32> {
-    FeatureMap::new(FeatureSpec {
+fn map(kind: KernelKind, m: usize, d: usize, seed: u64) -> RandomMap<f32> {
+    RandomMap::new(FeatureSpec {
         kernel: Kernel {
             kind,
             gamma: 0.5 / d as f64,
@@ -107,7 +107,7 @@ fn ulp_diff(a: f32, b: f32) -> u32 {
 /// `cos`). It grows with `|W_j . x|`: the Laplacian's Cauchy weights reach thousands, where one
 /// ulp of the argument is 1e-3 and the GPU's FMA-contracted sum and the CPU's separate
 /// products round differently.
-fn feature_tol(mp: &FeatureMap<f32>, x: &[f32], j: usize) -> f64 {
+fn feature_tol(mp: &RandomMap<f32>, x: &[f32], j: usize) -> f64 {
     let d = x.len();
     let s = (2.0 / mp.b().len() as f64).sqrt();
     let mag: f64 = 1.0
@@ -191,11 +191,12 @@ fn block_gram_matches_features_gram_project() {
         for &(nb, m, d) in &SHAPES {
             for tt in [1, 3] {
                 let mp = map(kind, m, d, seed);
+                let fm = FeatureMap::Random(mp.clone());
                 let xb = f32s(&random(nb * d, seed ^ 2));
                 let theta = random(m * tt, seed ^ 3);
                 let (k, gv) = g.block_gram(&mp, &xb, nb, &theta, tt).unwrap();
                 let mut phi = vec![f32::NAN; nb * m];
-                Cpu.features(&mp, &xb, nb, &mut phi);
+                Cpu.features(&fm, &xb, nb, &mut phi);
                 let mut kc = vec![f64::NAN; nb * nb];
                 Cpu.gram(&phi, nb, m, &mut kc);
                 let mut gc = vec![f64::NAN; nb * tt];
@@ -245,6 +246,7 @@ fn update_theta_matches_features_accumulate() {
         for &(nb, m, d) in &SHAPES {
             for tt in [1, 2] {
                 let mp = map(kind, m, d, seed);
+                let fm = FeatureMap::Random(mp.clone());
                 let xb = f32s(&random(nb * d, seed ^ 4));
                 let mut delta = random(nb * tt, seed ^ 5);
                 delta[0] = 0.0;
@@ -252,7 +254,7 @@ fn update_theta_matches_features_accumulate() {
                 let mut tg = theta0.clone();
                 g.update_theta(&mp, &xb, nb, &delta, tt, &mut tg).unwrap();
                 let mut phi = vec![f32::NAN; nb * m];
-                Cpu.features(&mp, &xb, nb, &mut phi);
+                Cpu.features(&fm, &xb, nb, &mut phi);
                 let mut tc = theta0.clone();
                 Cpu.accumulate(&phi, nb, m, &delta, tt, &mut tc);
                 // Both sides' features are within `feature_tol` of the f64 value; the sums
@@ -291,11 +293,12 @@ fn predict_matches_the_cpu_across_chunks() {
     // 70,001 rows: more than one 65,536-row launch, and not a multiple of 256.
     for &(n, m, d, tt) in &[(70_001usize, 65usize, 7usize, 2usize), (300, 1001, 28, 1)] {
         let mp = map(KernelKind::Gaussian, m, d, seed);
+        let fm = FeatureMap::Random(mp.clone());
         let x = f32s(&random(n * d, seed ^ 7));
         let theta = random(m * tt, seed ^ 8);
         let got = g.predict(&mp, &x, n, &theta, tt).unwrap();
         let mut phi = vec![f32::NAN; n * m];
-        Cpu.features(&mp, &x, n, &mut phi);
+        Cpu.features(&fm, &x, n, &mut phi);
         let mut want = vec![f64::NAN; n * tt];
         Cpu.project(&phi, n, m, &theta, tt, &mut want);
         for t in 0..tt {
@@ -325,6 +328,7 @@ fn device_engine_matches_host_engine() {
     let xv = f32s(&random(n * d, seed ^ 9));
     let x = Features::Dense(DenseMatrix::new(n, d, xv).unwrap());
     let mp = map(KernelKind::Gaussian, m, d, seed);
+    let fm = FeatureMap::Random(mp.clone());
     let mut order: Vec<usize> = (0..n).collect();
     Stream::new(seed, 3).shuffle(&mut order);
     let plan = g.memory_plan(n, d, m, tt, b).unwrap();
@@ -342,11 +346,11 @@ fn device_engine_matches_host_engine() {
         other => panic!("expected a memory error, got {other:?}"),
     }
 
-    let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b).unwrap();
+    let mut host = HostRff::new(&Cpu, &fm, &x, &order, tt, b).unwrap();
     let mut engines: Vec<Box<dyn BlockEngine<f32> + '_>> = vec![
-        g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
+        g.rff_engine(&fm, &x, &order, tt, b).unwrap().unwrap(),
         streamed
-            .rff_engine(&mp, &x, &order, tt, b)
+            .rff_engine(&fm, &x, &order, tt, b)
             .unwrap()
             .unwrap(),
     ];
@@ -425,16 +429,17 @@ fn kernel_model_engine_matches_host_engine() {
     };
     for kind in kernels() {
         let mp = map(kind, m, d, seed ^ 7);
+        let fm = FeatureMap::Random(mp.clone());
         let plan = g.memory_plan(n, d, m, tt, b).unwrap();
         let streamed = Cuda::new(g.info().index)
             .unwrap()
             .with_memory_limit(Some(plan.fixed + plan.data / 2));
-        let mut host = HostRff::new(&Cpu, &mp, &x, &order, tt, b).unwrap();
+        let mut host = HostRff::new(&Cpu, &fm, &x, &order, tt, b).unwrap();
         assert!(host.set_kernel_model(true));
         let mut engines: Vec<Box<dyn BlockEngine<f32> + '_>> = vec![
-            g.rff_engine(&mp, &x, &order, tt, b).unwrap().unwrap(),
+            g.rff_engine(&fm, &x, &order, tt, b).unwrap().unwrap(),
             streamed
-                .rff_engine(&mp, &x, &order, tt, b)
+                .rff_engine(&fm, &x, &order, tt, b)
                 .unwrap()
                 .unwrap(),
         ];
@@ -647,6 +652,63 @@ fn end_to_end_fit_matches_the_cpu() {
     let (cpu, gpu) = cpu_and_gpu_fits("end_to_end_fit_matches_the_cpu", est, &data);
     let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
     assert!(rel <= 1e-4, "primal objectives differ by {rel}");
+}
+
+/// A Nystrom map's features on the GPU (its kernel tile by the exact-tile kernel, the product
+/// with the factor on the host) against the CPU twin's, for every kernel family.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn nystrom_features_match_the_cpu() {
+    let g = gpu("nystrom_features_match_the_cpu");
+    let (n, m, d, seed) = (700, 300, 5, run_seed());
+    let x = f32s(&random(n * d, seed ^ 21));
+    let rows = Features::Dense(DenseMatrix::new(n, d, x.clone()).unwrap());
+    for kind in kernels() {
+        let kernel = Kernel { kind, gamma: 0.8 };
+        for rule in [joker::Centers::Uniform, joker::Centers::KMeans] {
+            let ny =
+                joker::features::NystromMap::<f32>::fit(kernel, rule, m, &rows, 1e-2, seed, &Cpu)
+                    .unwrap();
+            let r = ny.m();
+            let fm = FeatureMap::Nystrom(ny);
+            let (mut on_gpu, mut on_cpu) = (vec![f32::NAN; n * r], vec![f32::NAN; n * r]);
+            Backend::features(&g, &fm, &x, n, &mut on_gpu);
+            Cpu.features(&fm, &x, n, &mut on_cpu);
+            let a: Vec<f64> = on_gpu.iter().map(|&v| v as f64).collect();
+            let b: Vec<f64> = on_cpu.iter().map(|&v| v as f64).collect();
+            assert!(
+                a.iter().all(|v| v.is_finite()),
+                "{kind:?} {rule:?}: non-finite"
+            );
+            // both tiles carry f32 distance errors, amplified by L^-1 (residual floor 2.4e-5)
+            close_to(&a, &b, 2e-3, &format!("{kind:?} {rule:?} psi"));
+            assert!(g.exact_fallback().is_none(), "{:?}", g.exact_fallback());
+        }
+    }
+}
+
+/// A Nystrom fit under `Device::Cuda` (tiles on the device, the host engine) reaches the
+/// CPU fit's solution.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn nystrom_fit_on_the_gpu_matches_the_cpu() {
+    let data = two_moons(2001, 6);
+    let est = |dev: Device| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .c(0.1)
+            .n_components(400)
+            .feature_map(joker::FeatureKind::Nystrom(joker::Centers::KMeans))
+            .block_size(257)
+            .max_iter(3000)
+            .tol(1e-6)
+            .device(dev)
+            .build()
+            .unwrap()
+    };
+    let (cpu, gpu) = cpu_and_gpu_fits("nystrom_fit_on_the_gpu_matches_the_cpu", est, &data);
+    let rel = (gpu.training.primal - cpu.training.primal).abs() / cpu.training.primal.abs();
+    assert!(rel <= 1e-3, "primal objectives differ by {rel}");
 }
 
 /// Two ranks (threads) fit `data`, each on half of the rows, with `est` on `dev`.

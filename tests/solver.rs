@@ -276,7 +276,7 @@ fn theta_stays_in_sync_with_the_dual() {
         dim: 3,
         seed: *seed,
     };
-    let map = joker::features::FeatureMap::<f64>::new(spec).unwrap();
+    let map = joker::features::RandomMap::<f64>::new(spec).unwrap();
     let alpha = model.dual.as_ref().unwrap();
     let mut want = vec![0.0; *n_components];
     for (i, x) in rows(&data).iter().enumerate() {

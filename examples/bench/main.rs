@@ -546,7 +546,7 @@ fn peer_job(base: &Job, system: &str, m: usize) -> Job {
 
 /// `W` (`M x d`) and `b` of joker's feature map for seed `seed`, for the LIBLINEAR peer.
 fn write_feature_map(prefix: &str, s: &Split, m: usize, seed: u64) -> Res<()> {
-    let map = joker::features::FeatureMap::<f64>::new(joker::features::FeatureSpec {
+    let map = joker::features::RandomMap::<f64>::new(joker::features::FeatureSpec {
         kernel: joker::Kernel {
             kind: joker::KernelKind::Gaussian,
             gamma: s.gamma,
