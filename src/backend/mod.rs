@@ -15,12 +15,15 @@
 //! backend can keep them (and the data) in device memory and use fused kernels.
 //! [`Backend::rff_engine`] and [`Backend::exact_engine`] give a backend's own engines; backends
 //! without them (the CPU) get [`HostRff`], which composes `features`, `gram`, `project` and
-//! `accumulate`, and [`HostExact`], which composes `kernel_tile` and `kernel_matvec`.
+//! `accumulate`, and [`HostExact`], which composes `kernel_tile` and `kernel_matvec`. A Nystrom
+//! map runs in [`nystrom::HostNystrom`], in the centres' coefficients, on the backend's
+//! kernel tiles.
 
 pub mod cached;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod nystrom;
 pub mod predict;
 pub mod selfcheck;
 

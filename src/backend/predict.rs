@@ -2,7 +2,7 @@
 //! `n x M` or `n x n` matrix is ever formed.
 
 use super::Backend;
-use crate::data::Features;
+use crate::data::{DenseMatrix, Features};
 use crate::features::FeatureMap;
 use crate::kernel::Kernel;
 use crate::scalar::Scalar;
@@ -45,6 +45,26 @@ pub enum Predictor<'a, T> {
 impl<T: Scalar> Predictor<'_, T> {
     /// Decision values for every row of `x`, column-major `n x T`.
     pub fn decision(&self, backend: &dyn Backend<T>, x: &Features<T>, targets: usize) -> Vec<f64> {
+        if let Predictor::Features {
+            map: FeatureMap::Nystrom(ny),
+            theta,
+        } = self
+        {
+            // `psi(x)^T theta = k(x, C) u` with `u = L^-T theta`: no `b r^2` feature product
+            let mut u = theta.to_vec();
+            ny.solve_lt(&mut u, targets);
+            let centers = DenseMatrix::new(ny.m(), ny.d(), ny.centers().to_vec());
+            let Ok(centers) = centers.map(Features::Dense) else {
+                return vec![f64::NAN; x.nrows() * targets];
+            };
+            let exact = Predictor::Exact {
+                kernel: ny.kernel(),
+                support: &centers,
+                rows: None,
+                alpha: &u,
+            };
+            return exact.decision(backend, x, targets);
+        }
         let (n, d) = (x.nrows(), x.ncols());
         let mut out = vec![0.0; n * targets];
         let width = match self {

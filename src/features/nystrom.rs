@@ -211,19 +211,7 @@ impl<T: Scalar> NystromMap<T> {
         }
         let mut tile = vec![0.0; n * r];
         backend.kernel_tile(&self.kernel, x, n, &self.centers, r, d, &mut tile);
-        let mut psi = vec![0.0; n * r];
-        faer::linalg::matmul::triangular::matmul(
-            MatMut::from_row_major_slice_mut(&mut psi, n, r),
-            BlockStructure::Rectangular,
-            Accum::Replace,
-            MatRef::from_row_major_slice(&tile, n, r),
-            BlockStructure::Rectangular,
-            self.linv_t.as_ref(),
-            BlockStructure::TriangularUpper,
-            1.0,
-            crate::backend::cpu::par_for(n, r, r),
-        );
-        crate::backend::cpu::clear_upper_state();
+        let psi = self.features_of_tile(&tile, n);
         out.par_chunks_mut(r.max(1) * 64)
             .zip(psi.par_chunks(r.max(1) * 64))
             .for_each(|(o, p)| {
@@ -247,6 +235,65 @@ impl<T: Scalar> NystromMap<T> {
             .flat_map(|t| (0..r).map(move |i| (i, t)))
             .map(|(i, t)| u[(i, t)])
             .collect()
+    }
+
+    /// `v <- L^-1 v` for `v` of `r x T` (column-major).
+    pub fn solve_l(&self, v: &mut [f64], targets: usize) {
+        let r = self.m();
+        let v = MatMut::from_column_major_slice_mut(&mut v[..r * targets], r, targets);
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            self.l.as_ref(),
+            v,
+            Par::Seq,
+        );
+    }
+
+    /// `v <- L^-T v` for `v` of `r x T` (column-major).
+    pub fn solve_lt(&self, v: &mut [f64], targets: usize) {
+        let r = self.m();
+        let v = MatMut::from_column_major_slice_mut(&mut v[..r * targets], r, targets);
+        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+            self.l.transpose(),
+            v,
+            Par::Seq,
+        );
+    }
+
+    /// `v <- L^T v` for `v` of `r x T` (column-major).
+    pub fn times_lt(&self, v: &mut [f64], targets: usize) {
+        let r = self.m();
+        let mut out = vec![0.0; r * targets];
+        faer::linalg::matmul::triangular::matmul(
+            MatMut::from_column_major_slice_mut(&mut out, r, targets),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            self.l.transpose(),
+            BlockStructure::TriangularUpper,
+            MatRef::from_column_major_slice(&v[..r * targets], r, targets),
+            BlockStructure::Rectangular,
+            1.0,
+            Par::Seq,
+        );
+        v[..r * targets].copy_from_slice(&out);
+    }
+
+    /// `psi = K L^-T` (`n x r`, row-major, `f64`) of a kernel tile `K = K(X, C)`.
+    pub fn features_of_tile(&self, tile: &[f64], n: usize) -> Vec<f64> {
+        let r = self.m();
+        let mut psi = vec![0.0; n * r];
+        faer::linalg::matmul::triangular::matmul(
+            MatMut::from_row_major_slice_mut(&mut psi, n, r),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            MatRef::from_row_major_slice(&tile[..n * r], n, r),
+            BlockStructure::Rectangular,
+            self.linv_t.as_ref(),
+            BlockStructure::TriangularUpper,
+            1.0,
+            crate::backend::cpu::par_for(n, r, r),
+        );
+        crate::backend::cpu::clear_upper_state();
+        psi
     }
 
     /// One line for the training record: rule, centres kept of asked for.

@@ -31,6 +31,7 @@ use super::trust_region::{
     BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
 };
 use crate::backend::cached::{CachedExact, cached_kernel_bytes};
+use crate::backend::nystrom::HostNystrom;
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
 use crate::backend::{
     Backend, BlockEngine, BlockFeatures, BlockSolve, FeatureProducts, HostExact, HostProducts,
@@ -558,7 +559,14 @@ impl Curvature {
         } else {
             format!("{tt} target columns")
         };
-        if !p.model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()) {
+        // a Nystrom map's Gram needs its block features, `b r^2` flops to form, where the
+        // kernel model's block is `b^2 d` and its products `b r + r^2`
+        let nystrom = matches!(map, FeatureMap::Nystrom(_));
+        let wanted = match p.model {
+            TrModel::Auto if nystrom => true,
+            model => model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()),
+        };
+        if !wanted {
             return gram(if auto {
                 format!("gram (auto: cheaper than the kernel model at M = {m}, d = {d}, {columns})")
             } else {
@@ -582,7 +590,9 @@ impl Curvature {
             auto,
             engine_kernel: true,
             staged_kernel: true,
-            note: if auto {
+            note: if auto && nystrom {
+                format!("kernel (auto: a Nystrom map's Gram costs b r^2 per block, r = {m})")
+            } else if auto {
                 format!("kernel (auto: cheaper than the Gram at M = {m}, d = {d}, {columns})")
             } else {
                 "kernel".into()
@@ -1157,9 +1167,14 @@ fn start_state<'a, T: Scalar>(
                 )));
             }
             st.theta = vec![0.0; map.m() * tt];
-            st.engine = Some(match backend.rff_engine(map, prob.x, perm, tt, b)? {
-                Some(e) => e,
-                None => Box::new(HostRff::new(backend, map, prob.x, perm, tt, b)?),
+            st.engine = Some(match (backend.rff_engine(map, prob.x, perm, tt, b)?, map) {
+                (Some(e), _) => e,
+                (None, FeatureMap::Nystrom(ny)) => {
+                    Box::new(HostNystrom::new(backend, ny, prob.x, perm, tt, b)?)
+                }
+                (None, FeatureMap::Random(_)) => {
+                    Box::new(HostRff::new(backend, map, prob.x, perm, tt, b)?)
+                }
             });
         }
         Repr::Exact(kernel) => {
