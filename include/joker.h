@@ -29,6 +29,32 @@
 #define JOKER_ABI_VERSION 0
 
 /**
+ * `joker_params_set_feature_map`: random Fourier features (the default).
+ */
+#define JOKER_FEATURES_RFF 0
+
+/**
+ * `joker_params_set_feature_map`: a Nystrom map over `n_components` centres chosen from the
+ * training rows by the `JOKER_CENTERS_*` rule given with it.
+ */
+#define JOKER_FEATURES_NYSTROM 1
+
+/**
+ * Nystrom centres drawn uniformly.
+ */
+#define JOKER_CENTERS_UNIFORM 0
+
+/**
+ * Nystrom centres by k-means++ seeding and Lloyd iterations (cluster means).
+ */
+#define JOKER_CENTERS_KMEANS 1
+
+/**
+ * Nystrom centres drawn by approximate ridge leverage scores.
+ */
+#define JOKER_CENTERS_LEVERAGE 2
+
+/**
  * `joker_params_set_tr_model`: the block Gram `Phi_B Phi_B^T`.
  */
 #define JOKER_TR_MODEL_GRAM 0
@@ -636,12 +662,22 @@ JokerStatus joker_params_set_lambda(struct JokerParams *params, double lambda);
 JokerStatus joker_params_set_c(struct JokerParams *params, double c);
 
 /**
- * Uses `m >= 1` random Fourier features (default 2048).
+ * Uses `m >= 1` features: random Fourier features, or Nystrom centres (default 2048).
  *
  * # Safety
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_n_components(struct JokerParams *params, size_t m);
+
+/**
+ * Chooses the feature map, one of `JOKER_FEATURES_*`; `centers` (one of `JOKER_CENTERS_*`)
+ * is read for `JOKER_FEATURES_NYSTROM` only. A Nystrom model predicts as an exact-kernel
+ * model over its centres.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_feature_map(struct JokerParams *params, int32_t features, int32_t centers);
 
 /**
  * Uses the exact kernel instead of random features (`joker_params_set_n_components` switches

@@ -1110,7 +1110,11 @@ impl Joker {
             Some(k) => k.memory(n, d, std::mem::size_of::<T>()),
             None => memory_estimate(n, d, self.n_components, tt, b),
         }
-        .saturating_add(data_bytes);
+        .saturating_add(data_bytes)
+        .saturating_add(match (self.n_components, self.feature_map) {
+            (Some(m), FeatureKind::Nystrom(_)) => crate::features::nystrom::memory(n, m, d),
+            _ => 0,
+        });
         self.max_memory.check(need, || {
             let what = match &self.full_krr {
                 Some(k) => format!(
@@ -1125,7 +1129,14 @@ impl Joker {
                     }
                 ),
                 None => match self.n_components {
-                    Some(m) => format!("{m} random features, {tt} target(s), block {b}"),
+                    Some(m) => match self.feature_map {
+                        FeatureKind::Random => {
+                            format!("{m} random features, {tt} target(s), block {b}")
+                        }
+                        FeatureKind::Nystrom(_) => {
+                            format!("{m} Nystrom centres, {tt} target(s), block {b}")
+                        }
+                    },
                     None => format!("exact kernel, {tt} target(s), block {b}"),
                 },
             };

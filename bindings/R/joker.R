@@ -27,7 +27,9 @@ local({
   precision = c("f32" = 0, "f64" = 1),
   task = c("auto" = 0, "classification" = 1, "regression" = 2),
   full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),
-  tr_model = c("gram" = 0, "kernel" = 1, "auto" = 2)
+  tr_model = c("gram" = 0, "kernel" = 1, "auto" = 2),
+  features = c("rff" = 0, "nystrom" = 1),
+  centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2)
 )
 
 .joker_code <- function(table, key) {
@@ -97,7 +99,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' refuses a fit whose estimated memory exceeds 80% of the memory available when it starts
 #' (JOKER_STATUS_MEMORY), 0 sets no limit, any other value is a limit in bytes. kernel_cache:
 #' bytes the exact kernel matrix may take when it is formed once and kept (0: evaluated block
-#' by block).
+#' by block). features: "rff" (random Fourier features) or "nystrom" (a Nystrom map over
+#' n_components centres chosen by centers: "kmeans", "uniform" or "leverage"; the model
+#' predicts as an exact-kernel model over them).
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
@@ -105,7 +109,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
-                         krr_store_preconditioners = FALSE, kernel_cache = 2^31) {
+                         krr_store_preconditioners = FALSE, kernel_cache = 2^31,
+                         features = "rff", centers = "kmeans") {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))
@@ -137,6 +142,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("nystrom_rank", nystrom_rank)
   set("kernel_cache", kernel_cache)
   set("tr_model", .joker_code("tr_model", tr_model))
+  set("feature_map", .joker_code("features", features), .joker_code("centers", centers))
   .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
               as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
               as.logical(krr_store_preconditioners))

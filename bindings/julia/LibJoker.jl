@@ -100,6 +100,8 @@ const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
 const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)
 const TR_MODELS = Dict("gram" => 0, "kernel" => 1, "auto" => 2)
+const FEATURE_MAPS = Dict("rff" => 0, "nystrom" => 1)
+const CENTERS = Dict("uniform" => 0, "kmeans" => 1, "leverage" => 2)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -288,7 +290,8 @@ end
           standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
-          krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30)
+          krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
+          features="rff", centers="kmeans")
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -298,7 +301,9 @@ Validated training parameters (as the Python `joker.Joker`); invalid values thro
 samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
 memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
 limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix may
-take when it is formed once and kept (0: evaluated block by block).
+take when it is formed once and kept (0: evaluated block by block). `features`: "rff" (random
+Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen by `centers`:
+"kmeans", "uniform" or "leverage"; the model predicts as an exact-kernel model over them).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -306,11 +311,11 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
-    kernel_cache=2 << 30)
+    kernel_cache=2 << 30, features="rff", centers="kmeans")
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-        krr_rank, krr_tol, krr_store_preconditioners, kernel_cache))
+        krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -318,7 +323,7 @@ end
 function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache)
+    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="kmeans")
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -367,6 +372,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
         joker_params_set_kernel_cache(h, count_arg("kernel_cache", kernel_cache))
         joker_params_set_tr_model(h, Int32(pick(TR_MODELS, tr_model, "tr_model")))
+        check(ccall((:joker_params_set_feature_map, libjoker), Int32, (Ptr{Cvoid}, Int32, Int32), h,
+            pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,
             (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Csize_t, Float64, Int32), h,
             pick(KRR_METHODS, full_krr, "full_krr method"), count_arg("krr_blocks", krr_blocks),

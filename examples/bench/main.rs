@@ -365,6 +365,8 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 "cadata" => (0.1, &[1000, 2000, 4000], 300, 2000),
                 _ => (0.1, &[1000, 2000, 4000], 200, 2000),
             };
+            // Nystrom centres: a Nystrom map needs fewer features than random ones
+            let nystrom_ms: &[usize] = &[500, 1000, 2000];
             for seed in 1..=args.repeats as u64 {
                 write_feature_map(&p, &split, mpeer, seed)?;
             }
@@ -374,6 +376,10 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 Task::Classification => {
                     for &m in ms {
                         jobs.push((joker_job(&base, "joker-l2svc", m, iters, 512, true), r));
+                    }
+                    for &m in nystrom_ms {
+                        let sys = "joker-l2svc-nystrom";
+                        jobs.push((joker_job(&base, sys, m, iters, 512, true), r));
                     }
                     // kernel logistic regression: joker's KLR against logistic regression
                     // on random or Nystroem features (the same C)
@@ -393,6 +399,10 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 Task::Regression => {
                     for &m in ms {
                         jobs.push((joker_job(&base, "joker-krr", m, iters, 512, true), r));
+                    }
+                    for &m in nystrom_ms {
+                        let sys = "joker-krr-nystrom";
+                        jobs.push((joker_job(&base, sys, m, iters, 512, true), r));
                     }
                     for peer in [
                         "sklearn-krr",
@@ -732,7 +742,9 @@ fn peak_rss_mb() -> f64 {
 fn run_joker(job: &Job) -> joker::Result<Outcome> {
     use joker::{FitOptions, Joker, Loss};
     let (train, test) = data::load(&job.data)?;
-    let loss = match job.system.as_str() {
+    // `-nystrom`: the same fit on a Nystrom map (k-means centres) instead of random features
+    let base = job.system.trim_end_matches("-nystrom");
+    let loss = match base {
         "joker-l2svc" => Loss::SquaredHinge,
         "joker-klr" => Loss::Logistic,
         "joker-svr" => Loss::EpsilonInsensitive {
@@ -745,6 +757,11 @@ fn run_joker(job: &Job) -> joker::Result<Outcome> {
         .gamma(job.gamma)
         .lambda(job.lambda)
         .n_components(job.m)
+        .feature_map(if base == job.system {
+            joker::FeatureKind::Random
+        } else {
+            joker::FeatureKind::Nystrom(joker::Centers::KMeans)
+        })
         .block_size(job.block)
         .max_iter(job.iters)
         .tol(0.0)

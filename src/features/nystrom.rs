@@ -74,8 +74,16 @@ pub struct NystromMap<T> {
     d: usize,
     /// `L`, lower triangular `r x r`.
     l: Mat<f64>,
-    /// `L^-T`, upper triangular `r x r`: `Psi(X) = K(X, C) L^-T`.
-    linv_t: Mat<f64>,
+}
+
+/// Bytes a Nystrom map of `m` centres over `n` rows of `d` features takes at its peak: the
+/// centres' kernel matrix and its factor (`m^2` values each, both alive while the factor is
+/// formed), the centres, and the candidate rows of the k-means and leverage rules.
+pub fn memory(n: usize, m: usize, d: usize) -> usize {
+    let m = m.min(n) as u128;
+    let cand = (n as u128).min(CANDIDATE_ROWS.max(CANDIDATES_PER_CENTER * m as usize) as u128);
+    let bytes = 2 * m * m * 8 + m * (d as u128) * 8 + cand * (d as u128) * 8;
+    usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
 /// The residual floor of the factorisation in precision `T` (see the module documentation).
@@ -146,14 +154,6 @@ impl<T: Scalar> NystromMap<T> {
             .iter()
             .flat_map(|&j| centers[j * d..(j + 1) * d].iter().copied())
             .collect();
-        let r = kept.len();
-        let mut linv_t = Mat::<f64>::identity(r, r);
-        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
-            l.as_ref(),
-            linv_t.as_mut(),
-            Par::rayon(0),
-        );
-        let linv_t = linv_t.transpose().to_owned();
         Ok(NystromMap {
             kernel,
             rule: Centers::Uniform,
@@ -161,7 +161,6 @@ impl<T: Scalar> NystromMap<T> {
             centers,
             d,
             l,
-            linv_t,
         })
     }
 
@@ -277,19 +276,14 @@ impl<T: Scalar> NystromMap<T> {
         v[..r * targets].copy_from_slice(&out);
     }
 
-    /// `psi = K L^-T` (`n x r`, row-major, `f64`) of a kernel tile `K = K(X, C)`.
+    /// `psi = K L^-T` (`n x r`, row-major, `f64`) of a kernel tile `K = K(X, C)`: one
+    /// triangular solve `psi^T = L^-1 K^T` (a row-major `n x r` buffer is `K^T` column-major).
     pub fn features_of_tile(&self, tile: &[f64], n: usize) -> Vec<f64> {
         let r = self.m();
-        let mut psi = vec![0.0; n * r];
-        faer::linalg::matmul::triangular::matmul(
-            MatMut::from_row_major_slice_mut(&mut psi, n, r),
-            BlockStructure::Rectangular,
-            Accum::Replace,
-            MatRef::from_row_major_slice(&tile[..n * r], n, r),
-            BlockStructure::Rectangular,
-            self.linv_t.as_ref(),
-            BlockStructure::TriangularUpper,
-            1.0,
+        let mut psi = tile[..n * r].to_vec();
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            self.l.as_ref(),
+            MatMut::from_column_major_slice_mut(&mut psi, r, n),
             crate::backend::cpu::par_for(n, r, r),
         );
         crate::backend::cpu::clear_upper_state();

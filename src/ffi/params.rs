@@ -6,6 +6,7 @@ use super::handle::{Kind, get, get_mut, impl_handle, register, release};
 use super::{Failure, FfiResult, JokerStatus, guard, input_slice, write_out};
 use crate::device::Device;
 use crate::estimator::{ClassWeight, Joker, JokerBuilder};
+use crate::features::{Centers, FeatureKind};
 use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
@@ -368,7 +369,7 @@ pub unsafe extern "C" fn joker_params_set_c(params: *mut JokerParams, c: f64) ->
     })
 }
 
-/// Uses `m >= 1` random Fourier features (default 2048).
+/// Uses `m >= 1` features: random Fourier features, or Nystrom centres (default 2048).
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
@@ -379,6 +380,60 @@ pub unsafe extern "C" fn joker_params_set_n_components(
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
     guard(|| unsafe { update(params, |j| j.n_components = Some(m)) })
+}
+
+/// `joker_params_set_feature_map`: random Fourier features (the default).
+pub const JOKER_FEATURES_RFF: i32 = 0;
+
+/// `joker_params_set_feature_map`: a Nystrom map over `n_components` centres chosen from the
+/// training rows by the `JOKER_CENTERS_*` rule given with it.
+pub const JOKER_FEATURES_NYSTROM: i32 = 1;
+
+/// Nystrom centres drawn uniformly.
+pub const JOKER_CENTERS_UNIFORM: i32 = 0;
+
+/// Nystrom centres by k-means++ seeding and Lloyd iterations (cluster means).
+pub const JOKER_CENTERS_KMEANS: i32 = 1;
+
+/// Nystrom centres drawn by approximate ridge leverage scores.
+pub const JOKER_CENTERS_LEVERAGE: i32 = 2;
+
+/// Chooses the feature map, one of `JOKER_FEATURES_*`; `centers` (one of `JOKER_CENTERS_*`)
+/// is read for `JOKER_FEATURES_NYSTROM` only. A Nystrom model predicts as an exact-kernel
+/// model over its centres.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_feature_map(
+    params: *mut JokerParams,
+    features: i32,
+    centers: i32,
+) -> JokerStatus {
+    guard(|| {
+        let kind = match features {
+            JOKER_FEATURES_RFF => FeatureKind::Random,
+            JOKER_FEATURES_NYSTROM => FeatureKind::Nystrom(match centers {
+                JOKER_CENTERS_UNIFORM => Centers::Uniform,
+                JOKER_CENTERS_KMEANS => Centers::KMeans,
+                JOKER_CENTERS_LEVERAGE => Centers::Leverage,
+                _ => {
+                    return Err(Failure::invalid(
+                        "centers",
+                        format!("{centers} is not a JOKER_CENTERS_* value (0 to 2)"),
+                    ));
+                }
+            }),
+            _ => {
+                return Err(Failure::invalid(
+                    "feature_map",
+                    format!("{features} is not a JOKER_FEATURES_* value (0 or 1)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.feature_map = kind) }
+    })
 }
 
 /// Uses the exact kernel instead of random features (`joker_params_set_n_components` switches

@@ -97,7 +97,8 @@ SEXP R_joker_params_new(void) {
     return wrap(p, Rf_install("JokerParams"), params_finalizer);
 }
 
-/* One setter by name: value is a double (or integer code), param the loss parameter. */
+/* One setter by name: value is a double (or integer code), param the loss parameter (or the
+ * Nystrom centre rule of feature_map). */
 SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     JokerParams *p = (JokerParams *)addr(params, "params");
     const char *k = CHAR(STRING_ELT(name, 0));
@@ -133,6 +134,8 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "time_limit")) st = joker_params_set_time_limit(p, v);
     else if (!strcmp(k, "device")) st = joker_params_set_device(p, (int32_t)v);
     else if (!strcmp(k, "tr_model")) st = joker_params_set_tr_model(p, (int32_t)v);
+    else if (!strcmp(k, "feature_map"))
+        st = joker_params_set_feature_map(p, (int32_t)v, (int32_t)Rf_asReal(param));
     else Rf_error("unknown joker parameter `%s`", k);
     check(st);
     return R_NilValue;

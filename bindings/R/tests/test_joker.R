@@ -145,6 +145,12 @@ kernel_model <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, ma
 ok(joker_info(kernel_model)$tr_model == "kernel", "tr_model = \"kernel\" is used and reported")
 joker_free(kernel_model)
 expect_error(joker_params(tr_model = "hessian"), "tr_model", "unknown trust-region model")
+nystrom <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 50,
+                     features = "nystrom", centers = "kmeans")
+ok(mean(predict(nystrom, x_test) == y_test) > 0.6, "a Nystrom map fits and predicts")
+joker_free(nystrom)
+expect_error(joker_params(features = "orf"), "features", "unknown feature map")
+expect_error(joker_params(features = "nystrom", centers = "random"), "centers", "unknown centre rule")
 on_cpu <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")
 joker_free(on_cpu)

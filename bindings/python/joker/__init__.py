@@ -193,6 +193,7 @@ _sig("joker_params_set_device", _P, c_int32)
 _sig("joker_params_set_nystrom_rank", _P, c_size_t)
 _sig("joker_params_set_kernel_cache", _P, c_size_t)
 _sig("joker_params_set_tr_model", _P, c_int32)
+_sig("joker_params_set_feature_map", _P, c_int32, c_int32)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
@@ -226,6 +227,8 @@ PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
 TR_MODELS = {"gram": 0, "kernel": 1, "auto": 2}
+FEATURE_MAPS = {"rff": 0, "nystrom": 1}
+CENTERS = {"uniform": 0, "kmeans": 1, "leverage": 2}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
 
@@ -461,7 +464,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
-                kernel_cache=2 << 30):
+                kernel_cache=2 << 30, features="rff", centers="kmeans"):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -519,6 +522,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_nystrom_rank(h, _count("nystrom_rank", nystrom_rank)))
         _check(_lib.joker_params_set_kernel_cache(h, _count("kernel_cache", kernel_cache)))
         _check(_lib.joker_params_set_tr_model(h, pick(TR_MODELS, tr_model, "tr_model")))
+        _check(_lib.joker_params_set_feature_map(
+            h, pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         _check(
             _lib.joker_params_set_full_krr(
                 h,
@@ -634,8 +639,11 @@ class Joker:
     """Validated training parameters; :meth:`fit` trains a :class:`Model`.
 
     ``loss``: krr, huber, svr, l1, lp, l1-svc, l2-svc or klr; ``loss_param``: delta (huber),
-    epsilon (svr) or p (lp). ``c`` or ``lambda_`` (c = 1/lambda). ``n_components``: random
-    features M, or None for the exact kernel. ``gamma``: an explicit kernel scale, else
+    epsilon (svr) or p (lp). ``c`` or ``lambda_`` (c = 1/lambda). ``n_components``: features
+    M (random features or Nystrom centres), or None for the exact kernel. ``features``: "rff"
+    (random Fourier features) or "nystrom" (a Nystrom map over ``n_components`` centres chosen
+    from the training rows by ``centers``: "kmeans", "uniform" or "leverage"); a Nystrom model
+    predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median" or "msd"). ``class_weight``: None, "balanced" or {label: weight}.
     ``block_size``: rows per block (the library caps it at the number of samples).
     ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
@@ -690,6 +698,8 @@ class Joker:
         krr_tol=1e-6,
         krr_store_preconditioners=False,
         kernel_cache=2 << 30,
+        features="rff",
+        centers="kmeans",
     ):
         args = dict(locals())
         del args["self"]

@@ -165,6 +165,24 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown tr_model 'hessian'", joker.Joker,
                               tr_model="hessian")
 
+    def test_nystrom_features(self):
+        # with every training row a centre the Nystrom model is the exact-kernel model
+        x, y = self.X[:120], self.y[:120]
+        fit = lambda **kw: joker.Joker("l2-svc", c=1.0, precision="f64", block_size=32, tol=1e-12,
+                                       max_iter=20000, **kw).fit(x, y)
+        exact = fit(n_components=None)
+        ny = fit(n_components=120, features="nystrom", centers="uniform")
+        diff = np.abs(exact.decision_function(self.Xt) - ny.decision_function(self.Xt)).max()
+        self.assertLess(diff, 1e-6)
+        for centers in ("kmeans", "leverage"):
+            m = joker.Joker("l2-svc", n_components=40, features="nystrom", centers=centers,
+                            max_iter=50).fit(self.X, self.y)
+            self.assertGreater(m.score(self.Xt, self.yt), 0.8)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown features 'orf'", joker.Joker,
+                              features="orf")
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown centers 'random'", joker.Joker,
+                              features="nystrom", centers="random")
+
     def test_klr_probabilities_weights_and_progress(self):
         seen = []
         model = joker.Joker("klr", c=10.0, n_components=256, block_size=64, max_iter=150, check_every=10).fit(
