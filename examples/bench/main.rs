@@ -392,6 +392,7 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                         "rff-linearsvc",
                         "rff-logreg",
                         "nystroem-logreg",
+                        "nystroem-linearsvc",
                     ] {
                         jobs.push((peer_job(&base, peer, mpeer), r));
                     }

@@ -342,11 +342,11 @@ fn candidates(n: usize, m: usize, seed: u64) -> Vec<usize> {
     }
 }
 
-fn sq_dist<T: Scalar>(a: &[T], b: &[f64]) -> f64 {
+fn sq_dist(a: &[f64], b: &[f64]) -> f64 {
     a.iter()
         .zip(b)
         .map(|(p, q)| {
-            let t = p.to_f64() - q;
+            let t = p - q;
             t * t
         })
         .sum()
@@ -358,14 +358,13 @@ fn sq_dist<T: Scalar>(a: &[T], b: &[f64]) -> f64 {
 fn kmeans<T: Scalar>(x: &Features<T>, m: usize, seed: u64) -> Vec<T> {
     let d = x.ncols();
     let idx = candidates(x.nrows(), m, seed);
-    let pts = rows_of(x, &idx);
+    let pts: Vec<f64> = rows_of(x, &idx).iter().map(|v| v.to_f64()).collect();
     let nc = idx.len();
     let m = m.min(nc);
     let mut rng = Stream::new(seed, streams::NYSTROM_CENTERS);
     let row = |i: usize| &pts[i * d..(i + 1) * d];
-    let to_f64 = |r: &[T]| r.iter().map(|v| v.to_f64()).collect::<Vec<f64>>();
     let mut c: Vec<f64> = Vec::with_capacity(m * d);
-    c.extend(to_f64(row(rng.below(nc))));
+    c.extend_from_slice(row(rng.below(nc)));
     let mut near: Vec<f64> = (0..nc)
         .into_par_iter()
         .map(|i| sq_dist(row(i), &c[..d]))
@@ -386,30 +385,24 @@ fn kmeans<T: Scalar>(x: &Features<T>, m: usize, seed: u64) -> Vec<T> {
         } else {
             rng.below(nc) // every candidate sits on a centre: any row will do
         };
-        let new = to_f64(row(pick));
-        near.par_iter_mut().enumerate().for_each(|(i, v)| {
-            *v = v.min(sq_dist(row(i), &new));
-        });
+        let new = row(pick).to_vec();
+        near.par_chunks_mut(1024)
+            .enumerate()
+            .for_each(|(k, chunk)| {
+                for (j, v) in chunk.iter_mut().enumerate() {
+                    *v = v.min(sq_dist(row(k * 1024 + j), &new));
+                }
+            });
         c.extend(new);
     }
     for _ in 0..KMEANS_ITERS {
-        let assign: Vec<usize> = (0..nc)
-            .into_par_iter()
-            .map(|i| {
-                (0..m)
-                    .min_by(|&a, &b| {
-                        sq_dist(row(i), &c[a * d..(a + 1) * d])
-                            .total_cmp(&sq_dist(row(i), &c[b * d..(b + 1) * d]))
-                    })
-                    .unwrap_or(0)
-            })
-            .collect();
+        let assign = nearest_centres(&pts, nc, &c, m, d);
         let mut sum = vec![0.0; m * d];
         let mut count = vec![0usize; m];
         for (i, &a) in assign.iter().enumerate() {
             count[a] += 1;
             for (s, v) in sum[a * d..(a + 1) * d].iter_mut().zip(row(i)) {
-                *s += v.to_f64();
+                *s += v;
             }
         }
         for j in (0..m).filter(|&j| count[j] > 0) {
@@ -419,6 +412,46 @@ fn kmeans<T: Scalar>(x: &Features<T>, m: usize, seed: u64) -> Vec<T> {
         }
     }
     c.into_iter().map(T::from_f64).collect()
+}
+
+/// The nearest of the `m` centres `c` to each of the `n` points `pts` (both row-major, `d`
+/// wide), by `||c||^2 - 2 x.c` from one product per chunk of points.
+fn nearest_centres(pts: &[f64], n: usize, c: &[f64], m: usize, d: usize) -> Vec<usize> {
+    const CHUNK: usize = 2048;
+    let cn: Vec<f64> = (0..m)
+        .map(|j| c[j * d..(j + 1) * d].iter().map(|v| v * v).sum())
+        .collect();
+    let cm = MatRef::from_row_major_slice(c, m, d);
+    let mut out = Vec::with_capacity(n);
+    let mut dots = vec![0.0; CHUNK * m];
+    for start in (0..n).step_by(CHUNK) {
+        let rows = CHUNK.min(n - start);
+        let xm = MatRef::from_row_major_slice(&pts[start * d..(start + rows) * d], rows, d);
+        faer::linalg::matmul::matmul(
+            MatMut::from_row_major_slice_mut(&mut dots[..rows * m], rows, m),
+            Accum::Replace,
+            xm,
+            cm.transpose(),
+            1.0,
+            crate::backend::cpu::par_for(rows, m, d),
+        );
+        crate::backend::cpu::clear_upper_state();
+        let part: Vec<usize> = dots[..rows * m]
+            .par_chunks(m)
+            .map(|dr| {
+                let mut best = (f64::INFINITY, 0);
+                for (j, (&dot, &n2)) in dr.iter().zip(&cn).enumerate() {
+                    let v = n2 - 2.0 * dot;
+                    if v < best.0 {
+                        best = (v, j);
+                    }
+                }
+                best.1
+            })
+            .collect();
+        out.extend(part);
+    }
+    out
 }
 
 /// `m` rows drawn without replacement with probability proportional to approximate ridge
