@@ -137,7 +137,7 @@ impl<T: Scalar> NystromMap<T> {
         backend: &dyn Backend<T>,
     ) -> Result<Self> {
         kernel.validate()?;
-        let m = if d == 0 { 0 } else { centers.len() / d };
+        let m = centers.len().checked_div(d).unwrap_or(0);
         if m == 0 || centers.len() != m * d {
             return Err(invalid(
                 "centers",
@@ -531,7 +531,7 @@ fn leverage_rows<T: Scalar>(
 
 /// The Cholesky factor of the `m x m` matrix `k` (row-major, symmetric positive
 /// semi-definite) over the indices it keeps: in order, index `j` is kept when its residual
-/// diagonal exceeds `floor`. Blocked: each panel of [`PANEL`] candidates is brought up to date
+/// diagonal exceeds `floor`. Blocked: each panel of 128 candidates is brought up to date
 /// with the kept rows before it by one triangular solve and one product, then factorised
 /// sequentially.
 pub fn factor_skipping_dependent(
