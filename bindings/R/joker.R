@@ -100,7 +100,7 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' (JOKER_STATUS_MEMORY), 0 sets no limit, any other value is a limit in bytes. kernel_cache:
 #' bytes the exact kernel matrix may take when it is formed once and kept (0: evaluated block
 #' by block). features: "rff" (random Fourier features) or "nystrom" (a Nystrom map over
-#' n_components centres chosen by centers: "kmeans", "uniform" or "leverage"; the model
+#' n_components centres chosen by centers: "leverage", "kmeans" or "uniform"; the model
 #' predicts as an exact-kernel model over them).
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
@@ -110,7 +110,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE, kernel_cache = 2^31,
-                         features = "rff", centers = "kmeans") {
+                         features = "rff", centers = "leverage") {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))

@@ -291,7 +291,7 @@ end
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
-          features="rff", centers="kmeans")
+          features="rff", centers="leverage")
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -303,7 +303,7 @@ memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY),
 limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix may
 take when it is formed once and kept (0: evaluated block by block). `features`: "rff" (random
 Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen by `centers`:
-"kmeans", "uniform" or "leverage"; the model predicts as an exact-kernel model over them).
+"leverage", "kmeans" or "uniform"; the model predicts as an exact-kernel model over them).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -311,7 +311,7 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
-    kernel_cache=2 << 30, features="rff", centers="kmeans")
+    kernel_cache=2 << 30, features="rff", centers="leverage")
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
@@ -323,7 +323,7 @@ end
 function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="kmeans")
+    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage")
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]

@@ -743,7 +743,7 @@ fn peak_rss_mb() -> f64 {
 fn run_joker(job: &Job) -> joker::Result<Outcome> {
     use joker::{FitOptions, Joker, Loss};
     let (train, test) = data::load(&job.data)?;
-    // `-nystrom`: the same fit on a Nystrom map (k-means centres) instead of random features
+    // `-nystrom`: the same fit on a Nystrom map (the default centres) instead of random features
     let base = job.system.trim_end_matches("-nystrom");
     let loss = match base {
         "joker-l2svc" => Loss::SquaredHinge,
@@ -761,7 +761,7 @@ fn run_joker(job: &Job) -> joker::Result<Outcome> {
         .feature_map(if base == job.system {
             joker::FeatureKind::Random
         } else {
-            joker::FeatureKind::Nystrom(joker::Centers::KMeans)
+            joker::FeatureKind::Nystrom(joker::Centers::default())
         })
         .block_size(job.block)
         .max_iter(job.iters)

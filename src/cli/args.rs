@@ -337,7 +337,7 @@ pub struct TrainArgs {
     )]
     pub feature_map: FeaturesArg,
     /// How the Nystrom centres are chosen (with --features nystrom).
-    #[arg(long, value_enum, default_value_t = CentersArg::Kmeans, help_heading = "Kernel")]
+    #[arg(long, value_enum, default_value_t = CentersArg::Leverage, help_heading = "Kernel")]
     pub centers: CentersArg,
     /// Use the exact kernel instead of random features (memory and time grow with n).
     #[arg(long, help_heading = "Kernel")]

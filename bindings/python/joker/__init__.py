@@ -464,7 +464,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
-                kernel_cache=2 << 30, features="rff", centers="kmeans"):
+                kernel_cache=2 << 30, features="rff", centers="leverage"):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -642,7 +642,7 @@ class Joker:
     epsilon (svr) or p (lp). ``c`` or ``lambda_`` (c = 1/lambda). ``n_components``: features
     M (random features or Nystrom centres), or None for the exact kernel. ``features``: "rff"
     (random Fourier features) or "nystrom" (a Nystrom map over ``n_components`` centres chosen
-    from the training rows by ``centers``: "kmeans", "uniform" or "leverage"); a Nystrom model
+    from the training rows by ``centers``: "leverage", "kmeans" or "uniform"); a Nystrom model
     predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median" or "msd"). ``class_weight``: None, "balanced" or {label: weight}.
     ``block_size``: rows per block (the library caps it at the number of samples).
@@ -699,7 +699,7 @@ class Joker:
         krr_store_preconditioners=False,
         kernel_cache=2 << 30,
         features="rff",
-        centers="kmeans",
+        centers="leverage",
     ):
         args = dict(locals())
         del args["self"]
