@@ -498,6 +498,10 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 j.checks = 2 * args.converge_passes;
                 jobs.push((j, r));
             }
+            // the same budget on a Nystrom map with the peers' M
+            let mut j = joker_job(&base, &format!("{joker}-nystrom"), 2000, iters, block, true);
+            j.checks = 2 * args.converge_passes;
+            jobs.push((j, r));
             for peer in peers {
                 jobs.push((peer_job(&base, peer, 2000), r));
             }
