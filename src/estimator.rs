@@ -72,7 +72,7 @@ pub struct Joker {
     /// Features `M` (random features, or Nystrom centres), or `None` for the exact kernel.
     pub n_components: Option<usize>,
     /// Which map turns the kernel into `n_components` features (random Fourier features by
-    /// default, or a Nystrom map; ignored for the exact kernel).
+    /// default, or a Nystrom map, which needs `n_components` and DBCD-TR).
     pub feature_map: FeatureKind,
     /// Working precision.
     pub precision: Precision,
