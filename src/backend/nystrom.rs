@@ -143,8 +143,7 @@ impl<T: Scalar> BlockEngine<T> for HostNystrom<'_, T> {
     fn update(&mut self, delta: &[f64]) -> Result<()> {
         let tt = self.targets;
         let mut s = self.tile_transpose_times(delta, tt);
-        self.map.solve_l(&mut s, tt);
-        self.map.solve_lt(&mut s, tt);
+        self.map.solve_kcc(&mut s, tt);
         for (u, v) in self.u.iter_mut().zip(&s) {
             *u += v;
         }
@@ -181,8 +180,7 @@ impl<T: Scalar> BlockEngine<T> for HostNystrom<'_, T> {
             );
             super::cpu::clear_upper_state();
         }
-        self.map.solve_l(&mut s, tt);
-        self.map.solve_lt(&mut s, tt);
+        self.map.solve_kcc(&mut s, tt);
         self.u = s;
         Ok(())
     }

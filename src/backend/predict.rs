@@ -51,8 +51,7 @@ impl<T: Scalar> Predictor<'_, T> {
         } = self
         {
             // `psi(x)^T theta = k(x, C) u` with `u = L^-T theta`: no `b r^2` feature product
-            let mut u = theta.to_vec();
-            ny.solve_lt(&mut u, targets);
+            let u = ny.center_coefficients(theta, targets);
             let centers = DenseMatrix::new(ny.m(), ny.d(), ny.centers().to_vec());
             let Ok(centers) = centers.map(Features::Dense) else {
                 return vec![f64::NAN; x.nrows() * targets];

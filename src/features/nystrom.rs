@@ -225,17 +225,15 @@ impl<T: Scalar> NystromMap<T> {
     /// The coefficients `u = L^-T theta` on the centres (`theta` column-major `r x T`): the
     /// model `f(x) = psi(x)^T theta = k(x, C) u`.
     pub fn center_coefficients(&self, theta: &[f64], targets: usize) -> Vec<f64> {
-        let r = self.m();
-        let mut u = Mat::<f64>::from_fn(r, targets, |i, t| theta[t * r + i]);
-        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
-            self.l.transpose(),
-            u.as_mut(),
-            Par::Seq,
-        );
-        (0..targets)
-            .flat_map(|t| (0..r).map(move |i| (i, t)))
-            .map(|(i, t)| u[(i, t)])
-            .collect()
+        let mut u = theta[..self.m() * targets].to_vec();
+        self.solve_lt(&mut u, targets);
+        u
+    }
+
+    /// `v <- K_CC^-1 v = L^-T L^-1 v` for `v` of `r x T` (column-major).
+    pub fn solve_kcc(&self, v: &mut [f64], targets: usize) {
+        self.solve_l(v, targets);
+        self.solve_lt(v, targets);
     }
 
     /// `v <- L^-1 v` for `v` of `r x T` (column-major).
@@ -492,6 +490,8 @@ fn leverage_rows<T: Scalar>(
         })?
         .L()
         .to_owned();
+    // k(x, x), the same for every row of a stationary kernel
+    let kii = kernel.of_distance(0.0);
     let mut score = vec![0.0; nc];
     let chunk = 2048;
     let mut xc = vec![T::default(); chunk * d];
@@ -507,16 +507,9 @@ fn leverage_rows<T: Scalar>(
             z.as_mut(),
             Par::rayon(0),
         );
-        let mut kii = vec![0.0; rows];
-        for (i, k) in kii.iter_mut().enumerate() {
-            let r = &xc[i * d..(i + 1) * d];
-            let mut one = [0.0];
-            backend.kernel_tile(&kernel, r, 1, r, 1, d, &mut one);
-            *k = one[0];
-        }
         for i in 0..rows {
             let proj: f64 = (0..s).map(|j| z[(j, i)] * z[(j, i)]).sum();
-            score[start + i] = ((kii[i] - proj) / lambda).max(0.0);
+            score[start + i] = ((kii - proj) / lambda).max(0.0);
         }
     }
     // a floor keeps every candidate possible (a score can round to zero)
