@@ -40,7 +40,7 @@ use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::pbm::{self, PbmConfig};
 use crate::solver::dbcd::{
-    Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, memory_estimate, solve,
+    Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, WorkingSet, memory_estimate, solve,
 };
 use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRun, solve_dsg};
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
@@ -270,6 +270,12 @@ impl JokerBuilder {
     /// `Phi_B Phi_B^T`; see [`TrModel`]).
     pub fn tr_model(mut self, model: TrModel) -> Self {
         self.p.solver.trust_region.model = model;
+        self
+    }
+    /// How DBCD-TR chooses each block (default: from the violating coordinates where the exact
+    /// kernel is cached, random otherwise; see [`WorkingSet`]).
+    pub fn working_set(mut self, rule: WorkingSet) -> Self {
+        self.p.solver.working_set = rule;
         self
     }
     /// Trust-region radius rule (default: the reference code's).
@@ -950,6 +956,7 @@ impl Joker {
                     None => f.device_note,
                 },
                 tr_model: sol.tr_model,
+                working_set: sol.working_set,
                 solver: f.solver_name.into(),
                 feature_map: match map {
                     Some(FeatureMap::Nystrom(ny)) => ny.describe(),
@@ -1410,6 +1417,7 @@ fn full_krr<T: Scalar>(
         history,
         timings: Default::default(),
         tr_model: "none (full KRR has no trust region)".into(),
+        working_set: String::new(),
     })
 }
 

@@ -49,5 +49,5 @@ pub use model::{Model, Precision, Task};
 pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{
     Combine, DsgConfig, DsgVariant, PbmConfig, Progress, RadiusRule, SolverConfig, StepSize,
-    StopReason, TrModel, TrustRegion,
+    StopReason, TrModel, TrustRegion, WorkingSet,
 };

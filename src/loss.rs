@@ -231,6 +231,33 @@ impl Loss {
         }
     }
 
+    /// How far the dual coordinate `a` is from optimal given the prediction `u = (K alpha)_i`:
+    /// the magnitude of the dual's projected gradient `u + f_i'(a)` (SVR's `epsilon |a|` by its
+    /// subgradient nearest zero), in the units of the prediction. It is zero exactly where `a`
+    /// lies in [`kkt_interval`](Loss::kkt_interval)`(u)`; a greedy working set takes the
+    /// coordinates where it is largest, as LIBSVM's maximal violating pair does.
+    pub fn violation(&self, a: f64, u: f64, k: &Coord) -> f64 {
+        let mut g = u + self.grad(a, k);
+        let eps = self.l1_weight();
+        if eps > 0.0 {
+            g = if a > 0.0 {
+                g + eps
+            } else if a < 0.0 {
+                g - eps
+            } else {
+                g.signum() * (g.abs() - eps).max(0.0)
+            };
+        }
+        let (lo, hi) = self.bounds(k);
+        if a <= lo {
+            (-g).max(0.0)
+        } else if a >= hi {
+            g.max(0.0)
+        } else {
+            g.abs()
+        }
+    }
+
     /// Second derivative of `f_i` used in the quadratic model, clamped where it is unbounded:
     /// KLR at `eps^{-1/2}` (paper Sec. 3.2), Lp with `q < 2` at the same scale relative to
     /// `lambda`.
@@ -391,6 +418,38 @@ mod tests {
             y,
             lam,
             eps: <f32 as crate::Scalar>::gap_below(1.0 / lam),
+        }
+    }
+
+    /// `violation` vanishes on the KKT interval of the prediction and nowhere else in the box:
+    /// at the interval's ends and midpoint it is zero (to rounding), at points of the box off
+    /// the interval it is positive, for every loss, both labels and predictions on both sides
+    /// of every kink.
+    #[test]
+    fn violation_vanishes_exactly_on_the_kkt_interval() {
+        for loss in ALL {
+            for &y in &[1.0, -1.0] {
+                let k = coord(y);
+                let (lo, hi) = loss.bounds(&k);
+                for u in [-2.5, -1.0, -0.4, 0.0, 0.3, 0.75, 1.0, 1.7, 3.0] {
+                    let (a0, a1) = loss.kkt_interval(u, &k);
+                    for a in [a0, 0.5 * (a0 + a1), a1] {
+                        let a = a.clamp(lo, hi);
+                        let v = loss.violation(a, u, &k);
+                        assert!(
+                            v <= 1e-7 * (1.0 + u.abs()),
+                            "{loss:?} y {y} u {u} a {a}: {v}"
+                        );
+                    }
+                    for a in [-3.0, -0.9, -0.2, 0.05, 0.6, 1.4, 2.9] {
+                        if a <= lo || a >= hi || (a0 - 1e-6..=a1 + 1e-6).contains(&a) {
+                            continue;
+                        }
+                        let v = loss.violation(a, u, &k);
+                        assert!(v > 1e-9, "{loss:?} y {y} u {u} a {a}: {v} off [{a0}, {a1}]");
+                    }
+                }
+            }
         }
     }
 

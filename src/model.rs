@@ -118,6 +118,10 @@ pub struct TrainingInfo {
     /// reason where it was chosen automatically or could not be had.
     #[serde(default)]
     pub tr_model: String,
+    /// How DBCD-TR chose its blocks and why (`shrinking (auto: ...)`, `random (auto: ...)`);
+    /// absent from the file, and empty, for the other solvers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub working_set: String,
     /// The solver that trained the model when it was not DBCD-TR: `dsg`, `udsg` or `cdsg`
     /// (absent from the file, and empty, for DBCD-TR and full KRR).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -60,8 +60,15 @@ fn all_rows_as_centres_give_the_exact_model() {
                 exact.decision_function(x).unwrap(),
                 ny.decision_function(x).unwrap(),
             );
+            // the primal is 1-strongly convex in w and k(x, x) = 1: each model's decision
+            // values are within sqrt(2 (P - D)) of the optimum's
+            let within = |m: &joker::Model| (2.0 * (m.training.primal - m.training.dual)).sqrt();
+            let bound = (within(&exact) + within(&ny)).max(1e-6);
             let d = max_diff(&a, &b);
-            assert!(d < 1e-6, "{loss:?}: decision values differ by {d}");
+            assert!(
+                d < bound,
+                "{loss:?}: decision values differ by {d} > {bound}"
+            );
         }
     }
 }

@@ -7,6 +7,7 @@ use joker::loss::Coord;
 use joker::model::Representation;
 use joker::{
     Bandwidth, Dataset, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model, Precision,
+    WorkingSet,
 };
 
 fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
@@ -842,8 +843,81 @@ fn the_cached_kernel_reaches_the_streaming_fits_optimum() {
     }
 }
 
+/// The working sets read off the violations (shrinking, greedy) reach the optimum of random
+/// blocks for the losses with a box or a kink (hinge, squared hinge, SVR, Huber, one-vs-rest
+/// KLR; L1 regression's random blocks do not reach a tight gap in 20,000 iterations) and KRR, and the model says which rule ran; without the cached kernel a
+/// fit that asks for them takes random blocks and says why.
+#[test]
+fn working_sets_from_the_violations_reach_the_random_blocks_optimum() {
+    let cls = common::binary(300, 3, 98);
+    let three = common::three_classes(240, 99);
+    let reg = common::regression(300, 3, 100);
+    // the losses whose dual has no curvature (hinge, SVR) converge slowly at the end
+    let tol_of = |loss: Loss| match loss {
+        Loss::Hinge | Loss::EpsilonInsensitive { .. } => 1e-6,
+        _ => 1e-11,
+    };
+    let fit = |loss: Loss, data: &Dataset<f64>, rule: WorkingSet, cache: usize| {
+        Joker::builder()
+            .kernel_cache(cache)
+            .working_set(rule)
+            .loss(loss)
+            .exact()
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(Precision::F64)
+            .block_size(64)
+            .tol(tol_of(loss))
+            .max_iter(20_000)
+            .device(joker::Device::Cpu)
+            .build()
+            .unwrap()
+            .fit(data)
+            .unwrap()
+    };
+    let cache = joker::solver::dbcd::DEFAULT_KERNEL_CACHE;
+    for (loss, data) in [
+        (Loss::Hinge, &cls),
+        (Loss::SquaredHinge, &cls),
+        (Loss::Logistic, &three),
+        (Loss::EpsilonInsensitive { epsilon: 0.3 }, &reg),
+        (Loss::Huber { delta: 0.5 }, &reg),
+        (Loss::SquaredError, &reg),
+    ] {
+        let random = fit(loss, data, WorkingSet::Random, cache);
+        assert_eq!(random.training.working_set, "random");
+        for rule in [WorkingSet::Auto, WorkingSet::Greedy] {
+            let m = fit(loss, data, rule, cache);
+            let what = format!("{loss:?} {rule:?}");
+            assert_same_optimum((&m, &random), data, (tol_of(loss), 1e-6), &what);
+            let want = if rule == WorkingSet::Auto {
+                "shrinking (auto"
+            } else {
+                "greedy"
+            };
+            assert!(
+                m.training.working_set.starts_with(want),
+                "{what}: {}",
+                m.training.working_set
+            );
+        }
+    }
+    let m = fit(Loss::SquaredHinge, &cls, WorkingSet::Shrinking, 0);
+    assert!(
+        m.training
+            .working_set
+            .starts_with("random (shrinking was asked for"),
+        "{}",
+        m.training.working_set
+    );
+    assert!(m.training.gap <= 1e-11);
+}
+
 /// Two fits of one problem reached its optimum: both gaps within `tol`, decision values on
-/// `data` within `close` of each other, and something learnt.
+/// `data` within `close` of each other or within what the gaps guarantee, whichever is larger
+/// (the primal is 1-strongly convex in `w`, so a model's decision values are within
+/// `sqrt(2 (P - D)) sqrt(k(x, x))` of the optimum's; `k(x, x) = 1` for the kernels used
+/// here), and something learnt.
 fn assert_same_optimum<U: joker::Scalar>(
     (a, b): (&Model, &Model),
     data: &Dataset<U>,
@@ -865,6 +939,11 @@ fn assert_same_optimum<U: joker::Scalar>(
         .zip(&fb)
         .map(|(p, q)| (p - q).abs())
         .fold(0.0, f64::max);
-    assert!(diff < close, "{what}: decision values differ by {diff}");
+    let within = |m: &Model| (2.0 * (m.training.primal - m.training.dual).max(0.0)).sqrt();
+    let bound = close.max(within(a) + within(b));
+    assert!(
+        diff < bound,
+        "{what}: decision values differ by {diff} > {bound}"
+    );
     assert!(fa.iter().any(|v| v.abs() > 1e-3), "{what}: nothing learnt");
 }

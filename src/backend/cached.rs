@@ -18,6 +18,8 @@ use crate::scalar::Scalar;
 const FORM_ROWS: usize = 256;
 /// Rows per task of the update `beta += K(X, X_B) delta`.
 const ADD_ROWS: usize = 256;
+/// Columns per task of the update from rows at any positions ([`CachedExact::add_rows`]).
+const SPAN: usize = 2048;
 
 /// Bytes of the cached kernel of `n` rows in precision `T`.
 pub fn cached_kernel_bytes<T>(n: usize) -> usize {
@@ -34,7 +36,13 @@ pub struct CachedExact<'a, T> {
     k: Vec<T>,
     /// `beta = K alpha` in `order`'s positions, `n x T` column-major.
     beta: Vec<f64>,
-    cur: (usize, usize),
+    cur: Current,
+}
+
+/// The current block: consecutive positions, or any distinct ones (a greedy working set).
+enum Current {
+    Range(usize, usize),
+    Positions(Vec<usize>),
 }
 
 impl<'a, T: Scalar> CachedExact<'a, T> {
@@ -65,7 +73,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
             targets,
             k,
             beta: try_filled(n * targets, 0.0, "beta = K alpha")?,
-            cur: (0, 0),
+            cur: Current::Range(0, 0),
         })
     }
 
@@ -143,6 +151,57 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
     }
 }
 
+impl<T: Scalar> CachedExact<'_, T> {
+    /// `beta[:, t] += sum_j K[rows_j, :] v[j, t]` for any distinct positions `rows` (`v`:
+    /// `rows.len() x T`, column-major): by the symmetry of `K` its columns are rows, each read
+    /// once, contiguously, per column chunk, for all targets; rows whose `v` is zero in every
+    /// target are skipped.
+    fn add_rows(&mut self, rows: &[usize], v: &[f64]) {
+        let (n, len, tt) = (self.n(), rows.len(), self.targets);
+        let moving: Vec<(usize, Vec<f64>)> = (0..len)
+            .map(|j| {
+                (
+                    rows[j],
+                    (0..tt).map(|t| v[t * len + j]).collect::<Vec<f64>>(),
+                )
+            })
+            .filter(|(_, w)| w.iter().any(|&x| x != 0.0))
+            .collect();
+        if moving.is_empty() {
+            return;
+        }
+        let k = &self.k;
+        let sums: Vec<(usize, Vec<f64>)> = (0..n.div_ceil(SPAN))
+            .into_par_iter()
+            .map(|c| {
+                let (q0, w) = (c * SPAN, SPAN.min(n - c * SPAN));
+                let mut out = vec![0.0; w * tt];
+                for (p, coef) in &moving {
+                    let seg = &k[p * n + q0..p * n + q0 + w];
+                    for (t, &a) in coef.iter().enumerate() {
+                        if a != 0.0 {
+                            out[t * w..(t + 1) * w]
+                                .iter_mut()
+                                .zip(seg)
+                                .for_each(|(o, kv)| *o += a * kv.to_f64());
+                        }
+                    }
+                }
+                (q0, out)
+            })
+            .collect();
+        for (q0, out) in sums {
+            let w = out.len() / tt;
+            for t in 0..tt {
+                self.beta[t * n + q0..t * n + q0 + w]
+                    .iter_mut()
+                    .zip(&out[t * w..(t + 1) * w])
+                    .for_each(|(b, s)| *b += s);
+            }
+        }
+    }
+}
+
 impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
     fn load_block(&mut self, start: usize, len: usize) -> Result<()> {
         if start + len > self.n() {
@@ -151,30 +210,74 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
                 format!("rows {start}..{} exceed the {} rows", start + len, self.n()),
             ));
         }
-        self.cur = (start, len);
+        self.cur = Current::Range(start, len);
+        Ok(())
+    }
+
+    fn positioned_decision(&self) -> Option<&[f64]> {
+        Some(&self.beta)
+    }
+
+    fn load_positions(&mut self, positions: &[usize]) -> Result<()> {
+        let n = self.n();
+        let mut seen = vec![false; n];
+        for &p in positions {
+            if p >= n || std::mem::replace(&mut seen[p], true) {
+                return Err(crate::error::invalid(
+                    "block",
+                    format!("position {p} is repeated or beyond the {n} rows"),
+                ));
+            }
+        }
+        self.cur = Current::Positions(positions.to_vec());
         Ok(())
     }
 
     fn block_gram(&mut self, kbb: Option<&mut [f64]>, g: &mut [f64]) -> Result<()> {
-        let ((start, nb), n) = (self.cur, self.n());
+        let (n, k) = (self.n(), &self.k);
+        let pos: std::borrow::Cow<[usize]> = match &self.cur {
+            Current::Range(start, len) => (*start..start + len).collect::<Vec<_>>().into(),
+            Current::Positions(p) => p.as_slice().into(),
+        };
+        let nb = pos.len();
         if let Some(kbb) = kbb {
-            for r in 0..nb {
-                let row = &self.k[(start + r) * n + start..(start + r) * n + start + nb];
-                for (o, v) in kbb[r * nb..(r + 1) * nb].iter_mut().zip(row) {
-                    *o = v.to_f64();
+            for (r, &p) in pos.iter().enumerate() {
+                let row = &k[p * n..(p + 1) * n];
+                let out = &mut kbb[r * nb..(r + 1) * nb];
+                match &self.cur {
+                    Current::Range(start, _) => out
+                        .iter_mut()
+                        .zip(&row[*start..start + nb])
+                        .for_each(|(o, v)| *o = v.to_f64()),
+                    Current::Positions(_) => out
+                        .iter_mut()
+                        .zip(pos.iter())
+                        .for_each(|(o, &q)| *o = row[q].to_f64()),
                 }
             }
         }
         for t in 0..self.targets {
-            g[t * nb..(t + 1) * nb].copy_from_slice(&self.beta[t * n + start..t * n + start + nb]);
+            let beta = &self.beta[t * n..(t + 1) * n];
+            for (o, &p) in g[t * nb..(t + 1) * nb].iter_mut().zip(pos.iter()) {
+                *o = beta[p];
+            }
         }
         Ok(())
     }
 
-    /// `beta += K(X, X_B) delta` from the cached columns.
+    /// `beta += K(X, X_B) delta` from the cached columns (or, for a block of any positions,
+    /// the cached rows).
     fn update(&mut self, delta: &[f64]) -> Result<()> {
-        let (start, nb) = self.cur;
-        self.add_columns(start..start + nb, delta);
+        match std::mem::replace(&mut self.cur, Current::Range(0, 0)) {
+            Current::Range(start, nb) => {
+                self.add_columns(start..start + nb, delta);
+                self.cur = Current::Range(start, nb);
+            }
+            Current::Positions(p) => {
+                self.add_rows(&p, delta);
+                self.cur = Current::Positions(p);
+            }
+        }
         Ok(())
     }
 
@@ -283,5 +386,61 @@ mod tests {
             "decision",
         );
         assert!(cached.load_block(n - 10, 11).is_err());
+    }
+
+    /// Blocks of any positions (a working set): `K_BB` is the kernel of those rows, `g` their
+    /// `beta`, and updates through the cached rows leave `beta = K alpha` for the summed steps,
+    /// as the streaming engine computes it from scratch; repeated or out-of-range positions are
+    /// refused.
+    #[test]
+    fn blocks_of_any_positions_match_the_kernel() {
+        let (n, d, tt) = (700, 3, 2);
+        let rows = random(n * d, 21);
+        let x = Features::Dense(DenseMatrix::new(n, d, rows.clone()).unwrap());
+        let kernel = Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 0.7,
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        Stream::new(6, 2).shuffle(&mut order);
+        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt).unwrap();
+        let mut alpha = random(n * tt, 22);
+        cached.set_alpha(&alpha).unwrap();
+        let mut pick = Stream::new(23, 4);
+        for step in 0..6 {
+            let len = [1, 37, 130, 256, 699, 700][step];
+            let mut pos: Vec<usize> = (0..n).collect();
+            pick.shuffle(&mut pos);
+            pos.truncate(len);
+            cached.load_positions(&pos).unwrap();
+            let (mut kbb, mut g) = (vec![f64::NAN; len * len], vec![f64::NAN; len * tt]);
+            cached.block_gram(Some(&mut kbb), &mut g).unwrap();
+            let decision = cached.decision().unwrap();
+            for (r, &p) in pos.iter().enumerate() {
+                for (s, &q) in pos.iter().enumerate() {
+                    let (i, j) = (order[p], order[q]);
+                    let want = kernel.eval(&rows[i * d..(i + 1) * d], &rows[j * d..(j + 1) * d]);
+                    assert!((kbb[r * len + s] - want).abs() < 1e-12, "step {step} K_BB");
+                }
+                for t in 0..tt {
+                    assert_eq!(g[t * len + r], decision[t * n + order[p]], "step {step} g");
+                }
+            }
+            let delta = random(len * tt, 30 + step as u64);
+            for t in 0..tt {
+                for (r, &p) in pos.iter().enumerate() {
+                    alpha[t * n + order[p]] += delta[t * len + r];
+                }
+            }
+            cached.update(&delta).unwrap();
+        }
+        let mut streamed = HostExact::new(&Cpu, &kernel, &x, &order, tt, 128).unwrap();
+        streamed.set_alpha(&alpha).unwrap();
+        let (a, b) = (cached.decision().unwrap(), streamed.decision().unwrap());
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() <= 1e-9 * (1.0 + q.abs()), "{p} vs {q}");
+        }
+        assert!(cached.load_positions(&[3, 5, 3]).is_err());
+        assert!(cached.load_positions(&[n]).is_err());
     }
 }

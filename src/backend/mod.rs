@@ -200,6 +200,23 @@ pub trait BlockEngine<T>: Send + Sync {
         ))
     }
 
+    /// The decision values of every row (`n x T`, column-major, in the positions of `order`)
+    /// where the engine keeps them all at no cost (`beta` of a cached exact kernel): what a
+    /// greedy working set is chosen from. `None` where a row's value needs its own product.
+    fn positioned_decision(&self) -> Option<&[f64]> {
+        None
+    }
+
+    /// Makes the rows at `positions` (of `order`; distinct, any order) the current block.
+    /// Only engines with [`positioned_decision`](BlockEngine::positioned_decision) form such
+    /// blocks.
+    fn load_positions(&mut self, positions: &[usize]) -> Result<()> {
+        let _ = positions;
+        Err(crate::error::JokerError::Unsupported(
+            "this engine forms blocks of consecutive positions only".into(),
+        ))
+    }
+
     /// Whether [`solve_block`](BlockEngine::solve_block) solves blocks with these solver
     /// parameters (then [`block_gram`](BlockEngine::block_gram) need not return `K_BB`).
     fn solves_blocks(&self, p: &TrustRegion) -> bool {

@@ -198,6 +198,22 @@ pub enum TrModelArg {
     Auto,
 }
 
+/// How DBCD-TR chooses each block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum WorkingSetArg {
+    /// A block drawn from the coordinates that violate their optimality conditions (needs
+    /// the cached exact kernel).
+    Shrinking,
+    /// The coordinates that violate their optimality conditions most (needs the cached exact
+    /// kernel; slower than shrinking, kept for comparison).
+    Greedy,
+    /// A fixed block drawn at random.
+    Random,
+    /// Shrinking where the exact kernel is cached, random otherwise.
+    #[default]
+    Auto,
+}
+
 /// Task override.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TaskArg {
@@ -448,6 +464,11 @@ pub struct TrainArgs {
     /// docs/solver.md).
     #[arg(long, value_enum, default_value_t = TrModelArg::Auto, value_name = "MODEL", help_heading = "Solver")]
     pub tr_model: TrModelArg,
+    /// How each block is chosen: drawn from the coordinates that violate their optimality
+    /// conditions (shrinking) or the worst of them (greedy), both with the cached exact kernel,
+    /// which keeps every decision value; or a fixed block drawn at random.
+    #[arg(long, value_enum, default_value_t = WorkingSetArg::Auto, value_name = "RULE", help_heading = "Solver")]
+    pub working_set: WorkingSetArg,
     /// Seed of the random features and of the block order.
     #[arg(long, default_value_t = 42, help_heading = "Solver")]
     pub seed: u64,

@@ -7,12 +7,12 @@ use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker, KernelKind, Loss,
-    MaternNu, Model, Precision, Scalar, Task, TrModel,
+    MaternNu, Model, Precision, Scalar, Task, TrModel, WorkingSet,
 };
 
 use super::args::{
     BandwidthArg, CentersArg, FeaturesArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg,
-    SolverArg, TaskArg, TrModelArg, TrainArgs,
+    SolverArg, TaskArg, TrModelArg, TrainArgs, WorkingSetArg,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -167,6 +167,12 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
             TrModelArg::Gram => TrModel::Gram,
             TrModelArg::Kernel => TrModel::Kernel,
             TrModelArg::Auto => TrModel::Auto,
+        })
+        .working_set(match a.working_set {
+            WorkingSetArg::Shrinking => WorkingSet::Shrinking,
+            WorkingSetArg::Greedy => WorkingSet::Greedy,
+            WorkingSetArg::Random => WorkingSet::Random,
+            WorkingSetArg::Auto => WorkingSet::Auto,
         })
         .seed(a.seed)
         .device(a.device);
@@ -508,6 +514,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
         if !model.training.tr_model.is_empty() {
             eprintln!("trust-region model: {}", model.training.tr_model);
+        }
+        if !model.training.working_set.is_empty() {
+            eprintln!("working set: {}", model.training.working_set);
         }
     }
     model.save(model_path)?;

@@ -799,6 +799,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
             history,
             timings,
             tr_model: String::new(),
+            working_set: String::new(),
             fell_back: None,
         }
     }

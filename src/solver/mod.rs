@@ -9,6 +9,6 @@ pub mod krr;
 pub mod trust_region;
 
 pub use dbcd::pbm::{Combine, PbmConfig};
-pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings};
+pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings, WorkingSet};
 pub use dsg::{DsgConfig, DsgVariant, StepSize};
 pub use trust_region::{RadiusRule, TrModel, TrustRegion};

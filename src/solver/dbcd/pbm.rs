@@ -203,7 +203,6 @@ fn run<T: Scalar>(
         local.trust_region.model = super::TrModel::Gram;
     }
     let perm = super::block_order(prob.x, &local);
-    let blocks: Vec<&[usize]> = perm.chunks(b).collect();
     // this rank's first row in the global (file) order: the ranks hold consecutive shares
     let first_row: usize = comm.gather(&[n as f64])?[..rank]
         .iter()
@@ -240,7 +239,7 @@ fn run<T: Scalar>(
     } else {
         pbm.local_iters
     };
-    let mut schedule = Schedule::new(&mut st, &local, blocks, tt)?;
+    let mut schedule = Schedule::new(&mut st, &local, &perm, tt)?;
     let (mut delta_max, mut accepted, mut iter) = (cfg.delta_max, 0usize, 0usize);
     let mut history = Vec::new();
     let mut stop = StopReason::MaxIter;
@@ -260,7 +259,7 @@ fn run<T: Scalar>(
             let (block, cols) =
                 schedule.step(&mut st, backend, &local, delta_max, last, &mut timings)?;
             let t2 = Instant::now();
-            apply_update(&mut st, block, &cols, iter)?;
+            apply_update(&mut st, &block, &cols, iter)?;
             accepted += tally(&cols, &mut timings);
             timings.update += t2.elapsed().as_secs_f64();
             iter += 1;
@@ -325,6 +324,7 @@ fn run<T: Scalar>(
         history,
         timings,
         tr_model: schedule.curvature.note,
+        working_set: schedule.choice.note,
         fell_back: None,
     })
 }
