@@ -22,6 +22,7 @@ use distributed::Dist;
 pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
 
 use crate::backend::Backend;
+use crate::backend::cached::cached_kernel_bytes;
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
 use crate::data::{Dataset, Features};
@@ -101,6 +102,12 @@ pub struct Joker {
     /// random-feature models in f32 trained with DBCD-TR; `max_memory` also caps the device
     /// memory there.
     pub device: Device,
+    /// Train on the exact kernel instead of `n_components` random features where the whole
+    /// kernel matrix fits the kernel cache ([`SolverConfig::kernel_cache`] and the memory
+    /// limit): there the exact fit is both more accurate and faster (`docs/solver.md`).
+    /// Applies to DBCD-TR fits with random features in one process; the choice and why is
+    /// recorded in [`TrainingInfo::representation`](crate::model::TrainingInfo).
+    pub auto_exact: bool,
 }
 
 /// Builder for [`Joker`]; [`JokerBuilder::build`] validates.
@@ -129,6 +136,7 @@ impl Default for JokerBuilder {
                 full_krr: None,
                 dsg: None,
                 device: Device::Auto,
+                auto_exact: false,
             },
         }
     }
@@ -187,6 +195,12 @@ impl JokerBuilder {
     /// Use the exact kernel instead of random features.
     pub fn exact(mut self) -> Self {
         self.p.n_components = None;
+        self
+    }
+    /// The exact kernel where its matrix fits the kernel cache, `n_components` random features
+    /// beyond (default off in the library, on in `joker train`; see [`Joker::auto_exact`]).
+    pub fn auto_exact(mut self, on: bool) -> Self {
+        self.p.auto_exact = on;
         self
     }
     /// Working precision (default f32).
@@ -548,7 +562,81 @@ impl Joker {
 
     /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
     pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
-        self.fit_on(data, opts, None)
+        let chosen = match opts.warm_start {
+            Some(_) => None,
+            None => self.representation_for(data),
+        };
+        let Some((exact, why)) = chosen else {
+            return self.fit_on(data, opts, None);
+        };
+        let mut model = if exact {
+            Joker {
+                n_components: None,
+                ..self.clone()
+            }
+            .fit_on(data, opts, None)?
+        } else {
+            self.fit_on(data, opts, None)?
+        };
+        model.training.representation = why;
+        Ok(model)
+    }
+
+    /// Under [`auto_exact`](Joker::auto_exact): whether this fit takes the exact kernel, and
+    /// why. `None` where the choice is not automatic (off, the exact kernel or a Nystrom map
+    /// asked for, another solver, or a warm start).
+    fn representation_for<U: Scalar>(&self, data: &Dataset<U>) -> Option<(bool, String)> {
+        let m = self.n_components?;
+        if !self.auto_exact
+            || self.feature_map != FeatureKind::Random
+            || self.dsg.is_some()
+            || self.full_krr.is_some()
+        {
+            return None;
+        }
+        let (n, d) = (data.x.nrows(), data.x.ncols());
+        let (bytes, precision) = match self.precision {
+            Precision::F32 => (cached_kernel_bytes::<f32>(n), "f32"),
+            Precision::F64 => (cached_kernel_bytes::<f64>(n), "f64"),
+        };
+        let mib = |b: usize| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64);
+        let b = self.solver.block_size.min(n.max(1));
+        // the exact fit's other memory, with a target column per class
+        let columns = match self.task() {
+            Task::Classification => classes_of(&data.y).map_or(1, |c| c.len()),
+            Task::Regression => 1,
+        };
+        let rest = memory_estimate(n, d, None, columns, b);
+        let limit = self.max_memory.bytes();
+        let within_limit = limit.is_none_or(|l| rest.saturating_add(bytes) <= l);
+        let why = |exact: bool, reason: String| {
+            let what = if exact {
+                "exact kernel".to_string()
+            } else {
+                format!("{m} random features")
+            };
+            Some((exact, format!("{what} (auto: {reason})")))
+        };
+        let matrix = format!("the {n} x {n} kernel matrix in {precision}, {}", mib(bytes));
+        if bytes > self.solver.kernel_cache {
+            why(
+                false,
+                format!(
+                    "{matrix}, exceeds the kernel cache of {}",
+                    mib(self.solver.kernel_cache)
+                ),
+            )
+        } else if !within_limit {
+            why(false, format!("{matrix}, would exceed the memory limit"))
+        } else {
+            why(
+                true,
+                format!(
+                    "{matrix}, fits the kernel cache of {}",
+                    mib(self.solver.kernel_cache)
+                ),
+            )
+        }
     }
 
     /// A fit on the device these parameters resolve to (one rank's share under `dist`).
@@ -957,6 +1045,7 @@ impl Joker {
                 },
                 tr_model: sol.tr_model,
                 working_set: sol.working_set,
+                representation: String::new(),
                 solver: f.solver_name.into(),
                 feature_map: match map {
                     Some(FeatureMap::Nystrom(ny)) => ny.describe(),

@@ -139,6 +139,21 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
     Ok(v)
 }
 
+/// [`try_filled`] with the copies written by all threads: a large buffer's pages are then
+/// faulted in and zeroed in parallel instead of by one thread.
+pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    let mut v = try_filled(0, value.clone(), what)?;
+    v.try_reserve_exact(len).map_err(|_| {
+        JokerError::Memory(format!(
+            "cannot allocate {} for {what}",
+            human(len.saturating_mul(std::mem::size_of::<T>()))
+        ))
+    })?;
+    v.par_extend(rayon::iter::repeat_n(value, len));
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

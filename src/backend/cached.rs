@@ -11,11 +11,13 @@ use super::{Backend, BlockEngine};
 use crate::data::Features;
 use crate::error::Result;
 use crate::kernel::Kernel;
-use crate::memory::try_filled;
+use crate::memory::{try_filled, try_filled_par};
 use crate::scalar::Scalar;
 
 /// Rows of `K` formed per kernel tile (`rows x n` f64 of scratch).
-const FORM_ROWS: usize = 256;
+const FORM_ROWS: usize = 128;
+/// Rows per task of the transposed writes of a formed tile.
+const TRANSPOSE_ROWS: usize = 32;
 /// Rows per task of the update `beta += K(X, X_B) delta`.
 const ADD_ROWS: usize = 256;
 /// Columns per task of the update from rows at any positions ([`CachedExact::add_rows`]).
@@ -56,17 +58,44 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
     ) -> Result<Self> {
         let (n, d) = (x.nrows(), x.ncols());
         crate::backend::check_order(order, n)?;
-        let mut k = try_filled(n * n, T::default(), "the cached kernel matrix")?;
+        let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
         let mut xs = try_filled(n * d, T::default(), "the rows in block order")?;
         x.gather_dense(order, &mut xs);
+        // K is symmetric: each tile of rows is formed against the columns up to its own end
+        // (n^2 / 2 kernel values in all) and written into its rows and, transposed, into the
+        // earlier rows' columns.
         let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * n, 0.0f64, "a kernel tile")?;
         for p0 in (0..n).step_by(FORM_ROWS) {
             let rows = FORM_ROWS.min(n - p0);
-            let xi = &xs[p0 * d..(p0 + rows) * d];
-            backend.kernel_tile(kernel, xi, rows, &xs, n, d, &mut tile[..rows * n]);
-            for (o, v) in k[p0 * n..(p0 + rows) * n].iter_mut().zip(&tile) {
-                *o = T::from_f64(*v);
-            }
+            let cols = p0 + rows;
+            let xi = &xs[p0 * d..cols * d];
+            let tile = &mut tile[..rows * cols];
+            backend.kernel_tile(kernel, xi, rows, &xs[..cols * d], cols, d, tile);
+            let (earlier, own) = k.split_at_mut(p0 * n);
+            let tile = &*tile;
+            own[..rows * n]
+                .par_chunks_mut(n)
+                .zip(tile.par_chunks(cols))
+                .for_each(|(row, t)| {
+                    row[..cols]
+                        .iter_mut()
+                        .zip(t)
+                        .for_each(|(o, v)| *o = T::from_f64(*v));
+                });
+            // in groups of rows, so that the tile's columns they read stay in cache
+            earlier
+                .par_chunks_mut(TRANSPOSE_ROWS * n)
+                .enumerate()
+                .for_each(|(c, group)| {
+                    let q0 = c * TRANSPOSE_ROWS;
+                    let qs = group.len() / n;
+                    for r in 0..rows {
+                        let t = &tile[r * cols + q0..r * cols + q0 + qs];
+                        for (j, v) in t.iter().enumerate() {
+                            group[j * n + p0 + r] = T::from_f64(*v);
+                        }
+                    }
+                });
         }
         Ok(CachedExact {
             order,

@@ -9,6 +9,7 @@ use crate::features::{FeatureMap, RandomMap};
 use crate::kernel::{Kernel, KernelKind};
 use crate::scalar::Scalar;
 pub(crate) use crate::simd::clear_upper_state;
+use crate::simd::exp_in_place;
 
 /// The CPU backend (multi-threaded through rayon's global pool).
 #[derive(Clone, Copy, Debug, Default)]
@@ -263,11 +264,21 @@ impl<T: Scalar> Backend<T> for Cpu {
                 };
                 let (na, nb) = (sq(xi, ni), sq(xj, nj));
                 let euclid = !matches!(kernel.kind, KernelKind::Gaussian);
+                let gamma = kernel.gamma;
                 out.par_chunks_mut(nj).enumerate().for_each(|(i, row)| {
                     clear_upper_state();
-                    for (j, o) in row.iter_mut().enumerate() {
-                        let d2 = (na[i] + nb[j] - 2.0 * dots[i * nj + j].to_f64()).max(0.0);
-                        *o = kernel.of_distance(if euclid { d2.sqrt() } else { d2 });
+                    let dots = &dots[i * nj..(i + 1) * nj];
+                    if euclid {
+                        for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
+                            let d2 = (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0);
+                            *o = kernel.of_distance(d2.sqrt());
+                        }
+                    } else {
+                        // exp(-gamma d^2) by the vectorised exp, a row at a time
+                        for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
+                            *o = -gamma * (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0);
+                        }
+                        exp_in_place(row);
                     }
                 });
             }

@@ -331,17 +331,18 @@ pub struct TrainArgs {
     /// Kernel scale heuristic when no --gamma is given.
     #[arg(long, value_enum, default_value_t = BandwidthArg::Median, help_heading = "Kernel")]
     pub bandwidth: BandwidthArg,
-    /// Number of features M: random Fourier features, or Nystrom centres.
+    /// Number of features M: random Fourier features, or Nystrom centres [default: 2048].
+    /// Without -m, --exact or a Nystrom map, the fit takes the exact kernel where its n x n
+    /// matrix fits --kernel-cache, and 2048 random features beyond.
     #[arg(
         short = 'm',
         long,
-        default_value_t = 2048,
         alias = "n-rff",
         alias = "n_rff",
         conflicts_with = "exact",
         help_heading = "Kernel"
     )]
-    pub n_components: usize,
+    pub n_components: Option<usize>,
     /// The feature map: random Fourier features, or a Nystrom map (psi(x) = L^-1 k(C, x) over
     /// M centres C chosen from the training rows; closer to the exact kernel at equal M).
     #[arg(
@@ -775,7 +776,7 @@ mod tests {
         };
         assert_eq!(t.loss, Some(LossArg::L2Svc));
         assert_eq!(t.c, Some(4.0));
-        assert_eq!(t.n_components, 2048);
+        assert_eq!(t.n_components, None);
         assert!(
             Cli::try_parse_from(["joker", "train", "-c", "1", "--lambda", "1", "a"]).is_err(),
             "C and lambda conflict"

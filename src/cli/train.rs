@@ -191,8 +191,13 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     b = if a.exact {
         b.exact()
     } else {
-        b.n_components(a.n_components)
+        // the exact kernel where it fits the cache, unless features were asked for
+        let auto = a.n_components.is_none()
+            && a.feature_map == FeaturesArg::Rff
+            && a.solver == SolverArg::Dbcd;
+        b.n_components(a.n_components.unwrap_or(DEFAULT_COMPONENTS))
             .feature_map(feature_kind(a.feature_map, a.centers))
+            .auto_exact(auto)
     };
     if let Some(t) = a.task {
         b = b.task(match t {
@@ -467,6 +472,10 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
+                (Some(m), []) if est.auto_exact => format!(
+                    "the exact kernel where it fits the kernel cache, else M = {m} {}",
+                    describe_map(est.feature_map)
+                ),
                 (Some(m), []) => format!("M = {m} {}", describe_map(est.feature_map)),
                 (None, _) => "exact kernel".into(),
             },
@@ -515,6 +524,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         if !model.training.tr_model.is_empty() {
             eprintln!("trust-region model: {}", model.training.tr_model);
         }
+        if !model.training.representation.is_empty() {
+            eprintln!("representation: {}", model.training.representation);
+        }
         if !model.training.working_set.is_empty() {
             eprintln!("working set: {}", model.training.working_set);
         }
@@ -522,6 +534,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
 }
+
+/// Random features (or Nystrom centres) where `-m` is not given.
+const DEFAULT_COMPONENTS: usize = 2048;
 
 /// The library's feature map for the CLI's choice.
 fn feature_kind(f: FeaturesArg, c: CentersArg) -> FeatureKind {
