@@ -595,9 +595,11 @@ impl Joker {
             return None;
         }
         let (n, d) = (data.x.nrows(), data.x.ncols());
+        // the matrix and the rows it is formed from, gathered dense
+        let rows = |size: usize| n.saturating_mul(d).saturating_mul(size);
         let (bytes, precision) = match self.precision {
-            Precision::F32 => (cached_kernel_bytes::<f32>(n), "f32"),
-            Precision::F64 => (cached_kernel_bytes::<f64>(n), "f64"),
+            Precision::F32 => (cached_kernel_bytes::<f32>(n).saturating_add(rows(4)), "f32"),
+            Precision::F64 => (cached_kernel_bytes::<f64>(n).saturating_add(rows(8)), "f64"),
         };
         let mib = |b: usize| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64);
         let b = self.solver.block_size.min(n.max(1));
@@ -617,7 +619,10 @@ impl Joker {
             };
             Some((exact, format!("{what} (auto: {reason})")))
         };
-        let matrix = format!("the {n} x {n} kernel matrix in {precision}, {}", mib(bytes));
+        let matrix = format!(
+            "the {n} x {n} kernel matrix and the {n} x {d} rows in {precision}, {}",
+            mib(bytes)
+        );
         if bytes > self.solver.kernel_cache {
             why(
                 false,

@@ -728,10 +728,10 @@ fn memory_limits_are_errors_not_aborts() {
     );
     assert!(err.contains("--max-memory"), "{err}");
     assert!(!t.path("m.json").exists());
-    // a LIBSVM index of 100,000,000: 1e8-wide rows are never formed
+    // a LIBSVM index of 100,000,000: 1e8-wide random-feature frequencies are never formed
     t.write("wide.svm", "1 1:0.5 100000000:1\n-1 2:1\n1 1:1\n-1 3:2\n");
     fails_with(
-        joker(&t.0, &["train", "-q", "wide.svm", "w.json"]),
+        joker(&t.0, &["train", "-q", "-m", "2048", "wide.svm", "w.json"]),
         "memory: the fit",
     );
     // the same under an address-space limit: the automatic limit follows it (no abort)

@@ -42,6 +42,9 @@ pub enum Predictor<'a, T> {
     },
 }
 
+/// Values of the gathered support rows per pass of an exact prediction (64 MiB in f32).
+const SUP_VALUES: usize = 1 << 24;
+
 impl<T: Scalar> Predictor<'_, T> {
     /// Decision values for every row of `x`, column-major `n x T`.
     pub fn decision(&self, backend: &dyn Backend<T>, x: &Features<T>, targets: usize) -> Vec<f64> {
@@ -110,11 +113,12 @@ impl<T: Scalar> Predictor<'_, T> {
                         &all
                     }
                 };
-                const SUP: usize = 2048;
-                let mut sc = vec![T::default(); SUP * d];
-                let mut a = vec![0.0; SUP * targets];
-                for jstart in (0..sel.len()).step_by(SUP) {
-                    let js = &sel[jstart..(jstart + SUP).min(sel.len())];
+                // support rows per pass: 2048, fewer where the rows are wide
+                let sup = (SUP_VALUES / d.max(1)).clamp(1, 2048).min(sel.len().max(1));
+                let mut sc = vec![T::default(); sup * d];
+                let mut a = vec![0.0; sup * targets];
+                for jstart in (0..sel.len()).step_by(sup) {
+                    let js = &sel[jstart..(jstart + sup).min(sel.len())];
                     let nb = js.len();
                     support.gather_dense(js, &mut sc[..nb * d]);
                     for t in 0..targets {

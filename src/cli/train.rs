@@ -193,6 +193,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     } else {
         // the exact kernel where it fits the cache, unless features were asked for
         let auto = a.n_components.is_none()
+            && a.grow.is_empty()
             && a.feature_map == FeaturesArg::Rff
             && a.solver == SolverArg::Dbcd;
         b.n_components(a.n_components.unwrap_or(DEFAULT_COMPONENTS))

@@ -124,8 +124,10 @@ impl Joker {
         let mut best: Option<(Model, f64)> = None;
         let mut last: Option<Model> = None;
         for &m in sizes {
+            // growing is over features: never the automatic exact kernel
             let stage = Joker {
                 n_components: Some(m),
+                auto_exact: false,
                 ..self.clone()
             };
             let warm = last.as_ref().or(opts.warm_start);
