@@ -71,6 +71,29 @@
 #define JOKER_TR_MODEL_AUTO 2
 
 /**
+ * `joker_params_set_working_set`: shrinking where the exact kernel is cached, random blocks
+ * otherwise (the default).
+ */
+#define JOKER_WORKING_SET_AUTO 0
+
+/**
+ * `joker_params_set_working_set`: one of the fixed blocks, drawn at random.
+ */
+#define JOKER_WORKING_SET_RANDOM 1
+
+/**
+ * `joker_params_set_working_set`: a block drawn from the coordinates that violate their
+ * optimality conditions (needs the cached exact kernel).
+ */
+#define JOKER_WORKING_SET_SHRINKING 2
+
+/**
+ * `joker_params_set_working_set`: the coordinates whose conditions are violated most (needs
+ * the cached exact kernel; slower than shrinking, for comparison).
+ */
+#define JOKER_WORKING_SET_GREEDY 3
+
+/**
  * `joker_params_set_device`: a GPU when one is usable and the model runs there (random
  * features in f32), else the CPU. The default.
  */
@@ -276,6 +299,10 @@ enum JokerBandwidth
    * The reference code's rule: `gamma = 1 / mean squared distance`.
    */
   JOKER_BANDWIDTH_MEAN_SQUARED_DISTANCE = 1,
+  /**
+   * scikit-learn's `"scale"`: `gamma = 1 / (d Var X)` for the Gaussian.
+   */
+  JOKER_BANDWIDTH_SCALE = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -832,6 +859,26 @@ JokerStatus joker_params_set_kernel_cache(struct JokerParams *params, size_t byt
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_tr_model(struct JokerParams *params, int32_t model);
+
+/**
+ * How DBCD-TR chooses each block, one of `JOKER_WORKING_SET_*`. Where the rule needs the
+ * cached exact kernel and the fit has none, it takes random blocks and says so
+ * (the model file's `training.working_set`).
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_working_set(struct JokerParams *params, int32_t rule);
+
+/**
+ * With `on` nonzero, a fit with random features trains on the exact kernel instead where the
+ * whole kernel matrix fits the kernel cache (`joker_params_set_kernel_cache`) and the memory
+ * limit; the model file's `training.representation` says which it took and why. Default off.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_auto_exact(struct JokerParams *params, int32_t on);
 
 /**
  * Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,

@@ -23,7 +23,7 @@ local({
   loss = c("krr" = 0, "huber" = 1, "svr" = 2, "l1" = 3, "lp" = 4, "l1-svc" = 5, "l2-svc" = 6,
            "klr" = 7),
   kernel = c("gaussian" = 0, "laplacian" = 1, "matern12" = 2, "matern32" = 3, "matern52" = 4),
-  bandwidth = c("median" = 0, "msd" = 1),
+  bandwidth = c("median" = 0, "msd" = 1, "scale" = 2),
   precision = c("f32" = 0, "f64" = 1),
   task = c("auto" = 0, "classification" = 1, "regression" = 2),
   full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),

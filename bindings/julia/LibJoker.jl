@@ -95,7 +95,7 @@ const LOSSES = Dict("krr" => 0, "huber" => 1, "svr" => 2, "l1" => 3, "lp" => 4, 
     "l2-svc" => 6, "klr" => 7)
 const KERNELS = Dict("gaussian" => 0, "laplacian" => 1, "matern12" => 2, "matern32" => 3,
     "matern52" => 4)
-const BANDWIDTHS = Dict("median" => 0, "msd" => 1)
+const BANDWIDTHS = Dict("median" => 0, "msd" => 1, "scale" => 2)
 const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
 const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)

@@ -150,6 +150,9 @@ pub enum BandwidthArg {
     Median,
     /// Mean squared distance (the Joker reference code's rule).
     Msd,
+    /// scikit-learn's "scale": 1 / (d Var X) for the Gaussian (better on most exact fits,
+    /// worse with random features; docs/solver.md).
+    Scale,
 }
 
 /// Working precision.

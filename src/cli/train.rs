@@ -144,6 +144,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .bandwidth(match (a.gamma, a.bandwidth) {
             (Some(g), _) => Bandwidth::Gamma(g),
             (None, BandwidthArg::Median) => Bandwidth::Median,
+            (None, BandwidthArg::Scale) => Bandwidth::Scale,
             (None, BandwidthArg::Msd) => Bandwidth::MeanSquaredDistance,
         })
         .precision(match a.precision {
@@ -461,6 +462,7 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
             match est.bandwidth {
                 Bandwidth::Gamma(g) => format!("gamma {}", sig(g, 6)),
                 Bandwidth::Median => "median bandwidth".into(),
+                Bandwidth::Scale => "scale bandwidth".into(),
                 Bandwidth::MeanSquaredDistance => "mean squared distance bandwidth".into(),
             },
             match (est.n_components, a.grow.as_slice()) {

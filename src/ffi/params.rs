@@ -11,7 +11,7 @@ use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{Precision, Task};
-use crate::solver::TrModel;
+use crate::solver::{TrModel, WorkingSet};
 
 /// Training parameters: an opaque handle made by `joker_params_new`, freed by
 /// `joker_params_free`.
@@ -71,6 +71,8 @@ pub enum JokerBandwidth {
     Median = 0,
     /// The reference code's rule: `gamma = 1 / mean squared distance`.
     MeanSquaredDistance = 1,
+    /// scikit-learn's `"scale"`: `gamma = 1 / (d Var X)` for the Gaussian.
+    Scale = 2,
 }
 
 /// Working precision, for `joker_params_set_precision`.
@@ -324,11 +326,12 @@ pub unsafe extern "C" fn joker_params_set_bandwidth(
         let b = match rule {
             0 => Bandwidth::Median,
             1 => Bandwidth::MeanSquaredDistance,
+            2 => Bandwidth::Scale,
             _ => {
                 return Err(Failure::invalid(
                     "rule",
                     format!(
-                        "{rule} is not a JOKER_BANDWIDTH_* value (0 or 1); set an explicit scale with joker_params_set_gamma"
+                        "{rule} is not a JOKER_BANDWIDTH_* value (0, 1 or 2); set an explicit scale with joker_params_set_gamma"
                     ),
                 ));
             }
@@ -783,6 +786,65 @@ pub unsafe extern "C" fn joker_params_set_tr_model(
         // SAFETY: see the function's contract.
         unsafe { update(params, |j| j.solver.trust_region.model = model) }
     })
+}
+
+/// `joker_params_set_working_set`: shrinking where the exact kernel is cached, random blocks
+/// otherwise (the default).
+pub const JOKER_WORKING_SET_AUTO: i32 = 0;
+
+/// `joker_params_set_working_set`: one of the fixed blocks, drawn at random.
+pub const JOKER_WORKING_SET_RANDOM: i32 = 1;
+
+/// `joker_params_set_working_set`: a block drawn from the coordinates that violate their
+/// optimality conditions (needs the cached exact kernel).
+pub const JOKER_WORKING_SET_SHRINKING: i32 = 2;
+
+/// `joker_params_set_working_set`: the coordinates whose conditions are violated most (needs
+/// the cached exact kernel; slower than shrinking, for comparison).
+pub const JOKER_WORKING_SET_GREEDY: i32 = 3;
+
+/// How DBCD-TR chooses each block, one of `JOKER_WORKING_SET_*`. Where the rule needs the
+/// cached exact kernel and the fit has none, it takes random blocks and says so
+/// (the model file's `training.working_set`).
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_working_set(
+    params: *mut JokerParams,
+    rule: i32,
+) -> JokerStatus {
+    guard(|| {
+        let rule = match rule {
+            JOKER_WORKING_SET_AUTO => WorkingSet::Auto,
+            JOKER_WORKING_SET_RANDOM => WorkingSet::Random,
+            JOKER_WORKING_SET_SHRINKING => WorkingSet::Shrinking,
+            JOKER_WORKING_SET_GREEDY => WorkingSet::Greedy,
+            _ => {
+                return Err(Failure::invalid(
+                    "working_set",
+                    format!("{rule} is not a JOKER_WORKING_SET_* value (0 to 3)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.solver.working_set = rule) }
+    })
+}
+
+/// With `on` nonzero, a fit with random features trains on the exact kernel instead where the
+/// whole kernel matrix fits the kernel cache (`joker_params_set_kernel_cache`) and the memory
+/// limit; the model file's `training.representation` says which it took and why. Default off.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_auto_exact(
+    params: *mut JokerParams,
+    on: i32,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.auto_exact = on != 0) })
 }
 
 /// Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,

@@ -694,6 +694,48 @@ fn trust_region_model_choice() {
     }
 }
 
+/// The working-set setter validates its value; the automatic exact kernel takes the exact
+/// kernel where it fits the kernel cache and random features where the cache is too small.
+#[test]
+fn working_set_and_automatic_exact_kernel() {
+    let (n, d) = (300, 3);
+    let (x, y) = binary(n, d, 13);
+    let train = dense(&x, n, d, Some(&y));
+    let p = params(JokerLoss::L2Svc);
+    // SAFETY: live handles used on this thread.
+    unsafe {
+        expect(
+            joker_params_set_working_set(p, 4),
+            JokerStatus::InvalidArgument,
+            "JOKER_WORKING_SET_*",
+        );
+        ok(joker_params_set_device(p, JOKER_DEVICE_CPU));
+        ok(joker_params_set_working_set(p, JOKER_WORKING_SET_SHRINKING));
+        ok(joker_params_set_auto_exact(p, 1));
+        // 0 components: the exact kernel; the test parameters' random features otherwise
+        for (cache, exact) in [(1 << 20, true), (1000, false)] {
+            ok(joker_params_set_kernel_cache(p, cache));
+            let mut m = null_mut();
+            ok(joker_fit(
+                p,
+                train,
+                null(),
+                0,
+                null(),
+                None,
+                null_mut(),
+                &mut m,
+            ));
+            let mut got = usize::MAX;
+            ok(joker_model_n_components(m, &mut got));
+            assert_eq!(got == 0, exact, "kernel cache {cache}: {got} components");
+            ok(joker_model_free(m));
+        }
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
+
 /// The device setter validates its value; an explicit GPU that cannot be used fails the fit
 /// with JOKER_STATUS_DEVICE (no panic), and Auto falls back to the CPU.
 #[test]

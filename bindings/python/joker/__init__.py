@@ -222,7 +222,7 @@ _sig("joker_model_score", _P, _P, _dp)
 
 LOSSES = {"krr": 0, "huber": 1, "svr": 2, "l1": 3, "lp": 4, "l1-svc": 5, "l2-svc": 6, "klr": 7}
 KERNELS = {"gaussian": 0, "laplacian": 1, "matern12": 2, "matern32": 3, "matern52": 4}
-BANDWIDTHS = {"median": 0, "msd": 1}
+BANDWIDTHS = {"median": 0, "msd": 1, "scale": 2}
 PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
@@ -644,7 +644,7 @@ class Joker:
     (random Fourier features) or "nystrom" (a Nystrom map over ``n_components`` centres chosen
     from the training rows by ``centers``: "leverage", "kmeans" or "uniform"); a Nystrom model
     predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
-    ``bandwidth`` ("median" or "msd"). ``class_weight``: None, "balanced" or {label: weight}.
+    ``bandwidth`` ("median", the default, "msd" or "scale"). ``class_weight``: None, "balanced" or {label: weight}.
     ``block_size``: rows per block (the library caps it at the number of samples).
     ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
     memory exceeds 80% of the memory available when it starts (JokerError

@@ -229,11 +229,14 @@ class TestApi(unittest.TestCase):
         self.assertGreater(model.score(x, y), 0.9)
 
     def test_the_kernel_cache_changes_nothing_but_speed(self):
-        models = [joker.Joker("l2-svc", n_components=None, precision="f64", block_size=64, tol=1e-9,
-                              max_iter=5000, kernel_cache=cache).fit(self.X, self.y)
+        # the cached fit draws its blocks from the violating coordinates, the block-by-block fit
+        # takes fixed blocks: different iterates to the same optimum, so the decision values
+        # agree to what the duality gaps guarantee (|f - f*| <= sqrt(2 (P - D)))
+        models = [joker.Joker("l2-svc", n_components=None, precision="f64", block_size=64, tol=1e-11,
+                              max_iter=20000, kernel_cache=cache).fit(self.X, self.y)
                   for cache in (2 << 30, 0)]
         a, b = (m.decision_function(self.X) for m in models)
-        self.assertLess(np.abs(a - b).max(), 1e-6)
+        self.assertLess(np.abs(a - b).max(), 1e-5)
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "kernel_cache", joker.Joker, kernel_cache=-1)
 
     def test_full_krr_matches_a_dense_solve(self):
