@@ -29,7 +29,8 @@ local({
   full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),
   tr_model = c("gram" = 0, "kernel" = 1, "auto" = 2),
   features = c("rff" = 0, "nystrom" = 1),
-  centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2)
+  centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2),
+  working_set = c("auto" = 0, "random" = 1, "shrinking" = 2, "greedy" = 3)
 )
 
 .joker_code <- function(table, key) {
@@ -101,7 +102,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' bytes the exact kernel matrix may take when it is formed once and kept (0: evaluated block
 #' by block). features: "rff" (random Fourier features) or "nystrom" (a Nystrom map over
 #' n_components centres chosen by centers: "leverage", "kmeans" or "uniform"; the model
-#' predicts as an exact-kernel model over them).
+#' predicts as an exact-kernel model over them). working_set: "auto" (shrinking where the
+#' exact kernel is cached, random otherwise), "shrinking", "greedy" or "random". auto_exact:
+#' the exact kernel instead of n_components random features where its matrix fits kernel_cache.
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
@@ -110,7 +113,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE, kernel_cache = 2^31,
-                         features = "rff", centers = "leverage") {
+                         features = "rff", centers = "leverage", working_set = "auto",
+                         auto_exact = FALSE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))
@@ -143,6 +147,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("kernel_cache", kernel_cache)
   set("tr_model", .joker_code("tr_model", tr_model))
   set("feature_map", .joker_code("features", features), .joker_code("centers", centers))
+  set("working_set", .joker_code("working_set", working_set))
+  set("auto_exact", as.logical(auto_exact))
   .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
               as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
               as.logical(krr_store_preconditioners))

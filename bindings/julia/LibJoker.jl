@@ -102,6 +102,7 @@ const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3
 const TR_MODELS = Dict("gram" => 0, "kernel" => 1, "auto" => 2)
 const FEATURE_MAPS = Dict("rff" => 0, "nystrom" => 1)
 const CENTERS = Dict("uniform" => 0, "kmeans" => 1, "leverage" => 2)
+const WORKING_SETS = Dict("auto" => 0, "random" => 1, "shrinking" => 2, "greedy" => 3)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -249,7 +250,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_seed, UInt64), (:joker_params_set_max_memory, Csize_t),
     (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t),
     (:joker_params_set_kernel_cache, Csize_t),
-    (:joker_params_set_tr_model, Int32)]
+    (:joker_params_set_tr_model, Int32), (:joker_params_set_working_set, Int32),
+    (:joker_params_set_auto_exact, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -291,7 +293,7 @@ end
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
-          features="rff", centers="leverage")
+          features="rff", centers="leverage", working_set="auto", auto_exact=false)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -304,6 +306,9 @@ limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kern
 take when it is formed once and kept (0: evaluated block by block). `features`: "rff" (random
 Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen by `centers`:
 "leverage", "kmeans" or "uniform"; the model predicts as an exact-kernel model over them).
+`working_set`: "auto" (shrinking where the exact kernel is cached, random otherwise),
+"shrinking", "greedy" or "random". `auto_exact`: the exact kernel instead of `n_components`
+random features where its matrix fits `kernel_cache`.
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -311,11 +316,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
-    kernel_cache=2 << 30, features="rff", centers="leverage")
+    kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
+    auto_exact=false)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-        krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers))
+        krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
+        auto_exact))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -323,7 +330,8 @@ end
 function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
-    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage")
+    krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
+    working_set="auto", auto_exact=false)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -372,6 +380,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_nystrom_rank(h, count_arg("nystrom_rank", nystrom_rank))
         joker_params_set_kernel_cache(h, count_arg("kernel_cache", kernel_cache))
         joker_params_set_tr_model(h, Int32(pick(TR_MODELS, tr_model, "tr_model")))
+        joker_params_set_working_set(h, Int32(pick(WORKING_SETS, working_set, "working_set")))
+        joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
         check(ccall((:joker_params_set_feature_map, libjoker), Int32, (Ptr{Cvoid}, Int32, Int32), h,
             pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,

@@ -150,6 +150,11 @@ nystrom <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_ite
 ok(mean(predict(nystrom, x_test) == y_test) > 0.6, "a Nystrom map fits and predicts")
 joker_free(nystrom)
 expect_error(joker_params(features = "orf"), "features", "unknown feature map")
+auto <- joker_fit(x_test, y_test, loss = "l2-svc", auto_exact = TRUE, working_set = "shrinking",
+                  max_iter = 200)
+ok(joker_info(auto)$n_components == 0, "auto_exact takes the exact kernel where it fits the cache")
+joker_free(auto)
+expect_error(joker_params(working_set = "best"), "working_set", "unknown working-set rule")
 expect_error(joker_params(features = "nystrom", centers = "random"), "centers", "unknown centre rule")
 on_cpu <- joker_fit(x_test, y_test, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")

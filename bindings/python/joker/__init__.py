@@ -194,6 +194,8 @@ _sig("joker_params_set_nystrom_rank", _P, c_size_t)
 _sig("joker_params_set_kernel_cache", _P, c_size_t)
 _sig("joker_params_set_tr_model", _P, c_int32)
 _sig("joker_params_set_feature_map", _P, c_int32, c_int32)
+_sig("joker_params_set_working_set", _P, c_int32)
+_sig("joker_params_set_auto_exact", _P, c_int32)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
@@ -229,6 +231,7 @@ KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
 TR_MODELS = {"gram": 0, "kernel": 1, "auto": 2}
 FEATURE_MAPS = {"rff": 0, "nystrom": 1}
 CENTERS = {"uniform": 0, "kmeans": 1, "leverage": 2}
+WORKING_SETS = {"auto": 0, "random": 1, "shrinking": 2, "greedy": 3}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
 
@@ -464,7 +467,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
-                kernel_cache=2 << 30, features="rff", centers="leverage"):
+                kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
+                auto_exact=False):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -524,6 +528,9 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_tr_model(h, pick(TR_MODELS, tr_model, "tr_model")))
         _check(_lib.joker_params_set_feature_map(
             h, pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
+        _check(_lib.joker_params_set_working_set(
+            h, pick(WORKING_SETS, working_set, "working_set")))
+        _check(_lib.joker_params_set_auto_exact(h, int(bool(auto_exact))))
         _check(
             _lib.joker_params_set_full_krr(
                 h,
@@ -661,7 +668,12 @@ class Joker:
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
     preconditioners instead of a fresh sketch per step. ``kernel_cache``: bytes the exact kernel
     matrix may take when it is formed once and kept (default 2 GiB; 0: evaluated block by
-    block). Invalid values raise JokerError here.
+    block). ``working_set``: how each block is chosen, "auto" (the default: "shrinking" where
+    the exact kernel is cached, "random" otherwise), "shrinking" (drawn from the coordinates that
+    violate their optimality conditions), "greedy" (the largest violations) or "random" (fixed
+    blocks). ``auto_exact``: train on the exact kernel instead of ``n_components`` random
+    features where its matrix fits ``kernel_cache`` (then ``Model.n_components`` is None).
+    Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
@@ -700,6 +712,8 @@ class Joker:
         kernel_cache=2 << 30,
         features="rff",
         centers="leverage",
+        working_set="auto",
+        auto_exact=False,
     ):
         args = dict(locals())
         del args["self"]

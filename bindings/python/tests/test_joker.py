@@ -228,6 +228,22 @@ class TestApi(unittest.TestCase):
         self.assertEqual(model.decision_function(x).shape, (450, 3))
         self.assertGreater(model.score(x, y), 0.9)
 
+    def test_working_set_and_automatic_exact_kernel(self):
+        # the automatic choice: the exact kernel where its matrix fits the cache, features beyond
+        exact = joker.Joker("l2-svc", auto_exact=True).fit(self.X, self.y)
+        self.assertIsNone(exact.n_components)
+        feats = joker.Joker("l2-svc", auto_exact=True, kernel_cache=1000).fit(self.X, self.y)
+        self.assertEqual(feats.n_components, 2048)
+        # every working-set rule reaches the same optimum on the cached kernel
+        fits = [joker.Joker("l2-svc", n_components=None, precision="f64", block_size=64, tol=1e-11,
+                            max_iter=20000, working_set=rule).fit(self.X, self.y)
+                for rule in ("shrinking", "random", "greedy")]
+        ref = fits[0].decision_function(self.X)
+        for m in fits[1:]:
+            self.assertLess(np.abs(m.decision_function(self.X) - ref).max(), 1e-5)
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "working_set", joker.Joker,
+                              working_set="best")
+
     def test_the_kernel_cache_changes_nothing_but_speed(self):
         # the cached fit draws its blocks from the violating coordinates, the block-by-block fit
         # takes fixed blocks: different iterates to the same optimum, so the decision values
