@@ -14,6 +14,14 @@ use joker::io::write_libsvm;
 use joker::model::Representation;
 use joker::{Dataset, Model};
 
+/// The tests' MPI jobs run one at a time: concurrent `mpirun` jobs on one machine were seen to
+/// disturb each other (a job's rank failing to find a folder another test had made, a job
+/// ending early), and the killing test must find only its own ranks.
+fn one_job_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static JOBS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    JOBS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("joker-mpi-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -50,6 +58,7 @@ fn write_set(dir: &Path, name: &str, data: &Dataset<f64>) -> PathBuf {
 
 #[test]
 fn one_two_and_four_ranks_train_one_model() {
+    let _jobs = one_job_at_a_time();
     let dir = scratch("train");
     let train = write_set(&dir, "train.svm", &common::binary(1200, 3, 21));
     let test = write_set(&dir, "test.svm", &common::binary(600, 3, 22));
@@ -127,6 +136,7 @@ fn one_two_and_four_ranks_train_one_model() {
 
 #[test]
 fn a_failing_rank_ends_the_job_with_an_error_in_seconds() {
+    let _jobs = one_job_at_a_time();
     let dir = scratch("fail");
     let mut text =
         std::fs::read_to_string(write_set(&dir, "ok.svm", &common::binary(800, 3, 23))).unwrap();
@@ -158,15 +168,17 @@ fn a_failing_rank_ends_the_job_with_an_error_in_seconds() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The pids of the running ranks of this test's joker whose MPI rank is `rank`.
-fn pids_of_rank(binary: &str, rank: usize) -> Vec<u32> {
+/// The pids of the running ranks of this test's joker whose MPI rank is `rank` and whose
+/// command line names `marker` (the test's own folder: the other tests' jobs run beside it).
+fn pids_of_rank(binary: &str, rank: usize, marker: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if !String::from_utf8_lossy(&cmd).starts_with(binary) {
+        let cmd = String::from_utf8_lossy(&cmd);
+        if !cmd.starts_with(binary) || !cmd.contains(marker) {
             continue;
         }
         let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
@@ -180,6 +192,7 @@ fn pids_of_rank(binary: &str, rank: usize) -> Vec<u32> {
 
 #[test]
 fn a_killed_rank_ends_the_job_in_seconds_and_resume_finishes_it() {
+    let _jobs = one_job_at_a_time();
     let dir = scratch("kill");
     let train = write_set(&dir, "train.svm", &common::binary(20_000, 3, 41));
     let test = write_set(&dir, "test.svm", &common::binary(2000, 3, 42));
@@ -239,7 +252,7 @@ fn a_killed_rank_ends_the_job_in_seconds_and_resume_finishes_it() {
         assert!(job.try_wait().unwrap().is_none(), "the job ended early");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let victims = pids_of_rank(bin, 2);
+    let victims = pids_of_rank(bin, 2, dir.to_str().unwrap());
     assert_eq!(victims.len(), 1, "rank 2's process: {victims:?}");
     let killed = Instant::now();
     Command::new("kill")
@@ -290,6 +303,7 @@ fn a_killed_rank_ends_the_job_in_seconds_and_resume_finishes_it() {
 
 #[test]
 fn the_c_abi_trains_on_the_callers_communicator() {
+    let _jobs = one_job_at_a_time();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // the library this test was built with (target/<profile>/libjoker.so)
     let exe = std::env::current_exe().unwrap();
@@ -347,6 +361,7 @@ fn the_c_abi_trains_on_the_callers_communicator() {
 
 #[test]
 fn rows_move_between_ranks_for_random_and_kmeans_partitions() {
+    let _jobs = one_job_at_a_time();
     let dir = scratch("partition");
     let train_set = common::binary(1500, 3, 61);
     let train = write_set(&dir, "train.svm", &train_set);
