@@ -125,9 +125,9 @@ pub fn human(bytes: usize) -> String {
     }
 }
 
-/// A vector of `len` copies of `value`, or [`JokerError::Memory`] naming `what` when the
-/// system refuses the allocation (instead of aborting the process).
-pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+/// An empty vector with room for `len` values, or [`JokerError::Memory`] naming `what` when
+/// the system refuses the allocation (instead of aborting the process).
+fn try_reserved<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
         JokerError::Memory(format!(
@@ -135,6 +135,13 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
             human(len.saturating_mul(std::mem::size_of::<T>()))
         ))
     })?;
+    Ok(v)
+}
+
+/// A vector of `len` copies of `value`, or [`JokerError::Memory`] naming `what` when the
+/// system refuses the allocation (instead of aborting the process).
+pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = try_reserved(len, what)?;
     v.resize(len, value);
     Ok(v)
 }
@@ -143,13 +150,7 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
 /// faulted in and zeroed in parallel instead of by one thread.
 pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     use rayon::prelude::*;
-    let mut v = try_filled(0, value.clone(), what)?;
-    v.try_reserve_exact(len).map_err(|_| {
-        JokerError::Memory(format!(
-            "cannot allocate {} for {what}",
-            human(len.saturating_mul(std::mem::size_of::<T>()))
-        ))
-    })?;
+    let mut v = try_reserved(len, what)?;
     v.par_extend(rayon::iter::repeat_n(value, len));
     Ok(v)
 }
