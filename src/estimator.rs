@@ -692,9 +692,15 @@ impl Joker {
             let g = Cuda::new(index)?.with_memory_limit(self.device_memory_limit());
             g.trusted()
                 .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
+            let cached = crate::backend::cached::cached_kernel_bytes::<f32>(n);
             let note = if self.full_krr.is_some() {
                 format!(
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
+                )
+            } else if cached <= self.solver.kernel_cache {
+                format!(
+                    "{resolved}; the kernel matrix formed by the device's tiles and kept in host memory ({} MiB), block solve on the host",
+                    cached >> 20
                 )
             } else {
                 let solve = if !crate::backend::cuda::device_solves(tt) {

@@ -853,7 +853,8 @@ fn many_columns_are_solved_on_the_device() {
                 .tol(1e-6)
                 .device(dev);
             if exact {
-                b.exact()
+                // the device's engine, not the kernel cached in host memory
+                b.exact().kernel_cache(0)
             } else {
                 b.n_components(257)
             }
@@ -1277,6 +1278,8 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
             .loss(Loss::SquaredHinge)
             .c(1.0)
             .exact()
+            // the device's resident engine (a cached kernel is tested below)
+            .kernel_cache(0)
             .block_size(200)
             .max_iter(3000)
             .tol(1e-6)
@@ -1317,6 +1320,42 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
     )
     .unwrap();
     cpu_and_gpu_fits("exact_fit_on_the_gpu_matches_the_cpu (csr)", est, &sparse);
+}
+
+/// An exact fit whose kernel fits the cache, on the GPU: the kernel matrix formed by the
+/// device's tiles (f32 arithmetic on the device) and kept in host memory, the working set read
+/// off the violations; the same fit as on the CPU (whose tiles are formed in f64), for dense
+/// rows and two target columns.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+fn cached_exact_fit_on_the_gpu_matches_the_cpu() {
+    for (classes, data) in [(2, two_moons(900, 21)), (3, blobs(600, 3, 8))] {
+        let est = |dev: Device| {
+            Joker::builder()
+                .loss(Loss::SquaredHinge)
+                .c(1.0)
+                .exact()
+                .block_size(128)
+                .max_iter(5000)
+                .tol(1e-6)
+                .device(dev)
+                .build()
+                .unwrap()
+        };
+        let (cpu, gpu) = cpu_and_gpu_fits("cached_exact_fit_on_the_gpu_matches_the_cpu", est, &data);
+        assert!(
+            gpu.training.device.contains("formed by the device's tiles"),
+            "{classes} classes: {}",
+            gpu.training.device
+        );
+        for m in [&cpu, &gpu] {
+            assert!(
+                m.training.working_set.starts_with("shrinking"),
+                "{classes} classes: {}",
+                m.training.working_set
+            );
+        }
+    }
 }
 
 /// The resident exact engine (`CudaExact`: rows, `beta = K alpha` and `K_BB` on the device)
