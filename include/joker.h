@@ -793,6 +793,17 @@ JokerStatus joker_params_set_max_iter(struct JokerParams *params, size_t max_ite
 JokerStatus joker_params_set_tol(struct JokerParams *params, double tol);
 
 /**
+ * With `on` zero, a fit runs until the relative duality gap reaches the tolerance; by default
+ * (nonzero) it also stops, as "stalled", once the gap is within ten times the tolerance and
+ * the dual objective rose by less than a tenth of the tolerance (relative) per pass over the
+ * last three passes.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_stall(struct JokerParams *params, int32_t on);
+
+/**
  * Sets a wall-clock budget in seconds; 0 or infinity removes it (the default).
  *
  * # Safety
@@ -1173,7 +1184,7 @@ JokerStatus joker_model_gap(const struct JokerModel *model, double *out);
 JokerStatus joker_model_classes(const struct JokerModel *model, double *out, size_t len);
 
 /**
- * Writes in `*out` why training stopped: "converged", "max_iter", "time_limit" or
+ * Writes in `*out` why training stopped: "converged", "stalled", "max_iter", "time_limit" or
  * "cancelled". The string belongs to the model and is valid until the model is freed.
  *
  * # Safety

@@ -286,6 +286,12 @@ impl JokerBuilder {
         self.p.solver.trust_region.model = model;
         self
     }
+    /// Whether DBCD-TR also stops where the fit has stalled near the tolerance (default on;
+    /// see [`SolverConfig::stall`]).
+    pub fn stall(mut self, on: bool) -> Self {
+        self.p.solver.stall = on;
+        self
+    }
     /// How DBCD-TR chooses each block (default: from the violating coordinates where the exact
     /// kernel is cached, random otherwise; see [`WorkingSet`]).
     pub fn working_set(mut self, rule: WorkingSet) -> Self {

@@ -548,6 +548,7 @@ fn nystrom_rank_gives_the_same_solution() {
             .precision(Precision::F64)
             .block_size(64)
             .tol(1e-7)
+            .stall(false)
             .max_iter(5000)
             .nystrom_rank(r)
             .build()

@@ -88,6 +88,7 @@ fn one_rank_is_the_single_process_fit_iterate_for_iterate() {
             .block_size(64)
             .max_iter(120)
             .tol(1e-6)
+            .stall(false)
             .build()
             .unwrap();
         let single = est.fit(&data).unwrap();

@@ -538,6 +538,7 @@ fn kernel_model_fit_on_the_gpu_matches_the_cpu() {
                 .tr_model(joker::TrModel::Kernel)
                 .max_iter(3000)
                 .tol(1e-6)
+                .stall(false)
                 .device(dev)
                 .build()
                 .unwrap()
@@ -645,6 +646,7 @@ fn end_to_end_fit_matches_the_cpu() {
             .block_size(257)
             .max_iter(3000)
             .tol(1e-6)
+            .stall(false)
             .device(dev)
             .build()
             .unwrap()
@@ -702,6 +704,7 @@ fn nystrom_fit_on_the_gpu_matches_the_cpu() {
             .block_size(257)
             .max_iter(3000)
             .tol(1e-6)
+            .stall(false)
             .device(dev)
             .build()
             .unwrap()
@@ -754,6 +757,7 @@ fn distributed_fit_on_the_gpu_matches_the_cpu() {
                 .n_components(521)
                 .block_size(128)
                 .tol(1e-4)
+                .stall(false)
                 .device(dev)
                 .build()
                 .unwrap()
@@ -811,6 +815,7 @@ fn mapped_rows_fit_on_the_gpu_as_on_the_cpu() {
             .block_size(257)
             .max_iter(3000)
             .tol(1e-6)
+            .stall(false)
             .standardize(false)
             .device(dev)
             .build()
@@ -851,6 +856,7 @@ fn many_columns_are_solved_on_the_device() {
                 .block_size(64)
                 .max_iter(3000)
                 .tol(1e-6)
+                .stall(false)
                 .device(dev);
             if exact {
                 // the device's engine, not the kernel cached in host memory
@@ -1283,6 +1289,7 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
             .block_size(200)
             .max_iter(3000)
             .tol(1e-6)
+            .stall(false)
             .device(dev)
             .build()
             .unwrap()
@@ -1338,11 +1345,13 @@ fn cached_exact_fit_on_the_gpu_matches_the_cpu() {
                 .block_size(128)
                 .max_iter(5000)
                 .tol(1e-6)
+                .stall(false)
                 .device(dev)
                 .build()
                 .unwrap()
         };
-        let (cpu, gpu) = cpu_and_gpu_fits("cached_exact_fit_on_the_gpu_matches_the_cpu", est, &data);
+        let (cpu, gpu) =
+            cpu_and_gpu_fits("cached_exact_fit_on_the_gpu_matches_the_cpu", est, &data);
         assert!(
             gpu.training.device.contains("formed by the device's tiles"),
             "{classes} classes: {}",

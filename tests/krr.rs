@@ -165,6 +165,7 @@ fn full_krr_through_the_estimator() {
     let dbcd = base()
         .block_size(64)
         .tol(1e-10)
+        .stall(false)
         .max_iter(3000)
         .build()
         .unwrap()

@@ -15,6 +15,7 @@ fn tight(b: JokerBuilder, loss: Loss) -> Joker {
         .block_size(32)
         .max_iter(20_000)
         .tol(1e-13)
+        .stall(false)
         .build()
         .unwrap()
 }
@@ -110,6 +111,7 @@ fn growing_the_centres_reaches_the_cold_optimum() {
                 .lambda(0.05)
                 .block_size(32)
                 .tol(1e-6)
+                .stall(false)
                 .build()
                 .unwrap()
         };

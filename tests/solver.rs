@@ -86,6 +86,7 @@ fn check_loss(loss: Loss, data: &Dataset<f64>, exact: bool) -> Model {
         .normalize_target(false)
         .block_size(64)
         .tol(1e-4)
+        .stall(false)
         .max_iter(20_000)
         .check_every(20);
     b = if exact {
@@ -324,6 +325,7 @@ fn preconditioned_trust_region_gives_the_same_solution() {
                 .normalize_target(false)
                 .block_size(100)
                 .tol(1e-8)
+                .stall(false)
                 .max_iter(3000)
                 .check_every(30)
                 .build()
@@ -439,6 +441,7 @@ fn kernel_model_reaches_the_gram_models_optimum() {
                 .precision(Precision::F64)
                 .block_size(64)
                 .tol(tol)
+                .stall(false)
                 .max_iter(20_000)
                 .check_every(20)
                 .build()
@@ -671,6 +674,7 @@ fn a_device_failure_mid_fit_finishes_on_the_cpu() {
         block_size: 50,
         max_iter: 4000,
         tol: 1e-7,
+        stall: false,
         ..joker::SolverConfig::default()
     };
     let hooks = || Hooks::<f64> {
@@ -725,6 +729,7 @@ fn growing_the_features_reaches_the_cold_fits_optimum() {
             .precision(Precision::F64)
             .block_size(64)
             .tol(1e-12)
+            .stall(false)
             .max_iter(20_000)
             .check_every(10)
             .device(joker::Device::Cpu)
@@ -770,6 +775,7 @@ fn growing_stops_when_the_validation_metric_stops_improving() {
             .gamma(0.5)
             .block_size(64)
             .tol(1e-6)
+            .stall(false)
             .max_iter(2000)
             .device(joker::Device::Cpu);
         match m {
@@ -826,6 +832,7 @@ fn the_cached_kernel_reaches_the_streaming_fits_optimum() {
                 .precision(Precision::F64)
                 .block_size(64)
                 .tol(1e-11)
+                .stall(false)
                 .max_iter(20_000)
                 .device(joker::Device::Cpu)
                 .build()
@@ -868,6 +875,7 @@ fn working_sets_from_the_violations_reach_the_random_blocks_optimum() {
             .precision(Precision::F64)
             .block_size(64)
             .tol(tol_of(loss))
+            .stall(false)
             .max_iter(20_000)
             .device(joker::Device::Cpu)
             .build()

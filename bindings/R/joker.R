@@ -105,6 +105,9 @@ joker_version <- function() .Call("R_joker_version", PACKAGE = "joker_r")
 #' predicts as an exact-kernel model over them). working_set: "auto" (shrinking where the
 #' exact kernel is cached, random otherwise), "shrinking", "greedy" or "random". auto_exact:
 #' the exact kernel instead of n_components random features where its matrix fits kernel_cache.
+#' stall: also stop ("stalled") once the relative gap is within 10 tol and the dual objective
+#' rose by less than tol / 10 of its size per pass over the last three passes (FALSE: run until
+#' the gap reaches tol).
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
@@ -114,7 +117,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          tr_model = "auto", full_krr = "none", krr_blocks = 10, krr_rank = 100, krr_tol = 1e-6,
                          krr_store_preconditioners = FALSE, kernel_cache = 2^31,
                          features = "rff", centers = "leverage", working_set = "auto",
-                         auto_exact = FALSE) {
+                         auto_exact = FALSE, stall = TRUE) {
   p <- .Call("R_joker_params_new", PACKAGE = "joker_r")
   set <- function(name, value, param = 0)
     .joker_call("R_joker_params_set", p, name, as.double(value), as.double(param))
@@ -149,6 +152,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("feature_map", .joker_code("features", features), .joker_code("centers", centers))
   set("working_set", .joker_code("working_set", working_set))
   set("auto_exact", as.logical(auto_exact))
+  set("stall", as.logical(stall))
   .joker_call("R_joker_full_krr", p, as.double(.joker_code("full_krr", full_krr)),
               as.double(krr_blocks), as.double(krr_rank), as.double(max_iter), as.double(krr_tol),
               as.logical(krr_store_preconditioners))

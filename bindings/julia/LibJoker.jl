@@ -251,7 +251,7 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t),
     (:joker_params_set_kernel_cache, Csize_t),
     (:joker_params_set_tr_model, Int32), (:joker_params_set_working_set, Int32),
-    (:joker_params_set_auto_exact, Int32)]
+    (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -293,7 +293,7 @@ end
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
-          features="rff", centers="leverage", working_set="auto", auto_exact=false)
+          features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -308,7 +308,9 @@ Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen
 "leverage", "kmeans" or "uniform"; the model predicts as an exact-kernel model over them).
 `working_set`: "auto" (shrinking where the exact kernel is cached, random otherwise),
 "shrinking", "greedy" or "random". `auto_exact`: the exact kernel instead of `n_components`
-random features where its matrix fits `kernel_cache`.
+random features where its matrix fits `kernel_cache`. `stall`: also stop ("stalled") once the
+relative gap is within `10 tol` and the dual objective rose by less than `tol / 10` of its size
+per pass over the last three passes (`false`: run until the gap reaches `tol`).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -317,12 +319,12 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
-    auto_exact=false)
+    auto_exact=false, stall=true)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
-        auto_exact))
+        auto_exact, stall))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -331,7 +333,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
-    working_set="auto", auto_exact=false)
+    working_set="auto", auto_exact=false, stall=true)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -382,6 +384,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_tr_model(h, Int32(pick(TR_MODELS, tr_model, "tr_model")))
         joker_params_set_working_set(h, Int32(pick(WORKING_SETS, working_set, "working_set")))
         joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
+        joker_params_set_stall(h, Int32(stall ? 1 : 0))
         check(ccall((:joker_params_set_feature_map, libjoker), Int32, (Ptr{Cvoid}, Int32, Int32), h,
             pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,

@@ -452,6 +452,11 @@ pub struct TrainArgs {
     /// Stop when the relative duality gap is at most this.
     #[arg(long, default_value_t = 1e-3, help_heading = "Solver")]
     pub tol: f64,
+    /// Run until the gap reaches --tol, also where the fit has stalled (by default a fit
+    /// within 10 x --tol whose dual objective rose by less than --tol / 10 per pass over the
+    /// last 3 passes stops, as "stalled").
+    #[arg(long, help_heading = "Solver")]
+    pub no_stall: bool,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS", help_heading = "Solver")]
     pub time_limit: Option<f64>,

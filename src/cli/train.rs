@@ -176,6 +176,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
             WorkingSetArg::Auto => WorkingSet::Auto,
         })
         .seed(a.seed)
+        .stall(!a.no_stall)
         .device(a.device);
     b = match (a.c, a.lambda) {
         (Some(c), _) => {

@@ -303,7 +303,7 @@ pub unsafe extern "C" fn joker_model_classes(
     })
 }
 
-/// Writes in `*out` why training stopped: "converged", "max_iter", "time_limit" or
+/// Writes in `*out` why training stopped: "converged", "stalled", "max_iter", "time_limit" or
 /// "cancelled". The string belongs to the model and is valid until the model is freed.
 ///
 /// # Safety

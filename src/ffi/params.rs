@@ -630,6 +630,19 @@ pub unsafe extern "C" fn joker_params_set_tol(params: *mut JokerParams, tol: f64
     guard(|| unsafe { update(params, |j| j.solver.tol = tol) })
 }
 
+/// With `on` zero, a fit runs until the relative duality gap reaches the tolerance; by default
+/// (nonzero) it also stops, as "stalled", once the gap is within ten times the tolerance and
+/// the dual objective rose by less than a tenth of the tolerance (relative) per pass over the
+/// last three passes.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_stall(params: *mut JokerParams, on: i32) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.stall = on != 0) })
+}
+
 /// Sets a wall-clock budget in seconds; 0 or infinity removes it (the default).
 ///
 /// # Safety

@@ -136,6 +136,7 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "tr_model")) st = joker_params_set_tr_model(p, (int32_t)v);
     else if (!strcmp(k, "working_set")) st = joker_params_set_working_set(p, (int32_t)v);
     else if (!strcmp(k, "auto_exact")) st = joker_params_set_auto_exact(p, v != 0);
+    else if (!strcmp(k, "stall")) st = joker_params_set_stall(p, v != 0);
     else if (!strcmp(k, "feature_map"))
         st = joker_params_set_feature_map(p, (int32_t)v, (int32_t)Rf_asReal(param));
     else Rf_error("unknown joker parameter `%s`", k);

@@ -196,6 +196,7 @@ _sig("joker_params_set_tr_model", _P, c_int32)
 _sig("joker_params_set_feature_map", _P, c_int32, c_int32)
 _sig("joker_params_set_working_set", _P, c_int32)
 _sig("joker_params_set_auto_exact", _P, c_int32)
+_sig("joker_params_set_stall", _P, c_int32)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
@@ -468,7 +469,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
-                auto_exact=False):
+                auto_exact=False, stall=True):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -531,6 +532,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_working_set(
             h, pick(WORKING_SETS, working_set, "working_set")))
         _check(_lib.joker_params_set_auto_exact(h, int(bool(auto_exact))))
+        _check(_lib.joker_params_set_stall(h, int(bool(stall))))
         _check(
             _lib.joker_params_set_full_krr(
                 h,
@@ -673,6 +675,9 @@ class Joker:
     violate their optimality conditions), "greedy" (the largest violations) or "random" (fixed
     blocks). ``auto_exact``: train on the exact kernel instead of ``n_components`` random
     features where its matrix fits ``kernel_cache`` (then ``Model.n_components`` is None).
+    ``stall``: also stop (``Model.stop == "stalled"``) once the relative gap is within
+    ``10 * tol`` and the dual objective rose by less than ``tol / 10`` of its size per pass over
+    the last three passes (default True; False runs until the gap reaches ``tol``).
     Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
@@ -714,6 +719,7 @@ class Joker:
         centers="leverage",
         working_set="auto",
         auto_exact=False,
+        stall=True,
     ):
         args = dict(locals())
         del args["self"]
@@ -930,7 +936,7 @@ class Model:
 
     @property
     def stop_reason(self):
-        """Why training stopped: converged, max_iter, time_limit or cancelled."""
+        """Why training stopped: converged, stalled, max_iter, time_limit or cancelled."""
         return self._get("stop_reason", c_char_p).decode()
 
     @property

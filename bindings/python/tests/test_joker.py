@@ -228,6 +228,19 @@ class TestApi(unittest.TestCase):
         self.assertEqual(model.decision_function(x).shape, (450, 3))
         self.assertGreater(model.score(x, y), 0.9)
 
+    def test_stall_rule(self):
+        # without the rule the fit runs to the tolerance; with it, a fit that stops early says
+        # so and stops within ten times the tolerance
+        strict = joker.Joker("l2-svc", n_components=256, block_size=64, tol=1e-5, max_iter=20000,
+                             stall=False).fit(self.X, self.y)
+        self.assertEqual(strict.stop_reason, "converged")
+        self.assertLessEqual(strict.gap, 1e-5)
+        loose = joker.Joker("l2-svc", n_components=256, block_size=64, tol=1e-5,
+                            max_iter=20000).fit(self.X, self.y)
+        self.assertIn(loose.stop_reason, ("converged", "stalled"))
+        self.assertLessEqual(loose.gap, 1e-4)
+        self.assertLessEqual(loose.iterations, strict.iterations)
+
     def test_working_set_and_automatic_exact_kernel(self):
         # the automatic choice: the exact kernel where its matrix fits the cache, features beyond
         exact = joker.Joker("l2-svc", auto_exact=True).fit(self.X, self.y)
@@ -236,7 +249,7 @@ class TestApi(unittest.TestCase):
         self.assertEqual(feats.n_components, 2048)
         # every working-set rule reaches the same optimum on the cached kernel
         fits = [joker.Joker("l2-svc", n_components=None, precision="f64", block_size=64, tol=1e-11,
-                            max_iter=20000, working_set=rule).fit(self.X, self.y)
+                            max_iter=20000, working_set=rule, stall=False).fit(self.X, self.y)
                 for rule in ("shrinking", "random", "greedy")]
         ref = fits[0].decision_function(self.X)
         for m in fits[1:]:
