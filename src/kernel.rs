@@ -10,8 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use rayon::prelude::*;
+
 use crate::data::Features;
 use crate::error::{JokerError, Result, invalid};
+use crate::linalg::{l1_distance, squared_distance};
 use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
 
@@ -283,23 +286,26 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let mut rows = vec![T::default(); k * d];
     x.gather_dense(&idx, &mut rows);
     let rows: Vec<f64> = rows.iter().map(|v| v.to_f64()).collect();
-    let mut dists = Vec::with_capacity(k * (k - 1) / 2);
+    // row i's distances to rows 0..i, at i (i - 1) / 2 onwards, the rows in parallel
+    let mut dists = vec![0.0f64; k * k.saturating_sub(1) / 2];
+    let mut tri: Vec<&mut [f64]> = Vec::with_capacity(k);
+    let mut rest = dists.as_mut_slice();
     for i in 0..k {
-        let xi = &rows[i * d..(i + 1) * d];
-        for j in 0..i {
-            let xj = &rows[j * d..(j + 1) * d];
-            let dist = if l1 {
-                xi.iter().zip(xj).map(|(a, b)| (a - b).abs()).sum::<f64>()
-            } else {
-                xi.iter()
-                    .zip(xj)
-                    .map(|(a, b)| (a - b) * (a - b))
-                    .sum::<f64>()
-                    .sqrt()
-            };
-            dists.push(dist);
-        }
+        let (row, tail) = rest.split_at_mut(i);
+        tri.push(row);
+        rest = tail;
     }
+    tri.into_par_iter().enumerate().for_each(|(i, out)| {
+        let xi = &rows[i * d..(i + 1) * d];
+        for (j, o) in out.iter_mut().enumerate() {
+            let xj = &rows[j * d..(j + 1) * d];
+            *o = if l1 {
+                l1_distance(xi, xj)
+            } else {
+                squared_distance(xi, xj).sqrt()
+            };
+        }
+    });
     if dists.is_empty() {
         return 0.0;
     }

@@ -60,6 +60,63 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     dot_portable(a, b)
 }
 
+/// `sum_i f(a_i - b_i)` in eight interleaved partial sums (so that the compiler vectorises it).
+#[inline(always)]
+fn difference_sum_body(a: &[f64], b: &[f64], f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| f(x - y))
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += f(x[l] - y[l]);
+        }
+    }
+    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn squared_distance_avx2(a: &[f64], b: &[f64]) -> f64 {
+    difference_sum_body(a, b, |t| t * t)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn l1_distance_avx2(a: &[f64], b: &[f64]) -> f64 {
+    difference_sum_body(a, b, f64::abs)
+}
+
+/// `||a - b||^2`.
+#[inline]
+pub fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { squared_distance_avx2(a, b) };
+        }
+    }
+    difference_sum_body(a, b, |t| t * t)
+}
+
+/// `||a - b||_1`.
+#[inline]
+pub fn l1_distance(a: &[f64], b: &[f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx2() {
+            // SAFETY: the CPU supports the features the function is compiled for.
+            return unsafe { l1_distance_avx2(a, b) };
+        }
+    }
+    difference_sum_body(a, b, f64::abs)
+}
+
 #[inline(always)]
 fn dot_mixed_body(a: &[f32], b: &[f64]) -> f64 {
     let mut acc = [0.0f64; 8];
@@ -331,6 +388,19 @@ pub fn gemm_gflops_f32(n: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distances_match_naive_sums() {
+        for n in [0, 1, 7, 8, 9, 180, 517] {
+            let a: Vec<f64> = (0..n).map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0).collect();
+            let b: Vec<f64> = (0..n).map(|i| ((i * 13 % 17) as f64 - 8.0) / 3.0).collect();
+            let sq: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+            let l1: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum();
+            assert!((squared_distance(&a, &b) - sq).abs() <= 1e-12 * sq.max(1.0), "n = {n}");
+            assert!((l1_distance(&a, &b) - l1).abs() <= 1e-12 * l1.max(1.0), "n = {n}");
+            assert_eq!(squared_distance(&a, &a), 0.0);
+        }
+    }
 
     #[test]
     fn dot_and_matvec_match_naive_sums() {
