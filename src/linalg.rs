@@ -392,12 +392,20 @@ mod tests {
     #[test]
     fn distances_match_naive_sums() {
         for n in [0, 1, 7, 8, 9, 180, 517] {
-            let a: Vec<f64> = (0..n).map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0).collect();
+            let a: Vec<f64> = (0..n)
+                .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+                .collect();
             let b: Vec<f64> = (0..n).map(|i| ((i * 13 % 17) as f64 - 8.0) / 3.0).collect();
             let sq: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
             let l1: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum();
-            assert!((squared_distance(&a, &b) - sq).abs() <= 1e-12 * sq.max(1.0), "n = {n}");
-            assert!((l1_distance(&a, &b) - l1).abs() <= 1e-12 * l1.max(1.0), "n = {n}");
+            assert!(
+                (squared_distance(&a, &b) - sq).abs() <= 1e-12 * sq.max(1.0),
+                "n = {n}"
+            );
+            assert!(
+                (l1_distance(&a, &b) - l1).abs() <= 1e-12 * l1.max(1.0),
+                "n = {n}"
+            );
             assert_eq!(squared_distance(&a, &a), 0.0);
         }
     }

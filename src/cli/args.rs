@@ -454,7 +454,7 @@ pub struct TrainArgs {
     pub tol: f64,
     /// Run until the gap reaches --tol, also where the fit has stalled (by default a fit
     /// within 10 x --tol whose dual objective rose by less than --tol / 10 per pass over the
-    /// last 3 passes stops, as "stalled").
+    /// last 3 passes stops, as "stalled"; distributed fits, --mpi, always run to --tol).
     #[arg(long, help_heading = "Solver")]
     pub no_stall: bool,
     /// Stop after this many seconds.
