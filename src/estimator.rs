@@ -698,15 +698,17 @@ impl Joker {
             let g = Cuda::new(index)?.with_memory_limit(self.device_memory_limit());
             g.trusted()
                 .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
-            let cached = crate::backend::cached::cached_kernel_bytes::<f32>(n);
+            // the kernel cache the fit will get (fit_in), so that the note says what it runs
+            let need = self.check_memory::<U, f32>(&data.x, tt, b)?;
+            let cache = self.kernel_cache_for::<f32>(n, need);
             let note = if self.full_krr.is_some() {
                 format!(
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
                 )
-            } else if cached <= self.solver.kernel_cache {
+            } else if crate::backend::cached::caches_kernel::<f32>(n, cache) {
                 format!(
                     "{resolved}; the kernel matrix formed by the device's tiles and kept in host memory ({} MiB), block solve on the host",
-                    cached >> 20
+                    cached_kernel_bytes::<f32>(n) >> 20
                 )
             } else {
                 let solve = if !crate::backend::cuda::device_solves(tt) {
@@ -1259,10 +1261,10 @@ impl Joker {
     }
 
     /// The kernel cache this fit may use: the configured budget, or none where the cached
-    /// kernel would take the fit (`need` bytes without it) over its memory limit. Only exact
-    /// DBCD-TR fits on the host use it.
+    /// kernel would take the fit (`need` bytes without it) over its memory limit. Exact DBCD-TR
+    /// fits use it, on a GPU too (the kernel is kept in host memory).
     fn kernel_cache_for<T>(&self, n: usize, need: usize) -> usize {
-        let bytes = crate::backend::cached::cached_kernel_bytes::<T>(n);
+        let bytes = cached_kernel_bytes::<T>(n);
         let within = self
             .max_memory
             .bytes()

@@ -29,22 +29,29 @@ fn dot_avx2(a: &[f64], b: &[f64]) -> f64 {
     dot_body(a, b)
 }
 
-fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
-    // without hardware FMA, mul_add would be a slow library call
+/// `sum_i term(a_i, b_i)` in eight interleaved partial sums (so that the compiler vectorises
+/// it), combined in a fixed order.
+#[inline(always)]
+fn lane_sum<A: Copy>(a: &[A], b: &[f64], term: impl Fn(A, f64) -> f64) -> f64 {
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f64 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(x, y)| term(*x, *y))
         .sum();
     for (x, y) in ca.zip(cb) {
         for l in 0..8 {
-            acc[l] += x[l] * y[l];
+            acc[l] += term(x[l], y[l]);
         }
     }
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+}
+
+fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
+    // without hardware FMA, mul_add would be a slow library call
+    lane_sum(a, b, |x, y| x * y)
 }
 
 /// `sum_i a_i b_i`.
@@ -60,23 +67,10 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     dot_portable(a, b)
 }
 
-/// `sum_i f(a_i - b_i)` in eight interleaved partial sums (so that the compiler vectorises it).
+/// `sum_i f(a_i - b_i)`.
 #[inline(always)]
 fn difference_sum_body(a: &[f64], b: &[f64], f: impl Fn(f64) -> f64) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| f(x - y))
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += f(x[l] - y[l]);
-        }
-    }
-    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+    lane_sum(a, b, |x, y| f(x - y))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -119,20 +113,7 @@ pub fn l1_distance(a: &[f64], b: &[f64]) -> f64 {
 
 #[inline(always)]
 fn dot_mixed_body(a: &[f32], b: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| *x as f64 * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] as f64 * y[l];
-        }
-    }
-    (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+    lane_sum(a, b, |x, y| x as f64 * y)
 }
 
 #[cfg(target_arch = "x86_64")]

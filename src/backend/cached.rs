@@ -28,6 +28,12 @@ pub fn cached_kernel_bytes<T>(n: usize) -> usize {
     n.saturating_mul(n).saturating_mul(std::mem::size_of::<T>())
 }
 
+/// Whether an exact fit of `n` rows in precision `T` keeps its kernel ([`CachedExact`]) under
+/// the kernel cache `budget` in bytes.
+pub fn caches_kernel<T>(n: usize, budget: usize) -> bool {
+    cached_kernel_bytes::<T>(n) <= budget
+}
+
 /// [`BlockEngine`] over a cached exact kernel. Positions are those of `order` (a block is a
 /// contiguous range of them): `K[p][q] = k(x_order[p], x_order[q])`, and `beta = K alpha` is
 /// kept in the same order, so a block's `g` and its columns of `K` are contiguous.

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use super::trust_region::{
     BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
 };
-use crate::backend::cached::{CachedExact, cached_kernel_bytes};
+use crate::backend::cached::{CachedExact, caches_kernel};
 use crate::backend::nystrom::HostNystrom;
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
 use crate::backend::{
@@ -1406,7 +1406,7 @@ fn start_state<'a, T: Scalar>(
             // instead of evaluating `b x n` kernel values, and the working set can follow the
             // violations (measured on a GPU: 5x faster than the device's streamed engine at
             // 7,494 rows).
-            st.engine = Some(if cached_kernel_bytes::<T>(n) <= kernel_cache {
+            st.engine = Some(if caches_kernel::<T>(n, kernel_cache) {
                 Box::new(CachedExact::new(backend, kernel, prob.x, perm, tt)?)
             } else {
                 match backend.exact_engine(kernel, prob.x, perm, tt, b)? {
