@@ -319,6 +319,35 @@ impl<T: Scalar> Features<T> {
         }
     }
 
+    /// The given rows, in that order, in memory and in the same storage (dense rows stay
+    /// dense, sparse rows sparse): the training set of a sub-problem.
+    pub fn select_rows(&self, rows: &[usize]) -> Result<Features<T>> {
+        let d = self.ncols();
+        match self {
+            Features::Dense(_) => {
+                let len = rows.len().saturating_mul(d);
+                let mut data = crate::memory::try_filled(len, T::default(), "the selected rows")?;
+                self.gather_dense(rows, &mut data);
+                Ok(Features::Dense(DenseMatrix::new(rows.len(), d, data)?))
+            }
+            Features::Sparse(c) => {
+                let nnz: usize = rows.iter().map(|&i| c.row(i).0.len()).sum();
+                let mut indptr = crate::memory::try_reserved(rows.len() + 1, "the selected rows")?;
+                let mut indices = crate::memory::try_reserved(nnz, "the selected rows")?;
+                let mut values = crate::memory::try_reserved(nnz, "the selected rows")?;
+                indptr.push(0);
+                for &i in rows {
+                    let (idx, val) = c.row(i);
+                    indices.extend_from_slice(idx);
+                    values.extend_from_slice(val);
+                    indptr.push(indices.len());
+                }
+                let m = CsrMatrix::new(rows.len(), d, indptr, indices, values)?;
+                Ok(Features::Sparse(m))
+            }
+        }
+    }
+
     /// Writes rows `start..start + out.len() / ncols` densified into `out`.
     pub fn gather_range(&self, start: usize, out: &mut [T]) {
         let d = self.ncols();

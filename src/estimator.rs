@@ -18,6 +18,7 @@ use std::time::Duration;
 
 mod distributed;
 mod grow;
+mod one_vs_one;
 use distributed::Dist;
 pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
 
@@ -34,10 +35,12 @@ use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
-    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, Model, Precision, Representation, Task,
-    TrainingInfo, accuracy, rmse,
+    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, FORMAT_VERSION_STOCHASTIC, Model, Precision,
+    Representation, Task, TrainingInfo, accuracy, rmse,
 };
-use crate::preprocess::{Standardizer, TargetScaler, classes_of, encode_labels};
+use crate::preprocess::{
+    Multiclass, Standardizer, TargetScaler, classes_of, encode_labels, encode_pairs, vote,
+};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::pbm::{self, PbmConfig};
 use crate::solver::dbcd::{
@@ -86,6 +89,9 @@ pub struct Joker {
     pub normalize_target: bool,
     /// Class weights.
     pub class_weight: ClassWeight,
+    /// How a classifier with more than two classes is split into binary problems
+    /// (one-vs-rest by default; one-vs-one trains DBCD-TR in one process only).
+    pub multiclass: Multiclass,
     /// Solver settings.
     pub solver: SolverConfig,
     /// Refuse to fit when the estimated memory exceeds this limit (default: a fraction of the
@@ -131,6 +137,7 @@ impl Default for JokerBuilder {
                 standardize: true,
                 normalize_target: true,
                 class_weight: ClassWeight::None,
+                multiclass: Multiclass::OneVsRest,
                 solver: SolverConfig::default(),
                 max_memory: MemoryLimit::Auto,
                 full_krr: None,
@@ -228,6 +235,14 @@ impl JokerBuilder {
         self.p.class_weight = w;
         self
     }
+
+    /// How more than two classes are split into binary problems: one-vs-rest (default) or
+    /// one-vs-one (DBCD-TR in one process).
+    pub fn multiclass(mut self, m: Multiclass) -> Self {
+        self.p.multiclass = m;
+        self
+    }
+
     /// Block size `|B|` (default 512; capped at the number of samples).
     pub fn block_size(mut self, b: usize) -> Self {
         self.p.solver.block_size = b;
@@ -391,6 +406,12 @@ impl JokerBuilder {
         }
         if let Some(cfg) = &p.dsg {
             validate_dsg(&p, cfg)?;
+        }
+        if p.multiclass == Multiclass::OneVsOne && (p.dsg.is_some() || p.full_krr.is_some()) {
+            return Err(invalid(
+                "multiclass",
+                "one-vs-one trains its pairs with DBCD-TR; the doubly stochastic solvers and full KRR take one-vs-rest",
+            ));
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
             return Err(invalid(
@@ -566,6 +587,38 @@ impl Joker {
         resolve(self.device, self.gpu_support())
     }
 
+    /// Whether a classifier over `classes` is trained one-vs-one (more than two classes and
+    /// [`Multiclass::OneVsOne`]).
+    fn one_vs_one(&self, classes: Option<&[f64]>) -> bool {
+        self.multiclass == Multiclass::OneVsOne && classes.is_some_and(|c| c.len() > 2)
+    }
+
+    /// Target columns the solver works on at once for `k` classes: one per class for
+    /// one-vs-rest, one for binary problems and for one-vs-one (a pair at a time).
+    fn solver_columns(&self, k: usize) -> usize {
+        match self.multiclass {
+            Multiclass::OneVsOne => 1,
+            Multiclass::OneVsRest => Multiclass::OneVsRest.columns(k),
+        }
+    }
+
+    /// Rows of the largest kernel matrix a fit on labels `y` forms: all of them, or under
+    /// one-vs-one those of the two largest classes.
+    fn kernel_rows(&self, y: &[f64]) -> usize {
+        let classes = match self.task() {
+            Task::Classification => classes_of(y).ok(),
+            Task::Regression => None,
+        };
+        match classes {
+            Some(c) if self.one_vs_one(Some(&c)) => {
+                let mut counts = class_counts(&c, y);
+                counts.sort_by(|a, b| b.total_cmp(a));
+                (counts[0] + counts[1]) as usize
+            }
+            _ => y.len(),
+        }
+    }
+
     /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
     pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
         let chosen = match opts.warm_start {
@@ -601,17 +654,24 @@ impl Joker {
             return None;
         }
         let (n, d) = (data.x.nrows(), data.x.ncols());
+        let nk = self.kernel_rows(&data.y);
         // the matrix and the rows it is formed from, gathered dense
-        let rows = |size: usize| n.saturating_mul(d).saturating_mul(size);
+        let rows = |size: usize| nk.saturating_mul(d).saturating_mul(size);
         let (bytes, precision) = match self.precision {
-            Precision::F32 => (cached_kernel_bytes::<f32>(n).saturating_add(rows(4)), "f32"),
-            Precision::F64 => (cached_kernel_bytes::<f64>(n).saturating_add(rows(8)), "f64"),
+            Precision::F32 => (
+                cached_kernel_bytes::<f32>(nk).saturating_add(rows(4)),
+                "f32",
+            ),
+            Precision::F64 => (
+                cached_kernel_bytes::<f64>(nk).saturating_add(rows(8)),
+                "f64",
+            ),
         };
         let mib = |b: usize| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64);
         let b = self.solver.block_size.min(n.max(1));
         // the exact fit's other memory, with a target column per class
         let columns = match self.task() {
-            Task::Classification => classes_of(&data.y).map_or(1, |c| c.len()),
+            Task::Classification => classes_of(&data.y).map_or(1, |c| self.solver_columns(c.len())),
             Task::Regression => 1,
         };
         let rest = memory_estimate(n, d, None, columns, b);
@@ -625,8 +685,9 @@ impl Joker {
             };
             Some((exact, format!("{what} (auto: {reason})")))
         };
+        let pair = if nk < n { " of the largest pair" } else { "" };
         let matrix = format!(
-            "the {n} x {n} kernel matrix and the {n} x {d} rows in {precision}, {}",
+            "the {nk} x {nk} kernel matrix{pair} and the {nk} x {d} rows in {precision}, {}",
             mib(bytes)
         );
         if bytes > self.solver.kernel_cache {
@@ -686,10 +747,7 @@ impl Joker {
         let (n, d) = (data.x.nrows(), data.x.ncols());
         let m = self.n_components.unwrap_or(0);
         let tt = match self.task() {
-            Task::Classification => match classes_of(&data.y)?.len() {
-                2 => 1,
-                k => k,
-            },
+            Task::Classification => self.solver_columns(classes_of(&data.y)?.len()),
             Task::Regression => 1,
         };
         let b = self.solver.block_size.min(n.max(1));
@@ -699,16 +757,17 @@ impl Joker {
             g.trusted()
                 .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
             // the kernel cache the fit will get (fit_in), so that the note says what it runs
-            let need = self.check_memory::<U, f32>(&data.x, tt, b)?;
-            let cache = self.kernel_cache_for::<f32>(n, need);
+            let need = self.check_memory::<U, f32>(&data.x, tt, b, 0)?;
+            let nk = self.kernel_rows(&data.y);
+            let cache = self.kernel_cache_for::<f32>(nk, need);
             let note = if self.full_krr.is_some() {
                 format!(
                     "{resolved}; exact kernel tiles and products on the device (rows sent per call), Nystrom factorisations and steps on the host"
                 )
-            } else if crate::backend::cached::caches_kernel::<f32>(n, cache) {
+            } else if crate::backend::cached::caches_kernel::<f32>(nk, cache) {
                 format!(
                     "{resolved}; the kernel matrix formed by the device's tiles and kept in host memory ({} MiB), block solve on the host",
-                    cached_kernel_bytes::<f32>(n) >> 20
+                    cached_kernel_bytes::<f32>(nk) >> 20
                 )
             } else {
                 let solve = if !crate::backend::cuda::device_solves(tt) {
@@ -812,6 +871,13 @@ impl Joker {
         let b = self.solver.block_size.min(n.max(1));
         let targets = self.encode_targets(&data.y, comm)?;
         let tt = targets.y.len() / n;
+        let pairs = self.one_vs_one(targets.classes.as_deref());
+        if pairs && dist.is_some() {
+            return Err(invalid(
+                "multiclass",
+                "one-vs-one is not distributed: train with one-vs-rest over MPI",
+            ));
+        }
         let lam = self.sample_lambdas(
             &data.y,
             targets.classes.as_deref(),
@@ -819,10 +885,14 @@ impl Joker {
             comm,
         )?;
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
-        let need = self.check_memory::<U, T>(&data.x, tt, b)?;
+        // one-vs-one solves one column at a time and keeps every pair's coefficients
+        let need = match pairs {
+            true => self.check_memory::<U, T>(&data.x, 1, b, n.saturating_mul(tt) * 16)?,
+            false => self.check_memory::<U, T>(&data.x, tt, b, 0)?,
+        };
         let solver = SolverConfig {
             block_size: b,
-            kernel_cache: self.kernel_cache_for::<T>(n, need),
+            kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y), need),
             ..self.solver.clone()
         };
 
@@ -837,6 +907,7 @@ impl Joker {
                 targets.classes.clone(),
                 targets.scaler,
                 tt,
+                self.multiclass,
             )?,
             progress: opts.progress.take(),
             interrupt: opts.interrupt.take(),
@@ -871,6 +942,13 @@ impl Joker {
                 }
                 let sol = self.solve_stochastic(cfg, &x, map, &targets.y, &lam, &mut hooks)?;
                 (sol, cfg.variant.name())
+            }
+            _ if pairs => {
+                let weighted = opts.sample_weight.is_some();
+                let sol = self.solve_pairs(
+                    backend, &prob, &kernel, &solver, alpha0, weighted, &mut hooks,
+                )?;
+                (sol, "")
             }
             _ => (
                 self.solve_dual(
@@ -1026,12 +1104,18 @@ impl Joker {
         let Fitted { mut sol, .. } = f;
         let tt = f.targets.y.len() / f.n.max(1);
         let doubly_stochastic = !f.solver_name.is_empty();
+        let multiclass = match self.one_vs_one(f.targets.classes.as_deref()) {
+            true => Multiclass::OneVsOne,
+            false => Multiclass::OneVsRest,
+        };
         let theta = sol.theta.take();
         let representation = representation_of(theta, &sol.alpha, map, x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
         Model {
             format: FORMAT_NAME.into(),
             version: if doubly_stochastic {
+                FORMAT_VERSION_STOCHASTIC
+            } else if multiclass == Multiclass::OneVsOne {
                 FORMAT_VERSION
             } else {
                 FORMAT_VERSION_DUAL
@@ -1043,6 +1127,7 @@ impl Joker {
             precision: self.precision,
             task: self.task(),
             classes: f.targets.classes,
+            multiclass,
             n_features: x.ncols(),
             n_targets: tt,
             standardizer: f.standardizer,
@@ -1131,7 +1216,10 @@ impl Joker {
             Task::Classification => {
                 let classes = union_sorted(comm, &classes_of(labels)?)?;
                 check_class_count(&classes, comm.sum_one(labels.len() as f64)? as usize)?;
-                let y = encode_labels(labels, &classes)?;
+                let y = match self.one_vs_one(Some(&classes)) {
+                    true => encode_pairs(labels, &classes)?,
+                    false => encode_labels(labels, &classes)?,
+                };
                 Targets {
                     classes: Some(classes),
                     y,
@@ -1204,12 +1292,14 @@ impl Joker {
         Ok(w.iter().map(|wi| self.lambda / wi).collect())
     }
 
-    /// Refuses a fit whose estimated memory is over the limit, before the big allocations.
+    /// Refuses a fit whose estimated memory is over the limit, before the big allocations
+    /// (`kept`: bytes held beside the solve, such as one-vs-one's finished pairs).
     fn check_memory<U: Scalar, T: Scalar>(
         &self,
         x: &Features<U>,
         tt: usize,
         b: usize,
+        kept: usize,
     ) -> Result<usize> {
         let (n, d) = (x.nrows(), x.ncols());
         // the standardised copy of the rows in the working precision (none for rows that stay
@@ -1226,6 +1316,7 @@ impl Joker {
             None => memory_estimate(n, d, self.n_components, tt, b),
         }
         .saturating_add(data_bytes)
+        .saturating_add(kept)
         .saturating_add(match (self.n_components, self.feature_map) {
             (Some(m), FeatureKind::Nystrom(_)) => crate::features::nystrom::memory(n, m, d),
             _ => 0,
@@ -1361,6 +1452,7 @@ fn validation_hook<'a, U: Scalar, T: Scalar>(
     classes: Option<Vec<f64>>,
     scaler: TargetScaler,
     tt: usize,
+    multiclass: Multiclass,
 ) -> Result<Option<ValidateFn<'a, T>>> {
     let Some(v) = validation else {
         return Ok(None);
@@ -1389,6 +1481,9 @@ fn validation_hook<'a, U: Scalar, T: Scalar>(
                     .map(|i| {
                         if tt == 1 {
                             if cols[i] >= 0.0 { c[1] } else { c[0] }
+                        } else if multiclass == Multiclass::OneVsOne {
+                            let row: Vec<f64> = (0..tt).map(|t| cols[t * nv + i]).collect();
+                            c[vote(&row, c.len())]
                         } else {
                             let k = (0..tt)
                                 .max_by(|&a, &b| cols[a * nv + i].total_cmp(&cols[b * nv + i]))

@@ -46,6 +46,7 @@ pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;
 pub use memory::MemoryLimit;
 pub use model::{Model, Precision, Task};
+pub use preprocess::Multiclass;
 pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{
     Combine, DsgConfig, DsgVariant, PbmConfig, Progress, RadiusRule, SolverConfig, StepSize,

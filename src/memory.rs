@@ -127,7 +127,7 @@ pub fn human(bytes: usize) -> String {
 
 /// An empty vector with room for `len` values, or [`JokerError::Memory`] naming `what` when
 /// the system refuses the allocation (instead of aborting the process).
-fn try_reserved<T>(len: usize, what: &str) -> Result<Vec<T>> {
+pub fn try_reserved<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
         JokerError::Memory(format!(

@@ -19,7 +19,7 @@ use crate::error::{JokerError, Result};
 use crate::features::{FeatureMap, FeatureSpec, RandomMap};
 use crate::kernel::Kernel;
 use crate::loss::Loss;
-use crate::preprocess::{Standardizer, TargetScaler};
+use crate::preprocess::{Multiclass, Standardizer, TargetScaler, couple, vote};
 use crate::scalar::Scalar;
 use crate::solver::{Progress, StopReason, Timings};
 
@@ -31,11 +31,20 @@ pub const MAPPED_CHUNK_ROWS: usize = 1 << 16;
 pub const FORMAT_NAME: &str = "joker-model";
 /// The newest model file version this build reads. Version 2 adds `training.solver` and
 /// allows `null` for `training.gap`, `primal` and `dual` (a doubly stochastic fit has no
-/// duality gap); this build writes it for such models only.
-pub const FORMAT_VERSION: u32 = 2;
+/// duality gap); this build writes it for such models only. Version 3 adds `multiclass`
+/// (`"ovo"`, whose columns an older build would misread as one-vs-rest); this build writes it
+/// for one-vs-one models only.
+pub const FORMAT_VERSION: u32 = 3;
+/// The version written for doubly stochastic models (see [`FORMAT_VERSION`]).
+pub const FORMAT_VERSION_STOCHASTIC: u32 = 2;
 /// The version written for DBCD-TR and full-KRR models: their files are unchanged from
 /// version 1, so older builds read them.
 pub const FORMAT_VERSION_DUAL: u32 = 1;
+
+/// Whether the scheme is the default one (left out of model files).
+fn is_one_vs_rest(m: &Multiclass) -> bool {
+    *m == Multiclass::OneVsRest
+}
 
 /// Reads a number that may be `null` (a value with no meaning for the fit) as NaN.
 fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
@@ -160,9 +169,14 @@ pub struct Model {
     pub task: Task,
     /// Sorted class labels (classification only).
     pub classes: Option<Vec<f64>>,
+    /// How more than two classes were split into binary columns (absent from the file for
+    /// one-vs-rest, the only scheme of versions 1 and 2).
+    #[serde(default, skip_serializing_if = "is_one_vs_rest")]
+    pub multiclass: Multiclass,
     /// Number of input features.
     pub n_features: usize,
-    /// Number of decision columns `T` (1 for regression and binary, `K` for one-vs-rest).
+    /// Number of decision columns `T` (1 for regression and binary, `K` for one-vs-rest,
+    /// `K (K - 1) / 2` for one-vs-one).
     pub n_targets: usize,
     /// Feature preprocessing.
     pub standardizer: Standardizer,
@@ -266,8 +280,8 @@ impl Model {
         }
     }
 
-    /// Predictions: class labels for classifiers (sign, or argmax for one-vs-rest), values for
-    /// regression.
+    /// Predictions: class labels for classifiers (sign, argmax for one-vs-rest, votes for
+    /// one-vs-one), values for regression.
     pub fn predict<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
         let dv = self.decision_function(x)?;
         Ok(self.labels_from_decision(&dv))
@@ -286,6 +300,8 @@ impl Model {
                         } else {
                             classes[0]
                         }
+                    } else if self.multiclass == Multiclass::OneVsOne {
+                        classes[vote(row, classes.len())]
                     } else {
                         let best = row
                             .iter()
@@ -302,7 +318,8 @@ impl Model {
 
     /// Class probabilities (KLR only), row-major `n x K` in the order of `classes`: the
     /// sigmoid of the decision value for two classes; for one-vs-rest, each class's sigmoid
-    /// normalised over the classes.
+    /// normalised over the classes; for one-vs-one, the pairs' sigmoids coupled
+    /// ([`couple`]).
     pub fn predict_proba<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
         if self.loss != Loss::Logistic {
             return Err(JokerError::Unsupported(format!(
@@ -315,6 +332,11 @@ impl Model {
         let t = self.n_targets;
         Ok(if t == 1 {
             dv.iter().flat_map(|&z| [1.0 - sig(z), sig(z)]).collect()
+        } else if self.multiclass == Multiclass::OneVsOne {
+            let k = self.classes.as_ref().map_or(0, |c| c.len());
+            dv.chunks_exact(t)
+                .flat_map(|row| couple(&row.iter().map(|&z| sig(z)).collect::<Vec<_>>(), k))
+                .collect()
         } else {
             dv.chunks_exact(t)
                 .flat_map(|row| {
@@ -423,11 +445,12 @@ impl Model {
                     c.len()
                 ));
             }
-            let want = if c.len() == 2 { 1 } else { c.len() };
+            let want = self.multiclass.columns(c.len());
             if want != t {
                 return bad(format!(
-                    "{} classes need {want} targets, model has {t}",
-                    c.len()
+                    "{} classes need {want} targets ({}), model has {t}",
+                    c.len(),
+                    self.multiclass.name()
                 ));
             }
         }

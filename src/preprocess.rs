@@ -1,5 +1,5 @@
 //! Preprocessing stored in the model: feature standardisation, target scaling, and the label
-//! encoding of classifiers (binary `+-1` or one-vs-rest).
+//! encoding of classifiers (binary `+-1`, one-vs-rest, or one-vs-one with its votes).
 
 use serde::{Deserialize, Serialize};
 
@@ -200,6 +200,113 @@ pub fn encode_labels(y: &[f64], classes: &[f64]) -> Result<Vec<f64>> {
     }
 }
 
+/// How a classifier with more than two classes is split into binary problems.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Multiclass {
+    /// One column per class, each class against all the others, on all the rows; the
+    /// prediction is the class of the largest decision value. The columns share every kernel
+    /// block.
+    #[default]
+    #[serde(rename = "ovr")]
+    OneVsRest,
+    /// One column per pair of classes (`K (K - 1) / 2`), each trained on the rows of its two
+    /// classes only; the prediction is the class with the most votes (LIBSVM's scheme). The
+    /// sub-problems are small: about `2 n / K` rows each.
+    #[serde(rename = "ovo")]
+    OneVsOne,
+}
+
+impl Multiclass {
+    /// The name in model files and on the command line: `ovr` or `ovo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Multiclass::OneVsRest => "ovr",
+            Multiclass::OneVsOne => "ovo",
+        }
+    }
+
+    /// Number of decision columns for `k` classes: one for two classes, otherwise `k` or
+    /// `k (k - 1) / 2`.
+    pub fn columns(self, k: usize) -> usize {
+        match (k, self) {
+            (0..=2, _) => 1,
+            (_, Multiclass::OneVsRest) => k,
+            (_, Multiclass::OneVsOne) => k * (k - 1) / 2,
+        }
+    }
+}
+
+/// The pairs of class indices of one-vs-one, in column order: `(0, 1), (0, 2), ..., (0, k-1),
+/// (1, 2), ...`. A column's decision value is positive for the second class of its pair (as
+/// a binary model's is for `classes[1]`).
+pub fn class_pairs(k: usize) -> Vec<(usize, usize)> {
+    (0..k)
+        .flat_map(|a| (a + 1..k).map(move |b| (a, b)))
+        .collect()
+}
+
+/// The one-vs-one prediction from one row of pair decision values: the class with the most
+/// votes; ties go to the class whose decision values lean furthest its way (the sum of
+/// `+-f` over its pairs), then to the lower class.
+pub fn vote(row: &[f64], k: usize) -> usize {
+    let mut votes = vec![0usize; k];
+    let mut lean = vec![0.0f64; k];
+    for (&(a, b), &f) in class_pairs(k).iter().zip(row) {
+        votes[if f >= 0.0 { b } else { a }] += 1;
+        lean[b] += f;
+        lean[a] -= f;
+    }
+    (0..k).fold(0, |best, c| {
+        let better = votes[c] > votes[best] || (votes[c] == votes[best] && lean[c] > lean[best]);
+        if better { c } else { best }
+    })
+}
+
+/// One-vs-one class probabilities from pairwise ones: `r[p]` is the probability of the second
+/// class of pair `p` against the first. Pairwise coupling after Price et al. (1995):
+/// `p_i ∝ 1 / (sum_{j != i} 1 / r_ij - (k - 2))`, normalised; exact when the pairwise
+/// probabilities come from one distribution (`r_ij = p_i / (p_i + p_j)`).
+pub fn couple(r: &[f64], k: usize) -> Vec<f64> {
+    let mut inv = vec![0.0f64; k];
+    let floor = 1e-12;
+    for (&(a, b), &rb) in class_pairs(k).iter().zip(r) {
+        // r_ab = P(a | a or b) = 1 - rb; r_ba = rb
+        inv[a] += 1.0 / (1.0 - rb).max(floor);
+        inv[b] += 1.0 / rb.max(floor);
+    }
+    let p: Vec<f64> = inv
+        .iter()
+        .map(|&s| 1.0 / (s - (k as f64 - 2.0)).max(floor))
+        .collect();
+    let total: f64 = p.iter().sum();
+    p.into_iter().map(|v| v / total).collect()
+}
+
+/// One-vs-one targets: column `p` of pair `(a, b)` is `-1` on the rows of class `a`, `+1` on
+/// those of class `b` and `0` (not in the sub-problem) elsewhere. Column-major `n x P`.
+pub fn encode_pairs(y: &[f64], classes: &[f64]) -> Result<Vec<f64>> {
+    let n = y.len();
+    let k = classes.len();
+    let mut idx = Vec::with_capacity(n);
+    for &v in y {
+        idx.push(classes.binary_search_by(|c| c.total_cmp(&v)).map_err(|_| {
+            JokerError::InvalidLabels(format!("label {v} is not one of the classes {classes:?}"))
+        })?);
+    }
+    let pairs = class_pairs(k);
+    let mut out = vec![0.0; n * pairs.len()];
+    for (p, &(a, b)) in pairs.iter().enumerate() {
+        for (i, &c) in idx.iter().enumerate() {
+            if c == a {
+                out[p * n + i] = -1.0;
+            } else if c == b {
+                out[p * n + i] = 1.0;
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +337,35 @@ mod tests {
             vec![1.0, -1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, -1.0]
         );
         assert!(classes_of(&[1.0, 1.0]).is_err());
+    }
+
+    #[test]
+    fn pairs_vote_and_couple() {
+        assert_eq!(class_pairs(3), vec![(0, 1), (0, 2), (1, 2)]);
+        assert_eq!(class_pairs(4).len(), Multiclass::OneVsOne.columns(4));
+        assert_eq!(Multiclass::OneVsOne.columns(2), 1);
+        // class 2 beats 0 and 1: two votes
+        assert_eq!(vote(&[0.5, 0.3, 0.2], 3), 2);
+        // a three-way tie (0 > 1, 1 > 2, 2 > 0) goes to the class leaning furthest its way
+        assert_eq!(vote(&[-1.0, 0.2, -0.1], 3), 0);
+        assert_eq!(vote(&[-0.1, 0.2, -1.0], 3), 1);
+        // coupling recovers a distribution from its exact pairwise probabilities
+        let p = [0.5, 0.3, 0.15, 0.05];
+        let r: Vec<f64> = class_pairs(4)
+            .iter()
+            .map(|&(a, b)| p[b] / (p[a] + p[b]))
+            .collect();
+        let q = couple(&r, 4);
+        for (u, v) in p.iter().zip(&q) {
+            assert!((u - v).abs() < 1e-12, "{p:?} vs {q:?}");
+        }
+        let y = [2.0, 0.0, 1.0, 2.0];
+        let c = classes_of(&y).unwrap();
+        assert_eq!(
+            encode_pairs(&y, &c).unwrap(),
+            vec![
+                0.0, -1.0, 1.0, 0.0, 1.0, -1.0, 0.0, 1.0, 1.0, 0.0, -1.0, 1.0
+            ]
+        );
     }
 }

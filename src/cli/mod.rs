@@ -72,6 +72,7 @@ fn flag_of(param: &str) -> String {
         "kernel" => "--kernel",
         "task" => "--task",
         "class_weight" => "--class-weight",
+        "multiclass" => "--multiclass",
         "nystrom_rank" => "--nystrom-rank",
         "tr_model" => "--tr-model",
         "full_krr" | "method" => "--full-krr",

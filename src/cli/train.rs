@@ -7,12 +7,12 @@ use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker, KernelKind, Loss,
-    MaternNu, Model, Precision, Scalar, Task, TrModel, WorkingSet,
+    MaternNu, Model, Multiclass, Precision, Scalar, Task, TrModel, WorkingSet,
 };
 
 use super::args::{
-    BandwidthArg, CentersArg, FeaturesArg, KernelArg, KrrMethodArg, LossArg, NuArg, PrecisionArg,
-    SolverArg, TaskArg, TrModelArg, TrainArgs, WorkingSetArg,
+    BandwidthArg, CentersArg, FeaturesArg, KernelArg, KrrMethodArg, LossArg, MulticlassArg, NuArg,
+    PrecisionArg, SolverArg, TaskArg, TrModelArg, TrainArgs, WorkingSetArg,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -211,6 +211,10 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     if let Some(w) = &a.class_weight {
         b = b.class_weight(w.clone());
     }
+    b = b.multiclass(match a.multiclass {
+        MulticlassArg::Ovr => Multiclass::OneVsRest,
+        MulticlassArg::Ovo => Multiclass::OneVsOne,
+    });
     if a.solver != SolverArg::Dbcd {
         if a.full_krr.is_some() {
             return fail("--full-krr and --solver dsg|udsg|cdsg are two solvers: choose one");

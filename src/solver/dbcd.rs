@@ -290,6 +290,20 @@ impl Timings {
     }
 }
 
+impl std::ops::AddAssign for Timings {
+    /// The time of two solves run one after the other (the binary problems of one-vs-one).
+    fn add_assign(&mut self, o: Timings) {
+        self.block += o.block;
+        self.solve += o.solve;
+        self.update += o.update;
+        self.check += o.check;
+        self.tr_iters += o.tr_iters;
+        self.cg_iters += o.cg_iters;
+        self.communicate += o.communicate;
+        self.gram_fallbacks += o.gram_fallbacks;
+    }
+}
+
 /// The solver's result.
 #[derive(Clone, Debug)]
 pub struct Solution {
