@@ -338,6 +338,33 @@ typedef int32_t JokerPrecision;
 #endif // __cplusplus
 
 /**
+ * How more than two classes are split into binary problems, for
+ * `joker_params_set_multiclass` and `joker_model_multiclass`.
+ */
+enum JokerMulticlass
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * One-vs-rest (the default): a decision column per class, the largest wins.
+   */
+  JOKER_MULTICLASS_OVR = 0,
+  /**
+   * One-vs-one: a decision column per pair of classes, `K (K - 1) / 2` in the order
+   * `(0,1), (0,2), ..., (1,2), ...`, positive for the pair's second class; votes decide.
+   */
+  JOKER_MULTICLASS_OVO = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum JokerMulticlass JokerMulticlass;
+#else
+typedef int32_t JokerMulticlass;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Task, for `joker_params_set_task` and `joker_model_task`.
  */
 enum JokerTask
@@ -723,6 +750,17 @@ JokerStatus joker_params_set_exact(struct JokerParams *params);
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_precision(struct JokerParams *params, int32_t precision);
+
+/**
+ * Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default one-vs-rest).
+ * One-vs-one trains with DBCD-TR in one process (`joker_fit`): parameters that also name a
+ * doubly stochastic solver or full KRR are refused with `JOKER_STATUS_INVALID_ARGUMENT`, and so
+ * is a distributed fit (`joker_fit_mpi`) of more than two classes.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_multiclass(struct JokerParams *params, int32_t multiclass);
 
 /**
  * Forces classification or regression, one of `JOKER_TASK_*` (default `JOKER_TASK_AUTO`: from
@@ -1118,6 +1156,16 @@ JokerStatus joker_model_n_components(const struct JokerModel *model, size_t *out
  * valid for one write.
  */
 JokerStatus joker_model_task(const struct JokerModel *model, int32_t *out);
+
+/**
+ * Writes how the classes were split, a `JOKER_MULTICLASS_*` value (one-vs-rest for binary
+ * classifiers and regression).
+ *
+ * # Safety
+ * `model` must be NULL or a live handle not freed during the call; `out` must be NULL or
+ * valid for one write.
+ */
+JokerStatus joker_model_multiclass(const struct JokerModel *model, int32_t *out);
 
 /**
  * Writes the loss, a `JOKER_LOSS_*` value.

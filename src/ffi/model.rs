@@ -4,11 +4,12 @@ use std::ffi::{CString, c_char};
 
 use super::data::{DataSet, JokerData, data_ref};
 use super::handle::{Kind, get, impl_handle, register, release};
-use super::params::{JokerTask, kernel_code, loss_code};
+use super::params::{JokerMulticlass, JokerTask, kernel_code, loss_code};
 use super::{Failure, FfiResult, JokerStatus, guard, output_slice, path_arg, write_out};
 use crate::data::Features;
 use crate::error::JokerError;
 use crate::model::{Model, Task};
+use crate::preprocess::Multiclass;
 use crate::scalar::Scalar;
 
 /// A trained model: an opaque handle made by `joker_fit` or `joker_model_load`, freed by
@@ -201,6 +202,26 @@ pub unsafe extern "C" fn joker_model_task(model: *const JokerModel, out: *mut i3
         model_get(model, out, |m| match m.task {
             Task::Classification => JokerTask::Classification as i32,
             Task::Regression => JokerTask::Regression as i32,
+        })
+    }
+}
+
+/// Writes how the classes were split, a `JOKER_MULTICLASS_*` value (one-vs-rest for binary
+/// classifiers and regression).
+///
+/// # Safety
+/// `model` must be NULL or a live handle not freed during the call; `out` must be NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_model_multiclass(
+    model: *const JokerModel,
+    out: *mut i32,
+) -> JokerStatus {
+    // SAFETY: forwarded contract.
+    unsafe {
+        model_get(model, out, |m| match m.multiclass {
+            Multiclass::OneVsRest => JokerMulticlass::Ovr as i32,
+            Multiclass::OneVsOne => JokerMulticlass::Ovo as i32,
         })
     }
 }

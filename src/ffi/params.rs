@@ -11,6 +11,7 @@ use crate::kernel::{Bandwidth, KernelKind, MaternNu};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{Precision, Task};
+use crate::preprocess::Multiclass;
 use crate::solver::{TrModel, WorkingSet};
 
 /// Training parameters: an opaque handle made by `joker_params_new`, freed by
@@ -83,6 +84,18 @@ pub enum JokerPrecision {
     F32 = 0,
     /// Double precision.
     F64 = 1,
+}
+
+/// How more than two classes are split into binary problems, for
+/// `joker_params_set_multiclass` and `joker_model_multiclass`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerMulticlass {
+    /// One-vs-rest (the default): a decision column per class, the largest wins.
+    Ovr = 0,
+    /// One-vs-one: a decision column per pair of classes, `K (K - 1) / 2` in the order
+    /// `(0,1), (0,2), ..., (1,2), ...`, positive for the pair's second class; votes decide.
+    Ovo = 1,
 }
 
 /// Task, for `joker_params_set_task` and `joker_model_task`.
@@ -473,6 +486,34 @@ pub unsafe extern "C" fn joker_params_set_precision(
         };
         // SAFETY: see the function's contract.
         unsafe { update(params, |j| j.precision = p) }
+    })
+}
+
+/// Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default one-vs-rest).
+/// One-vs-one trains with DBCD-TR in one process (`joker_fit`): parameters that also name a
+/// doubly stochastic solver or full KRR are refused with `JOKER_STATUS_INVALID_ARGUMENT`, and so
+/// is a distributed fit (`joker_fit_mpi`) of more than two classes.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_multiclass(
+    params: *mut JokerParams,
+    multiclass: i32,
+) -> JokerStatus {
+    guard(|| {
+        let m = match multiclass {
+            0 => Multiclass::OneVsRest,
+            1 => Multiclass::OneVsOne,
+            _ => {
+                return Err(Failure::invalid(
+                    "multiclass",
+                    format!("{multiclass} is not a JOKER_MULTICLASS_* value (0 or 1)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.multiclass = m) }
     })
 }
 

@@ -642,6 +642,64 @@ fn klr_probabilities_and_f32_csr_inputs() {
     }
 }
 
+/// One-vs-one through the C ABI: the setter validates its value, four classes give six
+/// decision columns, the model reports the scheme, and the doubly stochastic solver refuses it.
+#[test]
+fn one_vs_one_multiclass() {
+    let (n, d) = (400, 2);
+    let (x, _) = binary(n, d, 21);
+    // four classes by quadrant
+    let y: Vec<f64> = x
+        .chunks(2)
+        .map(|r| f64::from(u8::from(r[0] > 0.0) + 2 * u8::from(r[1] > 0.0)))
+        .collect();
+    let train = dense(&x, n, d, Some(&y));
+    let p = params(JokerLoss::L2Svc);
+    let mut m = null_mut();
+    // SAFETY: live handles on this thread; out-pointers valid.
+    unsafe {
+        expect(
+            joker_params_set_multiclass(p, 2),
+            JokerStatus::InvalidArgument,
+            "not a JOKER_MULTICLASS_* value",
+        );
+        ok(joker_params_set_multiclass(p, JokerMulticlass::Ovo as i32));
+        ok(joker_fit(
+            p,
+            train,
+            null(),
+            0,
+            null(),
+            None,
+            null_mut(),
+            &mut m,
+        ));
+        let mut need = 0;
+        ok(joker_model_output_size(
+            m,
+            train,
+            JokerOutput::Decision as i32,
+            &mut need,
+        ));
+        assert_eq!(need, 6 * n);
+        let mut scheme = -1;
+        ok(joker_model_multiclass(m, &mut scheme));
+        assert_eq!(scheme, JokerMulticlass::Ovo as i32);
+        let mut acc = 0.0;
+        ok(joker_model_score(m, train, &mut acc));
+        assert!(acc > 0.95, "training accuracy {acc}");
+        ok(joker_model_free(m));
+        // parameters are validated as they are set: the solver that cannot take it is refused
+        expect(
+            joker_params_set_solver(p, JokerSolver::Dsg as i32, 0, 0, f64::NAN, f64::NAN),
+            JokerStatus::InvalidArgument,
+            "one-vs-one",
+        );
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
+
 #[test]
 fn panics_become_a_status_and_a_message() {
     let st = guard(|| panic!("boom"));
