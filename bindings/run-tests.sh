@@ -6,8 +6,8 @@
 #  2. builds the C example with pkg-config against the shared and the static library and runs
 #     both, and the C++ example, under valgrind (--leak-check=full --error-exitcode=1);
 #  3. runs the Python tests ($JOKER_PYTHON, with numpy; scipy for the CSR test);
-#  4. builds the R shim with R CMD SHLIB and runs the R tests (installs r-base-core when it can;
-#     skipped with a message only when R cannot be installed).
+#  4. R CMD build and R CMD check --no-manual of the R package (bindings/R/check-package.sh;
+#     installs r-base-core when it can; skipped with a message only when R cannot be installed).
 # Real data from ../shared/datasets (or $JOKER_DATA_DIR) when present, synthetic otherwise.
 # Julia is not installable on the build machines: bindings/julia is checked statically by the
 # Python tests only.
@@ -105,15 +105,7 @@ if ! command -v Rscript > /dev/null; then
     apt_install r-base-core || true
 fi
 if command -v Rscript > /dev/null && command -v R > /dev/null; then
-    mkdir -p "$work/R"
-    cp bindings/R/src/joker_r.c "$work/R/"
-    (cd "$work/R" &&
-        PKG_CPPFLAGS="$(pkg-config --cflags joker)" \
-        PKG_LIBS="$(pkg-config --libs joker) -Wl,-rpath,$prefix/lib" \
-        R CMD SHLIB -o joker_r.so joker_r.c > build.log 2>&1) ||
-        { cat "$work/R/build.log"; exit 1; }
-    (cd "$work/R" && JOKER_R_SHIM="$work/R/joker_r.so" Rscript "$root/bindings/R/tests/test_joker.R" 2>&1 |
-        grep -v '^iter ')
+    bash bindings/R/check-package.sh "$prefix"
 else
     echo "SKIPPED: R is not installed and cannot be installed here (needs root and apt-get: apt-get install r-base-core)"
 fi

@@ -43,7 +43,7 @@ fn readme_snippets_come_from_the_tested_examples() {
         ("bindings/c/example.c", "readme-c"),
         ("bindings/c/example.c", "readme-c-free"),
         ("bindings/python/example.py", "readme-python"),
-        ("bindings/R/example.R", "readme-r"),
+        ("bindings/R/joker/inst/examples/covtype.R", "readme-r"),
     ] {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         let snippet = region(&text, name).unwrap_or_else(|| panic!("{file}: no [{name}] region"));

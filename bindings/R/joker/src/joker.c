@@ -1,9 +1,5 @@
 /*
- * joker_r.c: the .Call shim between R (bindings/R/joker.R) and libjoker's C ABI.
- *
- * Build (base R only; run-tests.sh does this):
- *   PKG_CPPFLAGS="-I<prefix>/include" PKG_LIBS="-L<prefix>/lib -ljoker -Wl,-rpath,<prefix>/lib" \
- *     R CMD SHLIB -o joker_r.so joker_r.c
+ * joker.c: the .Call interface between the R package (R/*.R) and libjoker's C ABI.
  *
  * Handles are R external pointers with finalizers; R matrices (column-major) are copied into
  * row-major buffers allocated with R_alloc (reclaimed by R even when an error is raised).
@@ -137,6 +133,7 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "working_set")) st = joker_params_set_working_set(p, (int32_t)v);
     else if (!strcmp(k, "auto_exact")) st = joker_params_set_auto_exact(p, v != 0);
     else if (!strcmp(k, "stall")) st = joker_params_set_stall(p, v != 0);
+    else if (!strcmp(k, "multiclass")) st = joker_params_set_multiclass(p, (int32_t)v);
     else if (!strcmp(k, "feature_map"))
         st = joker_params_set_feature_map(p, (int32_t)v, (int32_t)Rf_asReal(param));
     else Rf_error("unknown joker parameter `%s`", k);
@@ -308,7 +305,7 @@ SEXP R_joker_load(SEXP path) {
 SEXP R_joker_info(SEXP model) {
     JokerModel *m = (JokerModel *)addr(model, "model");
     size_t nf = 0, nt = 0, nc = 0, mm = 0, it = 0;
-    int32_t task = 0, loss = 0, kernel = 0;
+    int32_t task = 0, loss = 0, kernel = 0, multiclass = 0;
     double gamma = 0, lambda = 0, gap = 0;
     const char *stop = NULL, *device = NULL, *tr_model = NULL;
     check(joker_model_n_features(m, &nf));
@@ -325,13 +322,15 @@ SEXP R_joker_info(SEXP model) {
     check(joker_model_stop_reason(m, &stop));
     check(joker_model_device(m, &device));
     check(joker_model_tr_model(m, &tr_model));
+    check(joker_model_multiclass(m, &multiclass));
     SEXP classes = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nc));
     check(joker_model_classes(m, REAL(classes), nc));
     const char *names[] = {"n_features", "n_targets", "n_classes", "n_components", "iterations",
                            "task",       "loss",      "kernel",    "gamma",        "lambda",
-                           "gap",        "stop_reason", "classes",   "device",       "tr_model"};
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 15));
-    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 15));
+                           "gap",        "stop_reason", "classes",   "device",       "tr_model",
+                           "multiclass"};
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 16));
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 16));
     SET_VECTOR_ELT(out, 0, Rf_ScalarReal((double)nf));
     SET_VECTOR_ELT(out, 1, Rf_ScalarReal((double)nt));
     SET_VECTOR_ELT(out, 2, Rf_ScalarReal((double)nc));
@@ -347,21 +346,32 @@ SEXP R_joker_info(SEXP model) {
     SET_VECTOR_ELT(out, 12, classes);
     SET_VECTOR_ELT(out, 13, Rf_mkString(device));
     SET_VECTOR_ELT(out, 14, Rf_mkString(tr_model));
-    for (int i = 0; i < 15; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+    SET_VECTOR_ELT(out, 15, Rf_ScalarInteger(multiclass));
+    for (int i = 0; i < 16; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
     Rf_setAttrib(out, R_NamesSymbol, nm);
     UNPROTECT(3);
     return out;
 }
 
+/* TRUE for an external pointer that still holds a handle: FALSE after joker_free() and for
+ * one restored by readRDS() or load() (R does not serialize the address). */
+SEXP R_joker_is_live(SEXP h) {
+    return Rf_ScalarLogical(TYPEOF(h) == EXTPTRSXP && R_ExternalPtrAddr(h) != NULL);
+}
+
 SEXP R_joker_version(void) {
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 3));
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 5));
     SET_VECTOR_ELT(out, 0, Rf_mkString(joker_version()));
-    SET_VECTOR_ELT(out, 1, Rf_ScalarLogical(joker_gpu_available() != 0));
-    SET_VECTOR_ELT(out, 2, Rf_ScalarInteger(joker_device_count()));
-    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 3));
+    SET_VECTOR_ELT(out, 1, Rf_ScalarInteger((int)joker_abi_version()));
+    SET_VECTOR_ELT(out, 2, Rf_ScalarInteger(JOKER_ABI_VERSION));
+    SET_VECTOR_ELT(out, 3, Rf_ScalarLogical(joker_gpu_available() != 0));
+    SET_VECTOR_ELT(out, 4, Rf_ScalarInteger(joker_device_count()));
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 5));
     SET_STRING_ELT(nm, 0, Rf_mkChar("version"));
-    SET_STRING_ELT(nm, 1, Rf_mkChar("gpu_available"));
-    SET_STRING_ELT(nm, 2, Rf_mkChar("device_count"));
+    SET_STRING_ELT(nm, 1, Rf_mkChar("abi_version"));
+    SET_STRING_ELT(nm, 2, Rf_mkChar("header_abi_version"));
+    SET_STRING_ELT(nm, 3, Rf_mkChar("gpu_available"));
+    SET_STRING_ELT(nm, 4, Rf_mkChar("device_count"));
     Rf_setAttrib(out, R_NamesSymbol, nm);
     UNPROTECT(2);
     return out;
@@ -380,9 +390,10 @@ static const R_CallMethodDef calls[] = {
     {"R_joker_load", (DL_FUNC)&R_joker_load, 1},
     {"R_joker_info", (DL_FUNC)&R_joker_info, 1},
     {"R_joker_version", (DL_FUNC)&R_joker_version, 0},
+    {"R_joker_is_live", (DL_FUNC)&R_joker_is_live, 1},
     {NULL, NULL, 0}};
 
-void R_init_joker_r(DllInfo *dll) {
+void R_init_joker(DllInfo *dll) {
     R_registerRoutines(dll, NULL, calls, NULL, NULL);
     R_useDynamicSymbols(dll, FALSE);
 }
