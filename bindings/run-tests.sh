@@ -5,7 +5,9 @@
 #     functions of include/joker.h;
 #  2. builds the C example with pkg-config against the shared and the static library and runs
 #     both, and the C++ example, under valgrind (--leak-check=full --error-exitcode=1);
-#  3. runs the Python tests ($JOKER_PYTHON, with numpy; scipy for the CSR test);
+#  3. checks the Python package (bindings/python/check-package.sh): a fresh virtual environment
+#     from $JOKER_PYTHON_BASE (default python3), `pip install ./bindings/python` (reusing the
+#     release build), the unit tests with scikit-learn's estimator checks, and the example;
 #  4. R CMD build and R CMD check --no-manual of the R package (bindings/R/check-package.sh;
 #     installs r-base-core when it can; skipped with a message only when R cannot be installed).
 # Real data from ../shared/datasets (or $JOKER_DATA_DIR) when present, synthetic otherwise.
@@ -93,11 +95,8 @@ for i in 0 1 2; do
 done
 [ "$failed" = 0 ] || { echo "an example failed or valgrind found errors" >&2; exit 1; }
 
-step "Python tests"
-py="${JOKER_PYTHON:-python3}"
-"$py" -c "import numpy" 2> /dev/null || { echo "$py has no numpy (set JOKER_PYTHON)" >&2; exit 1; }
-(cd "$work" && JOKER_LIB="$lib" "$py" -m unittest discover -v -s "$root/bindings/python/tests" 2>&1 |
-    grep -v '^iter ')
+step "Python package: a fresh virtual environment, pip install ./bindings/python, tests, example"
+bash bindings/python/check-package.sh
 
 step "R tests"
 if ! command -v Rscript > /dev/null; then

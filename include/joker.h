@@ -347,14 +347,19 @@ enum JokerMulticlass
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
   /**
-   * One-vs-rest (the default): a decision column per class, the largest wins.
+   * The library's choice (the default): one-vs-one where the fit takes the exact kernel
+   * with DBCD-TR in one process, one-vs-rest otherwise.
    */
-  JOKER_MULTICLASS_OVR = 0,
+  JOKER_MULTICLASS_AUTO = 0,
+  /**
+   * One-vs-rest: a decision column per class, the largest wins.
+   */
+  JOKER_MULTICLASS_OVR = 1,
   /**
    * One-vs-one: a decision column per pair of classes, `K (K - 1) / 2` in the order
    * `(0,1), (0,2), ..., (1,2), ...`, positive for the pair's second class; votes decide.
    */
-  JOKER_MULTICLASS_OVO = 1,
+  JOKER_MULTICLASS_OVO = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -752,7 +757,8 @@ JokerStatus joker_params_set_exact(struct JokerParams *params);
 JokerStatus joker_params_set_precision(struct JokerParams *params, int32_t precision);
 
 /**
- * Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default one-vs-rest).
+ * Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default
+ * `JOKER_MULTICLASS_AUTO`).
  * One-vs-one trains with DBCD-TR in one process (`joker_fit`): parameters that also name a
  * doubly stochastic solver or full KRR are refused with `JOKER_STATUS_INVALID_ARGUMENT`, and so
  * is a distributed fit (`joker_fit_mpi`) of more than two classes.
@@ -1158,8 +1164,8 @@ JokerStatus joker_model_n_components(const struct JokerModel *model, size_t *out
 JokerStatus joker_model_task(const struct JokerModel *model, int32_t *out);
 
 /**
- * Writes how the classes were split, a `JOKER_MULTICLASS_*` value (one-vs-rest for binary
- * classifiers and regression).
+ * Writes how the classes were split: `JOKER_MULTICLASS_OVR` or `JOKER_MULTICLASS_OVO`
+ * (one-vs-rest for binary classifiers and regression).
  *
  * # Safety
  * `model` must be NULL or a live handle not freed during the call; `out` must be NULL or

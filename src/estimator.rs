@@ -89,9 +89,13 @@ pub struct Joker {
     pub normalize_target: bool,
     /// Class weights.
     pub class_weight: ClassWeight,
-    /// How a classifier with more than two classes is split into binary problems
-    /// (one-vs-rest by default; one-vs-one trains DBCD-TR in one process only).
-    pub multiclass: Multiclass,
+    /// How a classifier with more than two classes is split into binary problems. `None`
+    /// (the default) chooses: one-vs-one where the fit takes the exact kernel with DBCD-TR in
+    /// one process (the pairs are small problems whose kernels are cached), one-vs-rest
+    /// otherwise (one feature block serves every class). One-vs-one needs DBCD-TR in one
+    /// process; the iteration cap and the tolerance apply to each pair, the time limit to
+    /// the whole fit.
+    pub multiclass: Option<Multiclass>,
     /// Solver settings.
     pub solver: SolverConfig,
     /// Refuse to fit when the estimated memory exceeds this limit (default: a fraction of the
@@ -137,7 +141,7 @@ impl Default for JokerBuilder {
                 standardize: true,
                 normalize_target: true,
                 class_weight: ClassWeight::None,
-                multiclass: Multiclass::OneVsRest,
+                multiclass: None,
                 solver: SolverConfig::default(),
                 max_memory: MemoryLimit::Auto,
                 full_krr: None,
@@ -236,10 +240,10 @@ impl JokerBuilder {
         self
     }
 
-    /// How more than two classes are split into binary problems: one-vs-rest (default) or
-    /// one-vs-one (DBCD-TR in one process).
+    /// How more than two classes are split into binary problems: one-vs-rest or one-vs-one
+    /// (DBCD-TR in one process); without it, the choice of [`Joker::multiclass`].
     pub fn multiclass(mut self, m: Multiclass) -> Self {
-        self.p.multiclass = m;
+        self.p.multiclass = Some(m);
         self
     }
 
@@ -407,7 +411,7 @@ impl JokerBuilder {
         if let Some(cfg) = &p.dsg {
             validate_dsg(&p, cfg)?;
         }
-        if p.multiclass == Multiclass::OneVsOne && (p.dsg.is_some() || p.full_krr.is_some()) {
+        if p.multiclass == Some(Multiclass::OneVsOne) && (p.dsg.is_some() || p.full_krr.is_some()) {
             return Err(invalid(
                 "multiclass",
                 "one-vs-one trains its pairs with DBCD-TR; the doubly stochastic solvers and full KRR take one-vs-rest",
@@ -587,30 +591,73 @@ impl Joker {
         resolve(self.device, self.gpu_support())
     }
 
-    /// Whether a classifier over `classes` is trained one-vs-one (more than two classes and
-    /// [`Multiclass::OneVsOne`]).
-    fn one_vs_one(&self, classes: Option<&[f64]>) -> bool {
-        self.multiclass == Multiclass::OneVsOne && classes.is_some_and(|c| c.len() > 2)
+    /// The multi-class scheme of a fit (`distributed`: over MPI): the one asked for, or the
+    /// automatic choice of [`Joker::multiclass`]. It applies to more than two classes only.
+    fn scheme(&self, distributed: bool) -> Multiclass {
+        match self.multiclass {
+            Some(m) => m,
+            None if self.n_components.is_none()
+                && !distributed
+                && self.dsg.is_none()
+                && self.full_krr.is_none() =>
+            {
+                Multiclass::OneVsOne
+            }
+            None => Multiclass::OneVsRest,
+        }
     }
 
-    /// Target columns the solver works on at once for `k` classes: one per class for
-    /// one-vs-rest, one for binary problems and for one-vs-one (a pair at a time).
-    fn solver_columns(&self, k: usize) -> usize {
+    /// The multi-class scheme of a fit in words, with why (empty for fewer than three classes).
+    fn describe_scheme(&self, targets: &Targets, distributed: bool) -> String {
+        let k = targets.classes.as_ref().map_or(0, |c| c.len());
+        if k < 3 {
+            return String::new();
+        }
+        let what = match targets.multiclass {
+            Multiclass::OneVsOne => format!("one-vs-one, {} pairs", k * (k - 1) / 2),
+            Multiclass::OneVsRest => format!("one-vs-rest, {k} columns"),
+        };
+        let why = match (self.multiclass, targets.multiclass) {
+            (Some(_), _) => "requested",
+            (None, Multiclass::OneVsOne) => {
+                "auto: the exact kernel, whose pair problems are small and cached"
+            }
+            (None, _) if distributed => "auto: one-vs-one is not distributed",
+            (None, _) if self.dsg.is_some() || self.full_krr.is_some() => {
+                "auto: one-vs-one needs DBCD-TR"
+            }
+            (None, _) => "auto: a feature map, whose blocks serve every class at once",
+        };
+        format!("{what} ({why})")
+    }
+
+    /// The scheme a fit would take on the exact kernel: the automatic choice of
+    /// [`representation_for`](Self::representation_for) sizes the kernel by it.
+    fn exact_scheme(&self) -> Multiclass {
         match self.multiclass {
+            Some(m) => m,
+            None => Multiclass::OneVsOne,
+        }
+    }
+
+    /// Target columns the solver works on at once for `k` classes under `scheme`: one per
+    /// class for one-vs-rest, one for binary problems and for one-vs-one (a pair at a time).
+    fn solver_columns(scheme: Multiclass, k: usize) -> usize {
+        match scheme {
             Multiclass::OneVsOne => 1,
             Multiclass::OneVsRest => Multiclass::OneVsRest.columns(k),
         }
     }
 
-    /// Rows of the largest kernel matrix a fit on labels `y` forms: all of them, or under
-    /// one-vs-one those of the two largest classes.
-    fn kernel_rows(&self, y: &[f64]) -> usize {
+    /// Rows of the largest kernel matrix a fit on labels `y` forms under `scheme`: all of
+    /// them, or under one-vs-one those of the two largest classes.
+    fn kernel_rows(&self, y: &[f64], scheme: Multiclass) -> usize {
         let classes = match self.task() {
             Task::Classification => classes_of(y).ok(),
             Task::Regression => None,
         };
         match classes {
-            Some(c) if self.one_vs_one(Some(&c)) => {
+            Some(c) if scheme == Multiclass::OneVsOne && c.len() > 2 => {
                 let mut counts = class_counts(&c, y);
                 counts.sort_by(|a, b| b.total_cmp(a));
                 (counts[0] + counts[1]) as usize
@@ -654,7 +701,8 @@ impl Joker {
             return None;
         }
         let (n, d) = (data.x.nrows(), data.x.ncols());
-        let nk = self.kernel_rows(&data.y);
+        let scheme = self.exact_scheme();
+        let nk = self.kernel_rows(&data.y, scheme);
         // the matrix and the rows it is formed from, gathered dense
         let rows = |size: usize| nk.saturating_mul(d).saturating_mul(size);
         let (bytes, precision) = match self.precision {
@@ -671,7 +719,9 @@ impl Joker {
         let b = self.solver.block_size.min(n.max(1));
         // the exact fit's other memory, with a target column per class
         let columns = match self.task() {
-            Task::Classification => classes_of(&data.y).map_or(1, |c| self.solver_columns(c.len())),
+            Task::Classification => {
+                classes_of(&data.y).map_or(1, |c| Self::solver_columns(scheme, c.len()))
+            }
             Task::Regression => 1,
         };
         let rest = memory_estimate(n, d, None, columns, b);
@@ -747,7 +797,9 @@ impl Joker {
         let (n, d) = (data.x.nrows(), data.x.ncols());
         let m = self.n_components.unwrap_or(0);
         let tt = match self.task() {
-            Task::Classification => self.solver_columns(classes_of(&data.y)?.len()),
+            Task::Classification => {
+                Self::solver_columns(self.scheme(dist.is_some()), classes_of(&data.y)?.len())
+            }
             Task::Regression => 1,
         };
         let b = self.solver.block_size.min(n.max(1));
@@ -758,7 +810,7 @@ impl Joker {
                 .map_err(|why| JokerError::Device(format!("cuda:{index}: {why}")))?;
             // the kernel cache the fit will get (fit_in), so that the note says what it runs
             let need = self.check_memory::<U, f32>(&data.x, tt, b, 0)?;
-            let nk = self.kernel_rows(&data.y);
+            let nk = self.kernel_rows(&data.y, self.scheme(dist.is_some()));
             let cache = self.kernel_cache_for::<f32>(nk, need);
             let note = if self.full_krr.is_some() {
                 format!(
@@ -869,9 +921,10 @@ impl Joker {
         // A block never holds more than the whole data set: the default of 512 works on small
         // sets too, in every front end.
         let b = self.solver.block_size.min(n.max(1));
-        let targets = self.encode_targets(&data.y, comm)?;
+        let scheme = self.scheme(dist.is_some());
+        let targets = self.encode_targets(&data.y, comm, scheme)?;
         let tt = targets.y.len() / n;
-        let pairs = self.one_vs_one(targets.classes.as_deref());
+        let pairs = targets.multiclass == Multiclass::OneVsOne;
         if pairs && dist.is_some() {
             return Err(invalid(
                 "multiclass",
@@ -892,7 +945,7 @@ impl Joker {
         };
         let solver = SolverConfig {
             block_size: b,
-            kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y), need),
+            kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y, scheme), need),
             ..self.solver.clone()
         };
 
@@ -907,7 +960,7 @@ impl Joker {
                 targets.classes.clone(),
                 targets.scaler,
                 tt,
-                self.multiclass,
+                targets.multiclass,
             )?,
             progress: opts.progress.take(),
             interrupt: opts.interrupt.take(),
@@ -1104,10 +1157,8 @@ impl Joker {
         let Fitted { mut sol, .. } = f;
         let tt = f.targets.y.len() / f.n.max(1);
         let doubly_stochastic = !f.solver_name.is_empty();
-        let multiclass = match self.one_vs_one(f.targets.classes.as_deref()) {
-            true => Multiclass::OneVsOne,
-            false => Multiclass::OneVsRest,
-        };
+        let multiclass = f.targets.multiclass;
+        let scheme = self.describe_scheme(&f.targets, f.distributed);
         let theta = sol.theta.take();
         let representation = representation_of(theta, &sol.alpha, map, x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
@@ -1150,6 +1201,7 @@ impl Joker {
                 tr_model: sol.tr_model,
                 working_set: sol.working_set,
                 representation: String::new(),
+                multiclass: scheme,
                 solver: f.solver_name.into(),
                 feature_map: match map {
                     Some(FeatureMap::Nystrom(ny)) => ny.describe(),
@@ -1209,19 +1261,29 @@ impl Joker {
         })
     }
 
-    /// The targets the solver sees: `+-1` columns for classifiers (one per class beyond two),
-    /// scaled values for regression.
-    fn encode_targets(&self, labels: &[f64], comm: &dyn Collective) -> Result<Targets> {
+    /// The targets the solver sees: `+-1` columns for classifiers (one per class, or per pair
+    /// of classes under one-vs-one, beyond two classes), scaled values for regression.
+    fn encode_targets(
+        &self,
+        labels: &[f64],
+        comm: &dyn Collective,
+        scheme: Multiclass,
+    ) -> Result<Targets> {
         Ok(match self.task() {
             Task::Classification => {
                 let classes = union_sorted(comm, &classes_of(labels)?)?;
                 check_class_count(&classes, comm.sum_one(labels.len() as f64)? as usize)?;
-                let y = match self.one_vs_one(Some(&classes)) {
-                    true => encode_pairs(labels, &classes)?,
-                    false => encode_labels(labels, &classes)?,
+                let multiclass = match classes.len() {
+                    3.. => scheme,
+                    _ => Multiclass::OneVsRest,
+                };
+                let y = match multiclass {
+                    Multiclass::OneVsOne => encode_pairs(labels, &classes)?,
+                    Multiclass::OneVsRest => encode_labels(labels, &classes)?,
                 };
                 Targets {
                     classes: Some(classes),
+                    multiclass,
                     y,
                     scaler: TargetScaler::identity(),
                 }
@@ -1234,6 +1296,7 @@ impl Joker {
                 };
                 Targets {
                     classes: None,
+                    multiclass: Multiclass::OneVsRest,
                     y: labels.iter().map(|&v| scaler.forward(v)).collect(),
                     scaler,
                 }
@@ -1415,6 +1478,8 @@ struct Fitted {
 struct Targets {
     /// Sorted class labels (classifiers).
     classes: Option<Vec<f64>>,
+    /// The columns' scheme: one-vs-one for more than two classes split so, else one-vs-rest.
+    multiclass: Multiclass,
     /// `n x T`, column-major.
     y: Vec<f64>,
     /// The regression targets' scaling (the identity for classifiers).

@@ -136,6 +136,10 @@ pub struct TrainingInfo {
     /// and empty, otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub representation: String,
+    /// How more than two classes were split and why, for example `one-vs-one, 45 pairs (auto:
+    /// the exact kernel, ...)` (absent from the file, and empty, for fewer classes).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub multiclass: String,
     /// The solver that trained the model when it was not DBCD-TR: `dsg`, `udsg` or `cdsg`
     /// (absent from the file, and empty, for DBCD-TR and full KRR).
     #[serde(default, skip_serializing_if = "String::is_empty")]

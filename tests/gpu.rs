@@ -852,6 +852,7 @@ fn many_columns_are_solved_on_the_device() {
         let est = |dev: Device| {
             let b = Joker::builder()
                 .loss(Loss::SquaredHinge)
+                .multiclass(joker::Multiclass::OneVsRest) // a column per class in each block
                 .c(0.1)
                 .block_size(64)
                 .max_iter(3000)

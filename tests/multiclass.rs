@@ -263,7 +263,7 @@ fn klr_one_vs_one_probabilities() {
 }
 
 /// One-vs-one needs DBCD-TR: the doubly stochastic solvers refuse it when the parameters are
-/// built; binary and regression fits ignore it.
+/// built; binary fits ignore it; by default exact-kernel fits take it and feature maps do not.
 #[test]
 fn one_vs_one_where_it_applies() {
     let err = Joker::builder()
@@ -286,4 +286,38 @@ fn one_vs_one_where_it_applies() {
         .unwrap();
     assert_eq!(binary.n_targets, 1);
     assert_eq!(binary.multiclass, Multiclass::OneVsRest);
+    assert_eq!(binary.training.multiclass, "");
+    // the automatic choice: one-vs-one on the exact kernel, one-vs-rest with features
+    let three = four_classes(200, 10);
+    let auto = |exact: bool| {
+        let b = Joker::builder().loss(Loss::SquaredHinge);
+        let b = if exact { b.exact() } else { b.n_components(64) };
+        b.build().unwrap().fit(&three).unwrap()
+    };
+    let exact = auto(true);
+    assert_eq!(
+        (exact.multiclass, exact.n_targets),
+        (Multiclass::OneVsOne, 6)
+    );
+    assert!(
+        exact
+            .training
+            .multiclass
+            .starts_with("one-vs-one, 6 pairs (auto: the exact kernel"),
+        "{}",
+        exact.training.multiclass
+    );
+    let features = auto(false);
+    assert_eq!(
+        (features.multiclass, features.n_targets),
+        (Multiclass::OneVsRest, 4)
+    );
+    assert!(
+        features
+            .training
+            .multiclass
+            .starts_with("one-vs-rest, 4 columns (auto: a feature map"),
+        "{}",
+        features.training.multiclass
+    );
 }

@@ -6,8 +6,8 @@ mod common;
 use joker::loss::Coord;
 use joker::model::Representation;
 use joker::{
-    Bandwidth, Dataset, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model, Precision,
-    WorkingSet,
+    Bandwidth, Dataset, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model, Multiclass,
+    Precision, WorkingSet,
 };
 
 fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
@@ -381,6 +381,7 @@ fn overlapped_blocks_give_the_same_iterates() {
             builder
                 .solver(cfg)
                 .loss(loss)
+                .multiclass(Multiclass::OneVsRest) // several columns in each block
                 .gamma(0.4)
                 .block_size(64)
                 .max_iter(iters)

@@ -112,6 +112,9 @@ pub enum KernelArg {
 /// How more than two classes are split into binary problems.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum MulticlassArg {
+    /// One-vs-one where the fit takes the exact kernel (DBCD-TR, one process), else
+    /// one-vs-rest.
+    Auto,
     /// One-vs-rest: a column per class, on all the rows.
     Ovr,
     /// One-vs-one: a column per pair of classes, on the pair's rows; votes.
@@ -330,8 +333,8 @@ pub struct TrainArgs {
     /// Class weights: `balanced` (n / (K n_k)) or `LABEL:WEIGHT,...` (others weigh 1).
     #[arg(long, value_name = "balanced|LABEL:W,...", value_parser = parse_class_weight, help_heading = "Model")]
     pub class_weight: Option<joker::ClassWeight>,
-    /// More than two classes: one-vs-rest or one-vs-one (DBCD-TR in one process).
-    #[arg(long, value_enum, default_value_t = MulticlassArg::Ovr, help_heading = "Model")]
+    /// More than two classes: one-vs-rest, one-vs-one (DBCD-TR in one process), or auto.
+    #[arg(long, value_enum, default_value_t = MulticlassArg::Auto, help_heading = "Model")]
     pub multiclass: MulticlassArg,
 
     /// Kernel family.

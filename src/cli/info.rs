@@ -1,7 +1,7 @@
 //! `joker info`: a model file's summary.
 
 use joker::model::Representation;
-use joker::{Kernel, KernelKind, Loss, Model, Precision, Task};
+use joker::{Kernel, KernelKind, Loss, Model, Multiclass, Precision, Task};
 
 use super::args::InfoArgs;
 use super::{CliResult, fmt_num, sig};
@@ -91,7 +91,11 @@ fn print_model(m: &Model, name: &str) -> CliResult<()> {
             "task            classification, {} classes: {}{}",
             c.len(),
             describe_classes(c),
-            if c.len() > 2 { " (one-vs-rest)" } else { "" }
+            match (c.len(), m.multiclass) {
+                (0..=2, _) => String::new(),
+                (_, Multiclass::OneVsRest) => " (one-vs-rest)".to_string(),
+                (k, Multiclass::OneVsOne) => format!(" (one-vs-one, {} pairs)", k * (k - 1) / 2),
+            }
         ),
         (Task::Classification, None) => outln!("task            classification"),
         (Task::Regression, _) => {

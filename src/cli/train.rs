@@ -211,10 +211,11 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     if let Some(w) = &a.class_weight {
         b = b.class_weight(w.clone());
     }
-    b = b.multiclass(match a.multiclass {
-        MulticlassArg::Ovr => Multiclass::OneVsRest,
-        MulticlassArg::Ovo => Multiclass::OneVsOne,
-    });
+    match a.multiclass {
+        MulticlassArg::Auto => {}
+        MulticlassArg::Ovr => b = b.multiclass(Multiclass::OneVsRest),
+        MulticlassArg::Ovo => b = b.multiclass(Multiclass::OneVsOne),
+    }
     if a.solver != SolverArg::Dbcd {
         if a.full_krr.is_some() {
             return fail("--full-krr and --solver dsg|udsg|cdsg are two solvers: choose one");
@@ -534,6 +535,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
         if !model.training.representation.is_empty() {
             eprintln!("representation: {}", model.training.representation);
+        }
+        if !model.training.multiclass.is_empty() {
+            eprintln!("multiclass: {}", model.training.multiclass);
         }
         if !model.training.working_set.is_empty() {
             eprintln!("working set: {}", model.training.working_set);

@@ -206,8 +206,8 @@ pub unsafe extern "C" fn joker_model_task(model: *const JokerModel, out: *mut i3
     }
 }
 
-/// Writes how the classes were split, a `JOKER_MULTICLASS_*` value (one-vs-rest for binary
-/// classifiers and regression).
+/// Writes how the classes were split: `JOKER_MULTICLASS_OVR` or `JOKER_MULTICLASS_OVO`
+/// (one-vs-rest for binary classifiers and regression).
 ///
 /// # Safety
 /// `model` must be NULL or a live handle not freed during the call; `out` must be NULL or

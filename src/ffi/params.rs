@@ -91,11 +91,14 @@ pub enum JokerPrecision {
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JokerMulticlass {
-    /// One-vs-rest (the default): a decision column per class, the largest wins.
-    Ovr = 0,
+    /// The library's choice (the default): one-vs-one where the fit takes the exact kernel
+    /// with DBCD-TR in one process, one-vs-rest otherwise.
+    Auto = 0,
+    /// One-vs-rest: a decision column per class, the largest wins.
+    Ovr = 1,
     /// One-vs-one: a decision column per pair of classes, `K (K - 1) / 2` in the order
     /// `(0,1), (0,2), ..., (1,2), ...`, positive for the pair's second class; votes decide.
-    Ovo = 1,
+    Ovo = 2,
 }
 
 /// Task, for `joker_params_set_task` and `joker_model_task`.
@@ -489,7 +492,8 @@ pub unsafe extern "C" fn joker_params_set_precision(
     })
 }
 
-/// Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default one-vs-rest).
+/// Sets how more than two classes are split, one of `JOKER_MULTICLASS_*` (default
+/// `JOKER_MULTICLASS_AUTO`).
 /// One-vs-one trains with DBCD-TR in one process (`joker_fit`): parameters that also name a
 /// doubly stochastic solver or full KRR are refused with `JOKER_STATUS_INVALID_ARGUMENT`, and so
 /// is a distributed fit (`joker_fit_mpi`) of more than two classes.
@@ -503,12 +507,13 @@ pub unsafe extern "C" fn joker_params_set_multiclass(
 ) -> JokerStatus {
     guard(|| {
         let m = match multiclass {
-            0 => Multiclass::OneVsRest,
-            1 => Multiclass::OneVsOne,
+            0 => None,
+            1 => Some(Multiclass::OneVsRest),
+            2 => Some(Multiclass::OneVsOne),
             _ => {
                 return Err(Failure::invalid(
                     "multiclass",
-                    format!("{multiclass} is not a JOKER_MULTICLASS_* value (0 or 1)"),
+                    format!("{multiclass} is not a JOKER_MULTICLASS_* value (0, 1 or 2)"),
                 ));
             }
         };

@@ -659,7 +659,7 @@ fn one_vs_one_multiclass() {
     // SAFETY: live handles on this thread; out-pointers valid.
     unsafe {
         expect(
-            joker_params_set_multiclass(p, 2),
+            joker_params_set_multiclass(p, 3),
             JokerStatus::InvalidArgument,
             "not a JOKER_MULTICLASS_* value",
         );

@@ -1,7 +1,9 @@
-"""Tests of the Python binding: python -m unittest discover -s bindings/python/tests
+"""Tests of the low-level layer of the Python package (joker.core, over the C ABI):
+python -m unittest discover -s bindings/python/tests
 
 Environment: JOKER_LIB (path of libjoker.so; else target/release or target/debug),
-JOKER_DATA_DIR (default ../shared/datasets). Real data when present, synthetic otherwise.
+JOKER_DATA_DIR (default ../shared/datasets), JOKER_TEST_INSTALLED=1 to test the installed
+package (see support.py). Real data when present, synthetic otherwise.
 """
 import copy
 import ctypes
@@ -9,7 +11,6 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -19,15 +20,9 @@ from unittest import mock
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+from support import DATA, INSTALLED, PYTHON_DIR, REPO, joker, load_example, python_child
 
-import example  # noqa: E402
-import joker  # noqa: E402
-
-DATA = os.environ.get(
-    "JOKER_DATA_DIR", os.path.join(HERE, "..", "..", "..", "..", "shared", "datasets")
-)
+example = load_example()
 
 try:
     import scipy.sparse as sp
@@ -69,30 +64,25 @@ long_fit = joker.Joker("l2-svc", n_components=2048, max_iter=10**9, tol=0.0, tim
 """
 
 
-def python_child(code, **env):
-    """Runs `code` in a new Python with this module's joker importable: a Popen."""
-    prelude = f"import sys\nsys.path.insert(0, {os.path.dirname(HERE)!r})\n"
-    return subprocess.Popen([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                            env=dict(os.environ, **env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
 class TestExampleAndRealData(unittest.TestCase):
     def test_example_covtype(self):
         with tempfile.TemporaryDirectory() as d:
             cwd = os.getcwd()
             os.chdir(d)
             try:
-                model, acc, want = example.main(DATA)
+                clf, acc, want, search = example.main(DATA)
             finally:
                 os.chdir(cwd)
         self.assertGreaterEqual(acc, want)
+        model = clf.model_  # the estimator's low-level model
         self.assertEqual(model.n_classes, 2)
         self.assertEqual(model.n_components, 1024)
         self.assertEqual((model.loss, model.kernel, model.task), ("l2-svc", "gaussian", "classification"))
         self.assertIn(model.stop_reason, ("converged", "max_iter"))
         self.assertGreater(model.gamma, 0)
         self.assertAlmostEqual(model.lambda_, 0.25)
+        self.assertEqual(list(clf.classes_), [-1.0, 1.0])
+        self.assertEqual(len(search.cv_results_["params"]), 4)
 
     @unittest.skipIf(sp is None, "scipy not installed")
     def test_a9a_sparse_csr(self):
@@ -382,21 +372,21 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "`class_weight` (a weight)", joker.Joker,
                               "l2-svc", class_weight={1.0: -2.0})
         # C setters and joker_data_from_* in a library message become the Python call
-        self.assertEqual(joker._python_words("over the limit: raise it with joker_params_set_max_memory"),
+        self.assertEqual(joker.core._python_words("over the limit: raise it with joker_params_set_max_memory"),
                          "over the limit: raise it with max_memory=")
-        self.assertEqual(joker._python_words("set joker_params_set_class_weights or joker_params_set_exact"),
+        self.assertEqual(joker.core._python_words("set joker_params_set_class_weights or joker_params_set_exact"),
                          "set class_weight= or n_components=None")
-        self.assertEqual(joker._python_words("`train` has no labels: pass y to joker_data_from_*", joker._FIT_NAMES),
+        self.assertEqual(joker.core._python_words("`train` has no labels: pass y to joker_data_from_*", joker.core._FIT_NAMES),
                          "`X` has no labels: pass y to fit(X, y)")
-        self.assertEqual(joker._python_words("`p`: must be > 1 (set with joker_params_set_loss)", joker._LOSS_NAMES),
+        self.assertEqual(joker.core._python_words("`p`: must be > 1 (set with joker_params_set_loss)", joker.core._LOSS_NAMES),
                          "`loss_param` (the lp exponent p): must be > 1 (set with loss_param=)")
-        with mock.patch.object(joker._lib, "joker_last_error", return_value=b"use joker_params_set_gamma"):
-            e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "use gamma=", joker._check, 3)
+        with mock.patch.object(joker.core._lib, "joker_last_error", return_value=b"use joker_params_set_gamma"):
+            e = self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "use gamma=", joker.core._check, 3)
         self.assertEqual(str(e), "JOKER_STATUS_INVALID_ARGUMENT: use gamma=")
 
     def test_max_memory_none_is_the_library_default(self):
-        real = joker._lib.joker_params_set_max_memory
-        with mock.patch.object(joker._lib, "joker_params_set_max_memory", side_effect=real) as setter:
+        real = joker.core._lib.joker_params_set_max_memory
+        with mock.patch.object(joker.core._lib, "joker_params_set_max_memory", side_effect=real) as setter:
             joker.Joker("l2-svc")  # None: the library's limit (80% of the available memory)
             self.assertEqual(setter.call_count, 0)
             joker.Joker("l2-svc", max_memory=0)  # no limit
@@ -482,7 +472,7 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", pickle.dumps, closed)
 
     def test_freed_and_foreign_handles_through_the_raw_abi(self):
-        lib = joker._lib
+        lib = joker.core._lib
         h = ctypes.c_void_p()
         self.assertEqual(lib.joker_params_new(ctypes.byref(h)), 0)
         self.assertEqual(lib.joker_params_free(h), 0)
@@ -582,18 +572,37 @@ class TestInterruptAndLoading(unittest.TestCase):
         out, err = child.communicate(timeout=60)
         self.assertNotEqual(child.returncode, 0)
         self.assertIn("ImportError: cannot load libjoker", err)
-        for needle in ["/nonexistent/libjoker.so", "$JOKER_LIB", "$CARGO_TARGET_DIR", "target/release",
-                       "libjoker.so.0", "cargo build --release", "JOKER_LIB=/path/to/libjoker.so",
-                       "install the library"]:
+        needles = ["/nonexistent/libjoker.so", "$JOKER_LIB", "the library installed with the package",
+                   "libjoker.so.0", "pip install ./bindings/python", "cargo build --release",
+                   "JOKER_LIB=/path/to/libjoker.so", "install the library"]
+        # an installed package does not look in cargo's target directories
+        needles += (["not searched (an installed package"] if INSTALLED else
+                    ["$CARGO_TARGET_DIR", "target/release"])
+        for needle in needles:
             self.assertIn(needle, err)
         print(err.strip().splitlines()[-1][:200])
+
+    @unittest.skipUnless(INSTALLED, "tests the source tree (JOKER_TEST_INSTALLED=1 tests the installed package)")
+    def test_the_installed_package_loads_its_own_library(self):
+        # no JOKER_LIB: the library installed inside the package, whatever the environment says
+        child = python_child("import joker, joker.core; print(joker.__file__); print(joker.core._lib_path)",
+                             JOKER_LIB="", CARGO_TARGET_DIR="/nonexistent")
+        out, err = child.communicate(timeout=60)
+        self.assertEqual(child.returncode, 0, err)
+        module, lib = out.split()
+        self.assertEqual(os.path.dirname(lib), os.path.dirname(module))
+        self.assertFalse(module.startswith(PYTHON_DIR))
+
+
+JULIA_SRC = ("bindings", "julia", "Joker", "src", "LibJoker.jl")
+JULIA_TESTS = ("bindings", "julia", "Joker", "test", "runtests.jl")
 
 
 class TestBindingsAgainstTheHeader(unittest.TestCase):
     """Static checks: the wrappers name only functions that the header declares, and the
-    untested Julia module takes the same arguments as this Python module."""
+    untested Julia package takes the same arguments as the Python low-level layer."""
 
-    ROOT = os.path.join(HERE, "..", "..", "..")
+    ROOT = REPO
 
     def read(self, *path):
         with open(os.path.join(self.ROOT, *path)) as f:
@@ -604,8 +613,11 @@ class TestBindingsAgainstTheHeader(unittest.TestCase):
 
         header = set(re.findall(r"\b(joker_\w+)\(", self.read("include", "joker.h")))
         self.assertGreater(len(header), 50)
-        for path in [("bindings", "python", "joker", "__init__.py"), ("bindings", "julia", "LibJoker.jl"),
-                     ("bindings", "R", "src", "joker_r.c"), ("bindings", "cpp", "joker.hpp")]:
+        # the R package's C interface, or the older shim's
+        r_source = next(p for p in [("bindings", "R", "joker", "src", "joker.c"), ("bindings", "R", "src", "joker_r.c")]
+                        if os.path.exists(os.path.join(self.ROOT, *p)))
+        for path in [("bindings", "python", "joker", "core.py"), JULIA_SRC, JULIA_TESTS, r_source,
+                     ("bindings", "cpp", "joker.hpp")]:
             used = set(re.findall(r"\b(joker_(?:params|data|model|fit|version|abi|last|status|gpu|device)\w*)",
                                   self.read(*path)))
             unknown = sorted(u for u in used if u not in header and not u.endswith("_"))
@@ -615,7 +627,7 @@ class TestBindingsAgainstTheHeader(unittest.TestCase):
         import inspect
         import re
 
-        jl = self.read("bindings", "julia", "LibJoker.jl")
+        jl = self.read(*JULIA_SRC)
         sig = re.search(r"function Joker\(loss=\"krr\"; (.*?)\)\n", jl, re.S).group(1)
         julia_kw = [a.split("=")[0].strip() for a in sig.replace("\n", " ").split(",")]
         python_kw = [p for p in inspect.signature(joker.Joker.__init__).parameters if p not in ("self", "loss")]
@@ -626,9 +638,27 @@ class TestBindingsAgainstTheHeader(unittest.TestCase):
                      "sample_weight=nothing, validation=nothing, progress=nothing, interrupt=nothing",
                      "Interrupt", "joker_params_set_interrupt"]:
             self.assertTrue(name in jl, f"LibJoker.jl lacks {name}")
+        # the library is found as the Python module finds it in a source checkout, at load time
+        for place in ['ENV["JOKER_LIB"]', 'ENV["CARGO_TARGET_DIR"]', '"libjoker.so.0"', "function __init__()",
+                      '("release", "debug")']:
+            self.assertIn(place, jl)
         # max_memory=nothing leaves the library's default limit: the setter is called only when given
         self.assertNotIn("something(max_memory", jl)
         self.assertIn("max_memory === nothing ||", jl)
+
+    def test_julia_package_layout(self):
+        import re
+        import uuid
+
+        project = self.read("bindings", "julia", "Joker", "Project.toml")
+        self.assertIn('name = "LibJoker"', project)  # the module of src/LibJoker.jl
+        self.assertIn("module LibJoker\n", self.read(*JULIA_SRC))
+        uuid.UUID(re.search(r'^uuid = "(.*)"$', project, re.M).group(1))
+        version = re.search(r'^version = "(.*)"$', project, re.M).group(1)
+        self.assertEqual(version, joker.version())
+        for dep in ("Libdl", "Test", "Random"):
+            self.assertIn(f"{dep} = ", project)
+        self.assertIn("using LibJoker", self.read(*JULIA_TESTS))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
   features = c("rff" = 0, "nystrom" = 1),
   centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2),
   working_set = c("auto" = 0, "random" = 1, "shrinking" = 2, "greedy" = 3),
-  multiclass = c("ovr" = 0, "ovo" = 1)
+  multiclass = c("auto" = 0, "ovr" = 1, "ovo" = 2)
 )
 
 .joker_code <- function(table, key) {
@@ -79,7 +79,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          krr_rank = 100, krr_tol = 1e-6, krr_store_preconditioners = FALSE,
                          kernel_cache = 2^31, features = "rff", centers = "leverage",
                          working_set = "auto", auto_exact = FALSE, stall = TRUE,
-                         multiclass = NULL) {
+                         multiclass = "auto") {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -120,8 +120,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("working_set", .joker_code("working_set", working_set))
   set("auto_exact", auto_exact, logical = TRUE)
   set("stall", stall, logical = TRUE)
-  # NULL: the library's default split of more than two classes
-  if (!is.null(multiclass)) set("multiclass", .joker_code("multiclass", multiclass))
+  set("multiclass", .joker_code("multiclass", multiclass))
   .joker_call(C_R_joker_full_krr, p, as.double(.joker_code("full_krr", full_krr)),
               .joker_scalar(krr_blocks, "krr_blocks"), .joker_scalar(krr_rank, "krr_rank"),
               .joker_scalar(max_iter, "max_iter"), .joker_scalar(krr_tol, "krr_tol"),

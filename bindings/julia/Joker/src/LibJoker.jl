@@ -1,17 +1,23 @@
-# LibJoker.jl: large-scale kernel machines from Julia, over the C ABI of libjoker (ccall).
+# LibJoker: large-scale kernel machines from Julia, over the C ABI of libjoker (ccall).
 #
-# A line-by-line mirror of the tested Python binding (bindings/python/joker/__init__.py): the
-# same entry points, argument names, defaults, checks and error messages. Julia cannot be
-# installed on the project's build machines, so this file is NOT run in CI; keep it in step
-# with the Python module when either changes.
+# A line-by-line mirror of the tested low-level layer of the Python package
+# (bindings/python/joker/core.py): the same entry points, argument names, defaults, checks and
+# error messages. Julia cannot be installed on the project's build machines, so this package is
+# NOT run in CI; keep it in step with the Python module when either changes.
 #
-#   include("bindings/julia/LibJoker.jl"); using .LibJoker
+# The package lives in bindings/julia/Joker; its module is LibJoker because it defines the
+# function `Joker` (Python's `joker.Joker`), which a module named Joker could not.
+#
+#   using Pkg; Pkg.develop(path="bindings/julia/Joker"); using LibJoker
 #   model = fit(Joker("l2-svc"; c=4.0, n_components=1024), X, y)   # Python: joker.Joker(...).fit(X, y)
 #   labels = predict(model, X_test)                                # Python: model.predict(X_test)
 #
-# The library: $JOKER_LIB, else target/release or target/debug of $CARGO_TARGET_DIR or of this
-# repository, else "libjoker.so.0" on the system's library path (the Python module's message
-# for a library that cannot be loaded lists these places; here `ccall` reports the path).
+# The library is found as by the Python module in a source checkout, when the package is
+# loaded (not when it is precompiled): $JOKER_LIB, else target/release or target/debug of
+# $CARGO_TARGET_DIR or of this repository, else "libjoker.so.0" on the system's library path.
+# `ccall` names the library by its SONAME, libjoker.so.0: once the file found is loaded, the
+# system's loader resolves that name to it. When it cannot be loaded, loading the package
+# throws an error listing the places looked at.
 #
 # Differences from Python: Ctrl-C is not turned into a stop during `fit` (Julia delivers it
 # when the call returns): stop a fit with `fit(...; interrupt=flag)` and `set!(flag)` from a
@@ -19,23 +25,55 @@
 # (through the model file) but do not serialize.
 module LibJoker
 
+using Libdl
+
 export Joker, JokerError, Params, Model, Interrupt, set!, clear!, is_set, fit, predict,
     decision_function, predict_proba, score, save, load, version, gpu_available, device_count
 
+# The SONAME: what every ccall names; __init__ loads the file that answers to it.
+const libjoker = "libjoker.so.0"
+
+"The cargo target directories searched, in order (as the Python `_target_dirs`)."
+function target_dirs()
+    root = normpath(joinpath(@__DIR__, "..", "..", "..", ".."))
+    targets = Tuple{String,String}[]
+    haskey(ENV, "CARGO_TARGET_DIR") && push!(targets, ("\$CARGO_TARGET_DIR", ENV["CARGO_TARGET_DIR"]))
+    push!(targets, ("the repository's target/", joinpath(root, "target")))
+    targets
+end
+
 function find_library()
     haskey(ENV, "JOKER_LIB") && return ENV["JOKER_LIB"]
-    root = normpath(joinpath(@__DIR__, "..", ".."))
-    targets = String[]
-    haskey(ENV, "CARGO_TARGET_DIR") && push!(targets, ENV["CARGO_TARGET_DIR"])
-    push!(targets, joinpath(root, "target"))
-    for t in targets, profile in ("release", "debug")
+    for (_, t) in target_dirs(), profile in ("release", "debug")
         p = joinpath(t, profile, "libjoker.so")
         isfile(p) && return p
     end
-    return "libjoker.so.0"
+    return libjoker
 end
 
-const libjoker = find_library()
+# The handle of the library loaded (kept open for the session).
+const handle = Ref{Ptr{Cvoid}}(C_NULL)
+
+function __init__()
+    path = find_library()
+    h = Libdl.dlopen(path; throw_error=false)
+    if h === nothing
+        lines = ["cannot load libjoker, the C library of LibJoker: $path",
+            "Where it is looked for, in order (the first place set or found is loaded):",
+            "  \$JOKER_LIB: " * (haskey(ENV, "JOKER_LIB") ? ENV["JOKER_LIB"] : "not set")]
+        for (what, t) in target_dirs(), profile in ("release", "debug")
+            p = joinpath(t, profile, "libjoker.so")
+            push!(lines, "  $what $profile: $p: " * (isfile(p) ? "exists" : "not found"))
+        end
+        push!(lines, "  the system's loader (LD_LIBRARY_PATH, ld.so.conf): $libjoker",
+            "To fix it: build the library in the repository with `cargo build --release`, or " *
+            "set JOKER_LIB=/path/to/libjoker.so, or install it where the system's loader " *
+            "finds libjoker.so.0 (bindings/install.sh PREFIX).")
+        error(join(lines, "\n"))
+    end
+    handle[] = h
+    nothing
+end
 
 struct JokerError <: Exception
     code::Int32
@@ -103,6 +141,7 @@ const TR_MODELS = Dict("gram" => 0, "kernel" => 1, "auto" => 2)
 const FEATURE_MAPS = Dict("rff" => 0, "nystrom" => 1)
 const CENTERS = Dict("uniform" => 0, "kmeans" => 1, "leverage" => 2)
 const WORKING_SETS = Dict("auto" => 0, "random" => 1, "shrinking" => 2, "greedy" => 3)
+const MULTICLASS = Dict("auto" => 0, "ovr" => 1, "ovo" => 2)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -251,7 +290,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_device, Int32), (:joker_params_set_nystrom_rank, Csize_t),
     (:joker_params_set_kernel_cache, Csize_t),
     (:joker_params_set_tr_model, Int32), (:joker_params_set_working_set, Int32),
-    (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32)]
+    (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32),
+    (:joker_params_set_multiclass, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -293,7 +333,8 @@ end
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
-          features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true)
+          features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
+          multiclass="auto")
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -311,6 +352,9 @@ Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen
 random features where its matrix fits `kernel_cache`. `stall`: also stop ("stalled") once the
 relative gap is within `10 tol` and the dual objective rose by less than `tol / 10` of its size
 per pass over the last three passes (`false`: run until the gap reaches `tol`).
+`multiclass`: more than two classes "ovr" (one-vs-rest), "ovo" (one-vs-one: a column per pair
+of classes on the pair's rows, votes decide) or "auto" (one-vs-one on the exact kernel,
+one-vs-rest with features); `multiclass(model)` says which was taken.
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -319,12 +363,12 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
-    auto_exact=false, stall=true)
+    auto_exact=false, stall=true, multiclass="auto")
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
-        auto_exact, stall))
+        auto_exact, stall, multiclass))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -333,7 +377,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
-    working_set="auto", auto_exact=false, stall=true)
+    working_set="auto", auto_exact=false, stall=true, multiclass="auto")
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -385,6 +429,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_working_set(h, Int32(pick(WORKING_SETS, working_set, "working_set")))
         joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
         joker_params_set_stall(h, Int32(stall ? 1 : 0))
+        joker_params_set_multiclass(h, Int32(pick(MULTICLASS, multiclass, "multiclass")))
         check(ccall((:joker_params_set_feature_map, libjoker), Int32, (Ptr{Cvoid}, Int32, Int32), h,
             pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,
@@ -562,7 +607,8 @@ end
 
 for (name, T) in [(:n_features, Csize_t), (:n_targets, Csize_t), (:n_classes, Csize_t),
     (:iterations, Csize_t), (:gamma, Float64), (:lambda, Float64), (:gap, Float64),
-    (:task_code, Int32), (:loss_code, Int32), (:kernel_code, Int32), (:n_components_raw, Csize_t)]
+    (:task_code, Int32), (:loss_code, Int32), (:kernel_code, Int32), (:n_components_raw, Csize_t),
+    (:multiclass_code, Int32)]
     cname = QuoteNode(Symbol("joker_model_", replace(String(name), "_code" => "", "_raw" => "")))
     jname = name === :lambda ? :lambda_ : name
     @eval function $jname(m::Model)
@@ -586,6 +632,8 @@ end
 task(m::Model) = Dict(1 => "classification", 2 => "regression")[task_code(m)]
 loss(m::Model) = only(k for (k, v) in LOSSES if v == loss_code(m))
 kernel(m::Model) = only(k for (k, v) in KERNELS if v == kernel_code(m))
+"How the classes were split: \"ovo\" (a column per pair of classes) or \"ovr\"."
+multiclass(m::Model) = only(k for (k, v) in MULTICLASS if v == multiclass_code(m))
 
 "Why training stopped: converged, max_iter, time_limit or cancelled."
 function stop_reason(m::Model)

@@ -1,0 +1,808 @@
+"""scikit-learn estimators over joker's kernel machines.
+
+Every estimator trains one of joker's losses with the low-level layer (:class:`joker.Joker`,
+:class:`joker.Model`) and keeps the trained model in ``model_``. Each is named after the
+scikit-learn estimator of the same model, with "Kernel" in front:
+
+- :class:`KernelSVC`: the L2-SVC (``loss="squared_hinge"``, joker's "l2-svc") or the L1-SVC
+  (``loss="hinge"``, "l1-svc"), the losses of scikit-learn's ``LinearSVC``;
+- :class:`KernelLogisticRegression`: kernel logistic regression ("klr"), with
+  ``predict_proba``;
+- :class:`KernelRidge`: kernel ridge regression ("krr"), with ``alpha`` as in
+  ``sklearn.kernel_ridge.KernelRidge``;
+- :class:`KernelSVR`: support vector regression ("svr"), ``C`` and ``epsilon`` as in ``SVR``;
+- :class:`KernelHuberRegressor`: Huber regression ("huber", threshold ``delta``);
+- :class:`KernelLpRegressor`: Lp regression, ``p=1`` the L1 regression ("l1", the
+  conditional median, as ``QuantileRegressor`` at 0.5) and ``p > 1`` joker's "lp".
+
+The parameters shared by all of them keep scikit-learn's names where scikit-learn has one
+(``C``, ``kernel``, ``gamma``, ``n_components``, ``class_weight``, ``max_iter``, ``tol``,
+``random_state``, ``verbose``) and otherwise the low-level layer's names and meanings
+(``precision``, ``block_size``, ``device``, ...: see :class:`joker.Joker`).
+
+Inputs are validated with ``sklearn.utils.validation``: dense arrays, pandas DataFrames (their
+column names become ``feature_names_in_``) and scipy.sparse matrices (used as CSR). Errors in
+the inputs or the parameters raise ``ValueError`` (:class:`JokerValueError` when the library
+found them, also a :class:`joker.JokerError`); fitting prints nothing unless ``verbose > 0``.
+Fitted estimators pickle with their model file's bytes (see :class:`joker.Model`).
+"""
+
+import contextlib
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, check_random_state
+
+from . import core
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _sklearn_validate_data
+except ImportError:  # scikit-learn 1.5: the estimator's method
+    _sklearn_validate_data = None
+
+__all__ = ["KernelSVC", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+           "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError"]
+
+# scikit-learn's kernel name for the Gaussian kernel, beside joker's own names.
+_KERNELS = {"rbf": "gaussian", **{k: k for k in core.KERNELS}}
+# The data-driven kernel scales gamma may name (joker's bandwidth rules).
+_BANDWIDTHS = tuple(core.BANDWIDTHS)
+# Statuses that mean the caller's input or parameters are wrong.
+_INPUT_STATUSES = {"JOKER_STATUS_INVALID_ARGUMENT", "JOKER_STATUS_SHAPE_MISMATCH",
+                   "JOKER_STATUS_NON_FINITE", "JOKER_STATUS_EMPTY_DATA",
+                   "JOKER_STATUS_INVALID_LABELS"}
+_SEED_BOUND = 2**31 - 1  # seeds drawn for random_state=None or a RandomState
+
+
+class JokerValueError(core.JokerError, ValueError):
+    """A :class:`joker.JokerError` about the input or the parameters, raised by the
+    estimators; it is also a ``ValueError``, as scikit-learn expects of bad input."""
+
+
+@contextlib.contextmanager
+def _input_errors():
+    """Re-raises the library's errors about the input or the parameters as JokerValueError."""
+    try:
+        yield
+    except core.JokerError as e:
+        if e.status not in _INPUT_STATUSES or isinstance(e, ValueError):
+            raise
+        raise JokerValueError(e.code, e.message) from e
+
+
+def _validate_data(estimator, *args, **kwargs):
+    if _sklearn_validate_data is not None:
+        return _sklearn_validate_data(estimator, *args, **kwargs)
+    return estimator._validate_data(*args, **kwargs)
+
+
+# Inputs: float64 or float32 (kept, as the library takes both), dense or CSR.
+_INPUT = dict(accept_sparse="csr", dtype=[np.float64, np.float32])
+
+
+def _check_X(estimator, X):
+    """X for predicting: validated, with the features seen in fit."""
+    return _validate_data(estimator, X, reset=False, **_INPUT)
+
+
+def _check_X_y(estimator, X, y, classifier):
+    """X and y for fitting: validated, at least two rows; sets n_features_in_ and
+    feature_names_in_."""
+    return _validate_data(estimator, X, y, reset=True, ensure_min_samples=2,
+                          y_numeric=not classifier, **_INPUT)
+
+
+def _check_sample_weight(sample_weight, n_samples):
+    """sample_weight as a float64 vector of n_samples finite values >= 0 (a number: that weight
+    for every sample)."""
+    if isinstance(sample_weight, numbers.Real):
+        sample_weight = np.full(n_samples, float(sample_weight))
+    sw = check_array(sample_weight, ensure_2d=False, dtype=np.float64, input_name="sample_weight")
+    if sw.shape != (n_samples,):
+        raise ValueError(f"sample_weight has shape {sw.shape}; it must be ({n_samples},), one "
+                         "weight per sample")
+    if (sw < 0).any():
+        raise ValueError(f"sample_weight has negative values (the first at sample "
+                         f"{int(np.argmax(sw < 0))}); weights must be >= 0")
+    return sw
+
+
+class _JokerEstimator(BaseEstimator):
+    """What the estimators share: turning their parameters into a :class:`joker.Joker`, the fit
+    and the fitted attributes. Subclasses set ``_task`` and define ``_loss()`` (the joker loss
+    and its parameter) and ``_regularization()`` (``{"c": C}`` or ``{"lambda_": alpha}``)."""
+
+    _task = None
+    # The parameters passed to joker.Joker under the same name and meaning.
+    _SAME = ("n_components", "features", "centers", "precision", "standardize", "block_size",
+             "max_iter", "tol", "time_limit", "check_every", "max_memory", "device",
+             "nystrom_rank", "tr_model", "kernel_cache", "working_set", "auto_exact", "stall",
+             "multiclass", "normalize_target", "class_weight", "full_krr", "krr_blocks", "krr_rank",
+             "krr_tol",
+             "krr_store_preconditioners")
+
+    def _loss(self):
+        raise NotImplementedError
+
+    def _regularization(self):
+        return {"c": float(self.C)}
+
+    def _joker_args(self, class_index=None):
+        """The keyword arguments of joker.Joker for these parameters; ``class_index`` maps the
+        labels of ``class_weight`` to the encoded labels of the fit."""
+        params = self.get_params(deep=False)
+        args = {k: params[k] for k in self._SAME if k in params}
+        kernel = self.kernel
+        if not isinstance(kernel, str) or kernel not in _KERNELS:
+            raise ValueError(f"kernel={kernel!r}: use one of {sorted(_KERNELS)}")
+        args["kernel"] = _KERNELS[kernel]
+        gamma = self.gamma
+        if isinstance(gamma, str):
+            if gamma not in _BANDWIDTHS:
+                raise ValueError(f"gamma={gamma!r}: give a number > 0 or one of {list(_BANDWIDTHS)}")
+            args["bandwidth"] = gamma
+        elif isinstance(gamma, bool) or not np.isscalar(gamma) or not gamma > 0:
+            raise ValueError(f"gamma={gamma!r}: give a number > 0 or one of {list(_BANDWIDTHS)}")
+        else:
+            args["gamma"] = float(gamma)
+        rs = self.random_state
+        if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
+            if rs < 0:
+                raise ValueError(f"random_state={rs}: a seed must be >= 0")
+            args["seed"] = int(rs)
+        else:  # None or a RandomState: a seed drawn from it (None: numpy's global one)
+            args["seed"] = int(check_random_state(rs).randint(_SEED_BOUND))
+        cw = args.get("class_weight")
+        if isinstance(cw, dict):
+            unknown = [k for k in cw if k not in class_index]
+            if unknown:
+                raise ValueError(f"class_weight has labels that are not classes of y: {unknown}; "
+                                 f"the classes are {list(class_index)}")
+            args["class_weight"] = {float(class_index[k]): float(w) for k, w in cw.items()}
+        elif cw is not None and cw != "balanced":
+            raise ValueError(f"class_weight={cw!r}: use None, 'balanced' or a dict {{label: weight}}")
+        loss, loss_param = self._loss()
+        args.update(self._regularization(), loss_param=loss_param, task=self._task)
+        return loss, args
+
+    def _fit(self, X, y, sample_weight, *, classifier):
+        """Validates the input, fits and sets the fitted attributes; returns self."""
+        X, y = _check_X_y(self, X, y, classifier)
+        if sample_weight is not None:
+            sw = _check_sample_weight(sample_weight, X.shape[0])
+            keep = sw > 0  # the library takes positive weights: a zero weight drops the row
+            if not keep.any():
+                raise ValueError("every sample_weight is zero: nothing to fit")
+            if not keep.all():
+                X, y, sw = X[keep], y[keep], sw[keep]
+            sample_weight = sw
+        classes = class_index = None
+        if classifier:
+            check_classification_targets(y)
+            classes, y = np.unique(y, return_inverse=True)
+            if len(classes) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes in the data "
+                    f"(with a positive sample_weight), but the data holds only one class: "
+                    f"{classes[0]!r}")
+            class_index = {c: i for i, c in enumerate(classes.tolist())}
+        loss, args = self._joker_args(class_index)
+        y = np.asarray(y, dtype=np.float64)  # classes as 0 .. K-1: label 1 is positive for two
+        progress = self._print_progress if self.verbose else None
+        with _input_errors():
+            params = core.Joker(loss, **args)
+            try:
+                model = params.fit(X, y, sample_weight=sample_weight, progress=progress)
+            finally:
+                params.close()
+        # the fitted attributes, once the fit succeeded
+        if classifier:
+            self.classes_ = classes
+        self.model_ = model
+        self.n_iter_ = model.iterations
+        if self.verbose:
+            print(f"{type(self).__name__}: {self.model_.stop_reason} after {self.n_iter_} "
+                  f"iterations, gap {self.model_.gap:.3e}, {self.model_.device}")
+        return self
+
+    def _print_progress(self, p):
+        print(f"{type(self).__name__}: iter {p.iter}, epoch {p.epoch:.2f}, gap {p.gap:.3e}, "
+              f"{p.seconds:.2f} s")
+
+    def __sklearn_tags__(self):
+        # scikit-learn >= 1.6 asks: scipy.sparse input is taken (as CSR). scikit-learn 1.5 has
+        # no such tag and never calls this.
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _model_output(self, method, X):
+        check_is_fitted(self)
+        X = _check_X(self, X)
+        with _input_errors():
+            return getattr(self.model_, method)(X)
+
+
+def _votes(pairs, k):
+    """One-vs-one pair columns as one column per class: votes plus the class's summed
+    decision values mapped into (-1/3, 1/3), so that the votes decide and the sums break ties
+    (the library's rule, and scikit-learn's ``SVC`` output)."""
+    votes = np.zeros((pairs.shape[0], k))
+    lean = np.zeros((pairs.shape[0], k))
+    p = 0
+    for a in range(k):
+        for b in range(a + 1, k):
+            f = pairs[:, p]
+            votes[:, b] += f >= 0
+            votes[:, a] += f < 0
+            lean[:, b] += f
+            lean[:, a] -= f
+            p += 1
+    return votes + lean / (3 * (np.abs(lean) + 1))
+
+
+class _JokerClassifier(ClassifierMixin, _JokerEstimator):
+    """A classifier: labels of any type; more than two classes one-vs-rest or one-vs-one."""
+
+    _task = "classification"
+
+    def fit(self, X, y, sample_weight=None):
+        """Fits the classifier.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; float32 stays float32, scipy.sparse is used as CSR.
+        y : array-like of shape (n_samples,)
+            Class labels (numbers or strings), at least two classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a row of weight 0 is left out of the fit.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight, classifier=True)
+
+    def decision_function(self, X):
+        """Decision values: positive for ``classes_[1]`` with two classes, else one column per
+        class. A one-vs-one model (``model_.multiclass == "ovo"``) gives, as scikit-learn's
+        ``SVC`` does, each class's votes plus its pairs' summed decision values squashed into
+        (-1/3, 1/3), so that the largest column is the predicted class; with
+        ``decision_function_shape="ovo"``, the pair columns themselves, ``(0, 1), (0, 2), ...,
+        (1, 2), ...``, each positive for the pair's second class.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, with the columns of the training data.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), (n_samples, n_classes) or (n_samples, n_pairs)
+            The decision values.
+        """
+        d = self._model_output("decision_function", X)
+        shape = getattr(self, "decision_function_shape", "ovr")
+        if shape not in ("ovr", "ovo"):
+            raise ValueError(f"decision_function_shape={shape!r}: use 'ovr' or 'ovo'")
+        if d.ndim == 2 and self.model_.multiclass == "ovo" and shape == "ovr":
+            return _votes(d, len(self.classes_))
+        return d
+
+    def predict(self, X):
+        """Predicted class labels: the class of the largest decision value (one-vs-rest), or
+        the one with the most votes (one-vs-one; ties go to the larger summed decision values).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, with the columns of the training data.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Labels taken from ``classes_``.
+        """
+        # the library's labels are the class indices the fit was given (checked fitted first)
+        index = self._model_output("predict", X).astype(np.intp)
+        return self.classes_[index]
+
+
+class _JokerRegressor(RegressorMixin, _JokerEstimator):
+    """A regressor of one target."""
+
+    _task = "regression"
+
+    def fit(self, X, y, sample_weight=None):
+        """Fits the regressor.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; float32 stays float32, scipy.sparse is used as CSR.
+        y : array-like of shape (n_samples,)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; a row of weight 0 is left out of the fit.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return self._fit(X, y, sample_weight, classifier=False)
+
+    def predict(self, X):
+        """Predicted values.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, with the columns of the training data.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            The predictions.
+        """
+        return self._model_output("predict", X)
+
+
+_COMMON_DOC = """
+    kernel : {"rbf", "gaussian", "laplacian", "matern12", "matern32", "matern52"}, default="rbf"
+        The kernel; "rbf" (scikit-learn's name) is the Gaussian ``exp(-gamma ||x - z||^2)``.
+    gamma : float or {"median", "msd", "scale"}, default="median"
+        The kernel scale, or the rule that picks it from the training data: the median
+        heuristic, 1 / mean squared distance, or scikit-learn's "scale" (``1 / (d Var X)``).
+        With ``standardize=True`` it applies to the standardised features.
+    n_components : int or None, default=2048
+        Random features (or Nystrom centres, see ``features``); None trains on the exact kernel.
+    features : {"rff", "nystrom"}, default="rff"
+        Random Fourier features or a Nystrom map over ``n_components`` centres chosen by
+        ``centers`` ("leverage", "kmeans" or "uniform").
+    centers : {"leverage", "kmeans", "uniform"}, default="leverage"
+        How Nystrom centres are chosen.
+    precision : {"f32", "f64"}, default="f32"
+        Working precision of the solver.
+    standardize : bool, default=True
+        Standardise the features with the training statistics (kept in the model).
+    tol : float, default=1e-3
+        Stop at this relative duality gap.
+    max_iter : int, default=10000
+        The most solver iterations (block updates).
+    block_size : int, default=512
+        Rows per block of the solver.
+    time_limit : float or None, default=None
+        Stop after this many seconds (None: no limit).
+    check_every : int, default=0
+        Iterations between convergence checks (0: the library's choice).
+    max_memory : int or None, default=None
+        None refuses a fit estimated to need over 80% of the available memory; 0 sets no
+        limit; any other value is a limit in bytes.
+    device : str or int, default="auto"
+        "auto", "cpu", "cuda", "cuda:N" or N (see :class:`joker.Joker`).
+    nystrom_rank : int, default=0
+        Rank of a Nystrom preconditioner for the block solver (0: none).
+    tr_model : {"auto", "gram", "kernel"}, default="auto"
+        The trust region's model curvature with random features.
+    kernel_cache : int, default=2 GiB
+        Bytes the exact kernel matrix may take when formed once and kept.
+    working_set : {"auto", "random", "shrinking", "greedy"}, default="auto"
+        How the solver picks each block.
+    auto_exact : bool, default=False
+        Train on the exact kernel where its matrix fits ``kernel_cache``.
+    stall : bool, default=True
+        Also stop when the gap is within ``10 * tol`` and no longer improving.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the random features, centres and blocks: an int >= 0 is the seed itself (the
+        same fit every time), None or a RandomState draws one at each fit.
+    verbose : int, default=0
+        Above 0, print the solver's progress at every check and a summary; 0 prints nothing."""
+
+_FITTED_DOC = """
+    Attributes
+    ----------
+    model_ : joker.Model
+        The trained model (low-level layer): ``stop_reason``, ``gap``, ``gamma``, ``device``...
+    n_features_in_ : int
+        Number of features seen in fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names, when X was a DataFrame with string column names.
+    n_iter_ : int
+        Solver iterations run."""
+
+
+class KernelSVC(_JokerClassifier):
+    __doc__ = f"""Kernel support vector classifier: the L2-SVC (squared hinge) or L1-SVC (hinge).
+
+    Trained by joker's dual block coordinate descent on random features or the exact kernel.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularization strength (joker's ``c = 1 / lambda``).
+    loss : {{"squared_hinge", "hinge"}}, default="squared_hinge"
+        The L2-SVC's squared hinge (joker's "l2-svc") or the L1-SVC's hinge ("l1-svc"), as in
+        scikit-learn's ``LinearSVC``.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, ``{{label: weight}}``, or "balanced" (inversely proportional
+        to the class frequencies).
+    multiclass : {{"auto", "ovr", "ovo"}}, default="auto"
+        More than two classes: one-vs-rest (a decision column per class), one-vs-one (a
+        column per pair of classes, trained on the pair's rows; votes decide, as in
+        scikit-learn's ``SVC``), or "auto": one-vs-one on the exact kernel, one-vs-rest with
+        features; the scheme taken is ``model_.multiclass``.
+    decision_function_shape : {{"ovr", "ovo"}}, default="ovr"
+        The columns of ``decision_function`` for a one-vs-one model: one per class (votes
+        and summed decision values, as scikit-learn's ``SVC``) or one per pair.{_COMMON_DOC}
+{_FITTED_DOC}
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    """
+
+    _LOSSES = {"squared_hinge": "l2-svc", "hinge": "l1-svc"}
+
+    def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="median",
+                 n_components=2048, class_weight=None, features="rff", centers="leverage",
+                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
+                 time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
+                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
+                 stall=True, multiclass="auto", decision_function_shape="ovr",
+                 random_state=None, verbose=0):
+        self.C = C
+        self.loss = loss
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.class_weight = class_weight
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.multiclass = multiclass
+        self.decision_function_shape = decision_function_shape
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        if self.loss not in self._LOSSES:
+            raise ValueError(f"loss={self.loss!r}: use one of {list(self._LOSSES)}")
+        return self._LOSSES[self.loss], 0.0
+
+
+class KernelLogisticRegression(_JokerClassifier):
+    __doc__ = f"""Kernel logistic regression (joker's "klr"), with class probabilities.
+
+    With more than two classes, ``predict_proba`` normalises the one-vs-rest probabilities, or
+    couples the one-vs-one pairs' probabilities (Price et al., 1995).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularization strength (joker's ``c = 1 / lambda``).
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes, ``{{label: weight}}``, or "balanced" (inversely proportional
+        to the class frequencies).
+    multiclass : {{"auto", "ovr", "ovo"}}, default="auto"
+        More than two classes: one-vs-rest (a decision column per class), one-vs-one (a
+        column per pair of classes, trained on the pair's rows; votes decide, as in
+        scikit-learn's ``SVC``), or "auto": one-vs-one on the exact kernel, one-vs-rest with
+        features; the scheme taken is ``model_.multiclass``.
+    decision_function_shape : {{"ovr", "ovo"}}, default="ovr"
+        The columns of ``decision_function`` for a one-vs-one model: one per class (votes
+        and summed decision values, as scikit-learn's ``SVC``) or one per pair.{_COMMON_DOC}
+{_FITTED_DOC}
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    """
+
+    def __init__(self, C=1.0, *, kernel="rbf", gamma="median", n_components=2048,
+                 class_weight=None, features="rff", centers="leverage", precision="f32",
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 multiclass="auto", decision_function_shape="ovr", random_state=None,
+                 verbose=0):
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.class_weight = class_weight
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.multiclass = multiclass
+        self.decision_function_shape = decision_function_shape
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return "klr", 0.0
+
+    def predict_proba(self, X):
+        """Class probabilities.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, with the columns of the training data.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities in the order of ``classes_``; each row sums to 1.
+        """
+        return self._model_output("predict_proba", X)
+
+    def predict_log_proba(self, X):
+        """Logarithms of the class probabilities.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples, with the columns of the training data.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            ``log(predict_proba(X))``.
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+_REGRESSION_DOC = """
+    normalize_target : bool, default=True
+        Standardise the target with its training mean and deviation (predictions are in the
+        original units); the loss's threshold then applies to the standardised target."""
+
+
+class KernelRidge(_JokerRegressor):
+    __doc__ = f"""Kernel ridge regression (joker's "krr"): squared error, ``(K + alpha I) a = y``.
+
+    With the exact kernel (``n_components=None``), ``standardize=False`` and
+    ``normalize_target=False`` it is the model of scikit-learn's ``KernelRidge`` with the same
+    ``alpha``, ``kernel="rbf"`` and ``gamma``. ``full_krr`` solves it with ASkotch, Skotch or
+    Nystrom-preconditioned CG instead of joker's block coordinate descent.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularization strength, ``1 / C`` (joker's ``lambda``), as in scikit-learn's
+        ``KernelRidge``.{_REGRESSION_DOC}
+    full_krr : {{None, "askotch", "skotch", "pcg"}}, default=None
+        A solver for exact kernel ridge regression (needs ``n_components=None``), with
+        ``krr_blocks`` blocks, a Nystrom preconditioner of rank ``krr_rank``, stopping at
+        relative residual ``krr_tol`` or after ``max_iter`` iterations;
+        ``krr_store_preconditioners`` keeps the block preconditioners.
+    krr_blocks, krr_rank, krr_tol, krr_store_preconditioners
+        See ``full_krr``.{_COMMON_DOC}
+{_FITTED_DOC}
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma="median", n_components=2048,
+                 normalize_target=True, full_krr=None, krr_blocks=10, krr_rank=100, krr_tol=1e-6,
+                 krr_store_preconditioners=False, features="rff", centers="leverage",
+                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
+                 time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
+                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
+                 stall=True, random_state=None, verbose=0):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.normalize_target = normalize_target
+        self.full_krr = full_krr
+        self.krr_blocks = krr_blocks
+        self.krr_rank = krr_rank
+        self.krr_tol = krr_tol
+        self.krr_store_preconditioners = krr_store_preconditioners
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return "krr", 0.0
+
+    def _regularization(self):
+        return {"lambda_": float(self.alpha)}
+
+
+class KernelSVR(_JokerRegressor):
+    __doc__ = f"""Kernel support vector regression (joker's "svr"): ``max(0, |y - u| - epsilon)``.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularization strength (joker's ``c = 1 / lambda``).
+    epsilon : float, default=0.1
+        Width of the insensitive tube, >= 0 (of the standardised target with
+        ``normalize_target=True``).{_REGRESSION_DOC}{_COMMON_DOC}
+{_FITTED_DOC}
+    """
+
+    def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="median", n_components=2048,
+                 normalize_target=True, features="rff", centers="leverage", precision="f32",
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 random_state=None, verbose=0):
+        self.C = C
+        self.epsilon = epsilon
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.normalize_target = normalize_target
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return "svr", float(self.epsilon)
+
+
+class KernelHuberRegressor(_JokerRegressor):
+    __doc__ = f"""Kernel Huber regression (joker's "huber"): squared error for residuals up to
+    ``delta``, absolute error beyond, so that outliers weigh less than in kernel ridge.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularization strength (joker's ``c = 1 / lambda``).
+    delta : float, default=1.0
+        The residual (of the standardised target with ``normalize_target=True``) where the
+        loss turns from squared to absolute, > 0. Unlike the ``epsilon`` of scikit-learn's
+        ``HuberRegressor`` it is not relative to a scale fitted with the model.{_REGRESSION_DOC}{_COMMON_DOC}
+{_FITTED_DOC}
+    """
+
+    def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="median", n_components=2048,
+                 normalize_target=True, features="rff", centers="leverage", precision="f32",
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 random_state=None, verbose=0):
+        self.C = C
+        self.delta = delta
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.normalize_target = normalize_target
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return "huber", float(self.delta)
+
+
+class KernelLpRegressor(_JokerRegressor):
+    __doc__ = f"""Kernel Lp regression: the loss ``|y - u|^p / p``; ``p=1`` is least absolute
+    deviations (joker's "l1", the conditional median), ``p > 1`` joker's "lp".
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Inverse regularization strength (joker's ``c = 1 / lambda``).
+    p : float, default=1.0
+        The exponent, >= 1: 1 for L1 regression, between 1 and 2 for a loss between absolute
+        and squared error.{_REGRESSION_DOC}{_COMMON_DOC}
+{_FITTED_DOC}
+    """
+
+    def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="median", n_components=2048,
+                 normalize_target=True, features="rff", centers="leverage", precision="f32",
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 random_state=None, verbose=0):
+        self.C = C
+        self.p = p
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_components = n_components
+        self.normalize_target = normalize_target
+        self.features = features
+        self.centers = centers
+        self.precision = precision
+        self.standardize = standardize
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.max_memory = max_memory
+        self.device = device
+        self.nystrom_rank = nystrom_rank
+        self.tr_model = tr_model
+        self.kernel_cache = kernel_cache
+        self.working_set = working_set
+        self.auto_exact = auto_exact
+        self.stall = stall
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        p = float(self.p)
+        if not p >= 1:
+            raise ValueError(f"p={self.p!r}: the exponent must be >= 1 (1: L1 regression)")
+        return ("l1", 0.0) if p == 1 else ("lp", p)
