@@ -105,9 +105,7 @@ impl Joker {
                         seen.push(s);
                         go_on
                     }) as ProgressFn<'_>),
-                    interrupt: interrupt
-                        .as_mut()
-                        .map(|f| Box::new(move || f()) as InterruptFn<'_>),
+                    interrupt: interrupt.as_mut().map(|f| Box::new(f) as InterruptFn<'_>),
                 };
                 self.solve_dual(
                     backend,
