@@ -227,6 +227,7 @@ _sig("joker_params_set_working_set", _P, c_int32)
 _sig("joker_params_set_auto_exact", _P, c_int32)
 _sig("joker_params_set_stall", _P, c_int32)
 _sig("joker_params_set_multiclass", _P, c_int32)
+_sig("joker_params_set_solver", _P, c_int32, c_size_t, c_size_t, c_double, c_double)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
 _sig("joker_params_set_interrupt", _P, POINTER(c_int32))
 _sig("joker_data_from_dense_f64", _dp, c_size_t, c_size_t, _dp, POINTER(_P))
@@ -264,6 +265,7 @@ FEATURE_MAPS = {"rff": 0, "nystrom": 1}
 CENTERS = {"uniform": 0, "kmeans": 1, "leverage": 2}
 WORKING_SETS = {"auto": 0, "random": 1, "shrinking": 2, "greedy": 3}
 MULTICLASS = {"auto": 0, "ovr": 1, "ovo": 2}
+SOLVERS = {"dbcd": 0, "dsg": 1, "udsg": 2, "cdsg": 3}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
 
@@ -500,7 +502,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model,
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
-                auto_exact=False, stall=True, multiclass="auto"):
+                auto_exact=False, stall=True, multiclass="auto", solver="dbcd", batch_size=None,
+                feature_block=None, step_theta=None, step_t0=None):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -566,6 +569,14 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_stall(h, int(bool(stall))))
         _check(_lib.joker_params_set_multiclass(
             h, pick(MULTICLASS, multiclass, "multiclass")))
+        # None: the solver's default (0 and NaN in the C call)
+        _check(_lib.joker_params_set_solver(
+            h, pick(SOLVERS, solver, "solver"),
+            0 if batch_size is None else _count("batch_size", batch_size),
+            0 if feature_block is None else _count("feature_block", feature_block),
+            float("nan") if step_theta is None else float(step_theta),
+            float("nan") if step_t0 is None else float(step_t0)),
+            {"theta": "`step_theta`", "t0": "`step_t0`"})
         _check(
             _lib.joker_params_set_full_krr(
                 h,
@@ -714,7 +725,12 @@ class Joker:
     ``multiclass``: how more than two classes are split, "ovr" (one-vs-rest: a decision column
     per class), "ovo" (one-vs-one: a column per pair of classes, trained on the pair's rows,
     votes decide) or "auto" (the default: one-vs-one on the exact kernel, one-vs-rest with
-    features); the scheme taken is ``Model.multiclass``.
+    features); the scheme taken is ``Model.multiclass``. ``solver``: "dbcd" (the default,
+    DBCD-TR) or a doubly stochastic gradient solver, "dsg", "udsg" or "cdsg" (random features on
+    the CPU; ``n_components`` caps the features opened, ``max_iter`` counts steps, and there is
+    no duality gap, so the fit runs its step or time budget), with ``batch_size`` rows and
+    ``feature_block`` new features per step and the step size ``step_theta / (t + step_t0)``
+    (None: the defaults 256, 64, 1000, 1000; ``docs/dsg.md``).
     Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
@@ -758,6 +774,11 @@ class Joker:
         auto_exact=False,
         stall=True,
         multiclass="auto",
+        solver="dbcd",
+        batch_size=None,
+        feature_block=None,
+        step_theta=None,
+        step_t0=None,
     ):
         args = dict(locals())
         del args["self"]

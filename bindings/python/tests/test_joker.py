@@ -231,6 +231,26 @@ class TestApi(unittest.TestCase):
         self.assertLessEqual(loose.gap, 1e-4)
         self.assertLessEqual(loose.iterations, strict.iterations)
 
+    def test_doubly_stochastic_solvers(self):
+        # DSG, UDSG and CDSG train random-feature models for a budget of steps (no gap)
+        for name in ("dsg", "udsg", "cdsg"):
+            m = joker.Joker("l2-svc", solver=name, n_components=256, batch_size=64,
+                            feature_block=32, max_iter=600).fit(self.X, self.y)
+            self.assertEqual(m.stop_reason, "max_iter", name)
+            self.assertGreater(m.score(self.Xt, self.yt), 0.85, name)
+        # the same seed gives the same model
+        a, b = (joker.Joker("klr", solver="cdsg", n_components=128, max_iter=300, step_theta=500.0,
+                            step_t0=100.0).fit(self.X, self.y) for _ in range(2))
+        np.testing.assert_array_equal(a.decision_function(self.Xt), b.decision_function(self.Xt))
+        with self.assertRaisesRegex(joker.JokerError, "unknown solver 'sgd'"):
+            joker.Joker("l2-svc", solver="sgd")
+        with self.assertRaisesRegex(joker.JokerError, "set n_components"):
+            joker.Joker("l2-svc", solver="dsg", n_components=None)
+        with self.assertRaisesRegex(joker.JokerError, "exceeds the cap"):
+            joker.Joker("l2-svc", solver="dsg", n_components=16, feature_block=64)
+        with self.assertRaisesRegex(joker.JokerError, "`batch_size` must be >= 0"):
+            joker.Joker("l2-svc", solver="dsg", batch_size=-1)
+
     def test_working_set_and_automatic_exact_kernel(self):
         # the automatic choice: the exact kernel where its matrix fits the cache, features beyond
         exact = joker.Joker("l2-svc", auto_exact=True).fit(self.X, self.y)

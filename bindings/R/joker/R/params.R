@@ -12,7 +12,8 @@
   features = c("rff" = 0, "nystrom" = 1),
   centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2),
   working_set = c("auto" = 0, "random" = 1, "shrinking" = 2, "greedy" = 3),
-  multiclass = c("auto" = 0, "ovr" = 1, "ovo" = 2)
+  multiclass = c("auto" = 0, "ovr" = 1, "ovo" = 2),
+  solver = c("dbcd" = 0, "dsg" = 1, "udsg" = 2, "cdsg" = 3)
 )
 
 .joker_code <- function(table, key) {
@@ -79,7 +80,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          krr_rank = 100, krr_tol = 1e-6, krr_store_preconditioners = FALSE,
                          kernel_cache = 2^31, features = "rff", centers = "leverage",
                          working_set = "auto", auto_exact = FALSE, stall = TRUE,
-                         multiclass = "auto") {
+                         multiclass = "auto", solver = "dbcd", batch_size = NULL,
+                         feature_block = NULL, step_theta = NULL, step_t0 = NULL) {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -121,6 +123,11 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("auto_exact", auto_exact, logical = TRUE)
   set("stall", stall, logical = TRUE)
   set("multiclass", .joker_code("multiclass", multiclass))
+  # NULL: the solver's default (0 and NaN in the C call)
+  or <- function(v, name, default) if (is.null(v)) default else .joker_scalar(v, name)
+  .joker_call(C_R_joker_solver, p, as.double(.joker_code("solver", solver)),
+              or(batch_size, "batch_size", 0), or(feature_block, "feature_block", 0),
+              or(step_theta, "step_theta", NaN), or(step_t0, "step_t0", NaN))
   .joker_call(C_R_joker_full_krr, p, as.double(.joker_code("full_krr", full_krr)),
               .joker_scalar(krr_blocks, "krr_blocks"), .joker_scalar(krr_rank, "krr_rank"),
               .joker_scalar(max_iter, "max_iter"), .joker_scalar(krr_tol, "krr_tol"),

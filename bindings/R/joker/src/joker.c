@@ -155,6 +155,17 @@ SEXP R_joker_full_krr(SEXP params, SEXP method, SEXP blocks, SEXP rank, SEXP max
     return R_NilValue;
 }
 
+/* The solver: DBCD-TR or a doubly stochastic one; 0 and NaN take the solver's defaults. */
+SEXP R_joker_solver(SEXP params, SEXP solver, SEXP batch, SEXP block, SEXP theta, SEXP t0) {
+    JokerParams *p = (JokerParams *)addr(params, "params");
+    double b = Rf_asReal(batch), f = Rf_asReal(block);
+    if (!(b >= 0) || !(f >= 0))
+        Rf_error("JOKER_STATUS_INVALID_ARGUMENT: `batch_size` and `feature_block` must be >= 0");
+    check(joker_params_set_solver(p, (int32_t)Rf_asReal(solver), (size_t)b, (size_t)f,
+                                  Rf_asReal(theta), Rf_asReal(t0)));
+    return R_NilValue;
+}
+
 SEXP R_joker_class_weights(SEXP params, SEXP labels, SEXP weights) {
     JokerParams *p = (JokerParams *)addr(params, "params");
     if (XLENGTH(labels) != XLENGTH(weights)) Rf_error("labels and weights differ in length");
@@ -382,6 +393,7 @@ static const R_CallMethodDef calls[] = {
     {"R_joker_params_set", (DL_FUNC)&R_joker_params_set, 4},
     {"R_joker_class_weights", (DL_FUNC)&R_joker_class_weights, 3},
     {"R_joker_full_krr", (DL_FUNC)&R_joker_full_krr, 7},
+    {"R_joker_solver", (DL_FUNC)&R_joker_solver, 6},
     {"R_joker_fit", (DL_FUNC)&R_joker_fit, 8},
     {"R_joker_free", (DL_FUNC)&R_joker_free, 1},
     {"R_joker_predict", (DL_FUNC)&R_joker_predict, 3},

@@ -96,6 +96,17 @@ ok(all(apply(votes, 1, max) < 2 | lv[max.col(votes, ties.method = "first")] == a
    "one-vs-one predictions are the votes of the pair columns")
 ok(mean(po == iris$Species) > 0.95, sprintf("one-vs-one iris accuracy %.3f", mean(po == iris$Species)))
 expect_error(joker_params(multiclass = "all"), "unknown multiclass", "unknown multi-class scheme")
+xi <- as.matrix(iris[, 1:4])
+for (s in c("dsg", "udsg", "cdsg")) {
+  ds <- joker(xi, iris$Species, loss = "l2-svc", solver = s, n_components = 256,
+              batch_size = 32, feature_block = 32, max_iter = 600)
+  acc <- mean(predict(ds, xi) == iris$Species)
+  ok(joker_info(ds)$stop_reason == "max_iter" && acc > 0.85,
+     sprintf("doubly stochastic solver %s: training accuracy %.3f", s, acc))
+}
+expect_error(joker_params(solver = "sgd"), "unknown solver", "unknown solver")
+expect_error(joker_params(solver = "dsg", n_components = NULL), "set n_components", "DSG with the exact kernel")
+expect_error(joker_params(solver = "dsg", batch_size = -1), "must be >= 0", "negative batch")
 s <- summary(iris_fit)
 out <- capture.output(print(s))
 ok(inherits(s, "summary.joker") && s$nobs == 140 && identical(as.vector(s$counts), c(40L, 50L, 50L)) &&

@@ -142,6 +142,7 @@ const FEATURE_MAPS = Dict("rff" => 0, "nystrom" => 1)
 const CENTERS = Dict("uniform" => 0, "kmeans" => 1, "leverage" => 2)
 const WORKING_SETS = Dict("auto" => 0, "random" => 1, "shrinking" => 2, "greedy" => 3)
 const MULTICLASS = Dict("auto" => 0, "ovr" => 1, "ovo" => 2)
+const SOLVERS = Dict("dbcd" => 0, "dsg" => 1, "udsg" => 2, "cdsg" => 3)
 const OUTPUT = Dict(:predict => 0, :decision_function => 1, :predict_proba => 2)
 
 "The library version, for example \"0.1.0\"."
@@ -334,7 +335,8 @@ end
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
           features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
-          multiclass="auto")
+          multiclass="auto", solver="dbcd", batch_size=nothing, feature_block=nothing,
+          step_theta=nothing, step_t0=nothing)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -354,7 +356,11 @@ relative gap is within `10 tol` and the dual objective rose by less than `tol / 
 per pass over the last three passes (`false`: run until the gap reaches `tol`).
 `multiclass`: more than two classes "ovr" (one-vs-rest), "ovo" (one-vs-one: a column per pair
 of classes on the pair's rows, votes decide) or "auto" (one-vs-one on the exact kernel,
-one-vs-rest with features); `multiclass(model)` says which was taken.
+one-vs-rest with features); `multiclass(model)` says which was taken. `solver`: "dbcd"
+(DBCD-TR, the default) or a doubly stochastic gradient solver, "dsg", "udsg" or "cdsg" (random
+features on the CPU, `max_iter` steps, no duality gap), with `batch_size` rows and
+`feature_block` new features per step and the step size `step_theta / (t + step_t0)`
+(`nothing`: the defaults 256, 64, 1000, 1000).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -363,12 +369,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
-    auto_exact=false, stall=true, multiclass="auto")
+    auto_exact=false, stall=true, multiclass="auto", solver="dbcd", batch_size=nothing,
+    feature_block=nothing, step_theta=nothing, step_t0=nothing)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
-        auto_exact, stall, multiclass))
+        auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -377,7 +384,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
-    working_set="auto", auto_exact=false, stall=true, multiclass="auto")
+    working_set="auto", auto_exact=false, stall=true, multiclass="auto", solver="dbcd",
+    batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -430,6 +438,15 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
         joker_params_set_stall(h, Int32(stall ? 1 : 0))
         joker_params_set_multiclass(h, Int32(pick(MULTICLASS, multiclass, "multiclass")))
+        # nothing: the solver's default (0 and NaN in the C call)
+        check(ccall((:joker_params_set_solver, libjoker), Int32,
+            (Ptr{Cvoid}, Int32, Csize_t, Csize_t, Float64, Float64), h,
+            pick(SOLVERS, solver, "solver"),
+            batch_size === nothing ? 0 : count_arg("batch_size", batch_size),
+            feature_block === nothing ? 0 : count_arg("feature_block", feature_block),
+            step_theta === nothing ? NaN : Float64(step_theta),
+            step_t0 === nothing ? NaN : Float64(step_t0)),
+            Dict("theta" => "`step_theta`", "t0" => "`step_t0`"))
         check(ccall((:joker_params_set_feature_map, libjoker), Int32, (Ptr{Cvoid}, Int32, Int32), h,
             pick(FEATURE_MAPS, features, "features"), pick(CENTERS, centers, "centers")))
         check(ccall((:joker_params_set_full_krr, libjoker), Int32,
