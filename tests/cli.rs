@@ -1057,6 +1057,120 @@ fn growing_the_features_from_the_command_line() {
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
 
+/// Sparse LIBSVM rows: `d` features, about four stored per row, the label the sign of a
+/// fixed linear function of them.
+fn sparse_libsvm(n: usize, d: usize, seed: u64) -> String {
+    let mut r = Lcg(seed);
+    let mut s = String::new();
+    for _ in 0..n {
+        let mut cols: Vec<usize> = (0..4)
+            .map(|_| (r.uniform() * d as f64) as usize % d)
+            .collect();
+        cols.sort_unstable();
+        cols.dedup();
+        let vals: Vec<f64> = cols.iter().map(|_| 2.0 * r.uniform() - 1.0).collect();
+        let f: f64 = cols
+            .iter()
+            .zip(&vals)
+            .map(|(&j, v)| v * if j % 2 == 0 { 1.0 } else { -0.7 })
+            .sum();
+        s.push_str(if f > 0.0 { "+1" } else { "-1" });
+        for (j, v) in cols.iter().zip(&vals) {
+            s.push_str(&format!(" {}:{v:.5}", j + 1));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// `joker convert --csr` writes the CSR arrays numpy writes for a scipy matrix (in small chunks
+/// here): they hold the LIBSVM file's entries and labels exactly, `train` maps them and gives
+/// the model the LIBSVM file gives, and an existing directory is replaced only with `--force`
+/// and only when it holds a conversion's files.
+#[test]
+fn convert_to_csr_then_train_on_mapped_sparse_rows() {
+    let t = TempDir::new("convert-csr");
+    t.write("train.svm", &sparse_libsvm(1500, 50, 7));
+    t.write("test.svm", &sparse_libsvm(200, 50, 8));
+    let out = ok(joker(
+        &t.0,
+        &["convert", "-q", "--csr", "--chunk-mib", "1", "train.svm"],
+    ));
+    assert!(
+        stdout(&out).contains("wrote 1500 rows of 50 columns as CSR arrays"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!t.path("train.csr.partial").exists());
+    let text = joker::io::read_libsvm::<f32>(&t.path("train.svm"), &Default::default()).unwrap();
+    let mapped = joker::io::npy::map_csr::<f32>(&t.path("train.csr")).unwrap();
+    let joker::Features::Sparse(want) = &text.x else {
+        panic!("a sparse LIBSVM file is read as sparse rows")
+    };
+    assert_eq!((mapped.nrows(), mapped.ncols()), (1500, 50));
+    assert_eq!(mapped.indptr(), want.indptr());
+    assert_eq!(mapped.indices(), want.indices());
+    assert_eq!(mapped.values(), want.values());
+    let labels = joker::io::npy::read_vector(&t.path("train.csr/labels.npy")).unwrap();
+    assert_eq!(labels, text.y);
+
+    let fit = |data: &str, model: &str| {
+        // mapped rows take consecutive blocks, rows in memory shuffled ones: both run to the
+        // optimum, which is the same
+        let args = [
+            "train",
+            "-l",
+            "svc",
+            "-m",
+            "256",
+            "-b",
+            "64",
+            "--max-iter",
+            "20000",
+            "--tol",
+            "1e-7",
+            "--no-stall",
+            "--no-standardize",
+            "-q",
+            data,
+            model,
+        ];
+        ok(joker(&t.0, &args));
+        ok(joker(
+            &t.0,
+            &["predict", "test.svm", model, &format!("{model}.pred")],
+        ));
+        std::fs::read_to_string(t.path(&format!("{model}.pred"))).unwrap()
+    };
+    assert_eq!(fit("train.csr", "a.json"), fit("train.svm", "b.json"));
+
+    fails_with(
+        joker(&t.0, &["convert", "-q", "--csr", "train.svm"]),
+        "--force",
+    );
+    ok(joker(
+        &t.0,
+        &["convert", "-q", "--csr", "--force", "train.svm"],
+    ));
+    t.write("train.csr/notes.txt", "mine");
+    fails_with(
+        joker(&t.0, &["convert", "-q", "--csr", "--force", "train.svm"]),
+        "other files",
+    );
+    assert!(t.path("train.csr/notes.txt").exists());
+    fails_with(
+        joker(&t.0, &["convert", "-q", "--csr", "train.svm", "out.npy"]),
+        "directory",
+    );
+    // a malformed line: nothing is left under either name
+    t.write("bad.svm", "+1 1:0.5\n-1 2:oops\n");
+    fails_with(
+        joker(&t.0, &["convert", "-q", "--csr", "bad.svm"]),
+        "bad.svm",
+    );
+    assert!(!t.path("bad.csr").exists() && !t.path("bad.csr.partial").exists());
+}
+
 /// `joker convert` writes `.npy` rows and labels (in small chunks here, so several), `train`
 /// maps them and gives the model the LIBSVM file gives, and the failures are named.
 #[test]

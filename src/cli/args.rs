@@ -634,9 +634,14 @@ pub struct ConvertArgs {
     #[arg(value_name = "DATA_FILE")]
     pub input: PathBuf,
     /// The rows file to write (`.npy`); the labels go to the same name with `.labels.npy`.
-    /// Default: DATA_FILE with the extension `.npy`.
+    /// With `--csr`, a directory of CSR arrays with `labels.npy` inside. Default: DATA_FILE
+    /// with the extension `.npy` (`.csr` with `--csr`).
     #[arg(value_name = "ROWS_FILE")]
     pub output: Option<PathBuf>,
+    /// Write the rows as CSR arrays (`data.npy`, `indices.npy`, `indptr.npy`, `shape.npy`, as
+    /// numpy saves a scipy matrix) in a directory: only the stored entries, for sparse data.
+    #[arg(long)]
+    pub csr: bool,
     /// Data format options.
     #[command(flatten)]
     pub data: DataArgs,

@@ -489,6 +489,112 @@ impl RowWriter {
     }
 }
 
+/// Writes a 1-D `.npy` array of little-endian values value by value, without knowing the
+/// count in advance (the header's shape is written at the end).
+struct VectorWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    descr: &'static str,
+    len: usize,
+}
+
+impl VectorWriter {
+    fn create(path: &Path, descr: &'static str) -> Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_err(path))?);
+        out.write_all(&header_bytes(descr, &[0], HEADER_LEN))
+            .map_err(io_err(path))?;
+        Ok(VectorWriter {
+            out,
+            path: path.to_path_buf(),
+            descr,
+            len: 0,
+        })
+    }
+
+    /// Appends the bytes of one value.
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes).map_err(io_err(&self.path))?;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<usize> {
+        let VectorWriter {
+            out,
+            path,
+            descr,
+            len,
+        } = self;
+        let mut file = out.into_inner().map_err(|e| JokerError::Io {
+            path: path.clone(),
+            source: e.into_error(),
+        })?;
+        file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
+        file.write_all(&header_bytes(descr, &[len], HEADER_LEN))
+            .map_err(io_err(&path))?;
+        file.sync_all().map_err(io_err(&path))?;
+        Ok(len)
+    }
+}
+
+/// Writes sparse rows as the CSR arrays [`map_csr`] reads (`data.npy` float32, `indices.npy`
+/// int32, `indptr.npy` int64, `shape.npy` int64) in a directory, row by row.
+struct CsrWriter {
+    dir: PathBuf,
+    data: VectorWriter,
+    indices: VectorWriter,
+    indptr: VectorWriter,
+    ncols: usize,
+    nnz: usize,
+}
+
+impl CsrWriter {
+    fn create(dir: &Path, ncols: usize) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut indptr = VectorWriter::create(&dir.join("indptr.npy"), "<i8")?;
+        indptr.push(&0i64.to_le_bytes())?;
+        Ok(CsrWriter {
+            dir: dir.to_path_buf(),
+            data: VectorWriter::create(&dir.join("data.npy"), "<f4")?,
+            indices: VectorWriter::create(&dir.join("indices.npy"), "<i4")?,
+            indptr,
+            ncols,
+            nnz: 0,
+        })
+    }
+
+    /// Appends one row given by its stored entries (columns strictly increasing).
+    fn push(&mut self, entries: impl Iterator<Item = (u32, f32)>) -> Result<()> {
+        for (j, v) in entries {
+            self.indices.push(&(j as i32).to_le_bytes())?;
+            self.data.push(&v.to_le_bytes())?;
+            self.nnz += 1;
+        }
+        self.indptr.push(&(self.nnz as i64).to_le_bytes())
+    }
+
+    /// Closes the arrays and writes `shape.npy`; returns the row count.
+    fn finish(self) -> Result<usize> {
+        self.data.finish()?;
+        self.indices.finish()?;
+        let n = self.indptr.finish()? - 1;
+        let mut shape = VectorWriter::create(&self.dir.join("shape.npy"), "<i8")?;
+        shape.push(&(n as i64).to_le_bytes())?;
+        shape.push(&(self.ncols as i64).to_le_bytes())?;
+        shape.finish()?;
+        Ok(n)
+    }
+}
+
+/// The files [`convert`] writes into a CSR directory (the arrays and the labels).
+pub const CSR_FILES: [&str; 5] = [
+    "data.npy",
+    "indices.npy",
+    "indptr.npy",
+    "shape.npy",
+    "labels.npy",
+];
+
 /// Writes `values` as a 1-D float64 `.npy` array.
 pub fn write_vector(path: &Path, values: &[f64]) -> Result<()> {
     let mut out = BufWriter::new(File::create(path).map_err(io_err(path))?);
@@ -500,6 +606,71 @@ pub fn write_vector(path: &Path, values: &[f64]) -> Result<()> {
     out.flush().map_err(io_err(path))
 }
 
+/// How [`convert`] stores the rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One float32 `n x d` `.npy` file, the labels beside it ([`labels_path`]).
+    Dense,
+    /// A directory of CSR arrays ([`map_csr`]) with `labels.npy` inside: only the stored
+    /// entries of each row are written (zeros of CSV rows are left out), for sparse data
+    /// whose dense form would be many times larger.
+    Csr,
+}
+
+/// Where a conversion's rows go, open.
+enum Sink {
+    Dense(RowWriter),
+    // boxed: three buffered files against one
+    Csr(Box<CsrWriter>),
+}
+
+impl Sink {
+    fn create(layout: Layout, path: &Path, ncols: usize) -> Result<Sink> {
+        Ok(match layout {
+            Layout::Dense => Sink::Dense(RowWriter::create(path, ncols)?),
+            Layout::Csr => Sink::Csr(Box::new(CsrWriter::create(path, ncols)?)),
+        })
+    }
+
+    fn ncols(&self) -> usize {
+        match self {
+            Sink::Dense(w) => w.ncols,
+            Sink::Csr(w) => w.ncols,
+        }
+    }
+
+    /// Appends every row of `x`.
+    fn push_rows(&mut self, x: &Features<f32>) -> Result<()> {
+        let d = x.ncols();
+        let mut row = vec![0.0f32; d];
+        for i in 0..x.nrows() {
+            match (&mut *self, x) {
+                (Sink::Csr(w), Features::Sparse(m)) => {
+                    let (idx, val) = m.row(i);
+                    w.push(idx.iter().copied().zip(val.iter().copied()))?;
+                }
+                (Sink::Csr(w), _) => {
+                    x.gather_range(i, &mut row);
+                    let stored = row.iter().enumerate().filter(|(_, v)| **v != 0.0);
+                    w.push(stored.map(|(j, v)| (j as u32, *v)))?;
+                }
+                (Sink::Dense(w), _) => {
+                    x.gather_range(i, &mut row);
+                    w.push(&row)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<usize> {
+        match self {
+            Sink::Dense(w) => w.finish(),
+            Sink::Csr(w) => w.finish(),
+        }
+    }
+}
+
 /// The text formats [`convert`] reads.
 #[derive(Clone, Debug)]
 pub enum TextFormat {
@@ -509,13 +680,14 @@ pub enum TextFormat {
     Csv(CsvOptions),
 }
 
-/// Writes the rows of the uncompressed LIBSVM or CSV file `input` as `rows` (dense float32
-/// `.npy`) and their labels as [`labels_path`]`(rows)`, reading about `chunk` bytes of text at
-/// a time, so that memory holds one chunk's rows and the labels (8 bytes a row), never the
-/// data set. A LIBSVM file without a given width and index base is read twice: once for the
-/// largest index and the base, once to write. The files appear under their names only when
-/// complete. `progress(done, total)` is called after each chunk. Returns the rows and columns
-/// written.
+/// Writes the rows of the uncompressed LIBSVM or CSV file `input` in `layout`: as `rows` (dense
+/// float32 `.npy`) with their labels in [`labels_path`]`(rows)`, or as the CSR directory `rows`
+/// with `labels.npy` inside. Reads about `chunk` bytes of text at a time, so that memory holds
+/// one chunk's rows and the labels (8 bytes a row), never the data set. A LIBSVM file without
+/// a given width and index base is read twice: once for the largest index and the base, once
+/// to write. The files appear under their names only when complete (a CSR directory is
+/// written as `rows.partial` and renamed). `progress(done, total)` is called after each
+/// chunk. Returns the rows and columns written.
 ///
 /// # Errors
 /// Those of the sharded readers ([`read_libsvm_shard`],
@@ -526,6 +698,7 @@ pub fn convert(
     input: &Path,
     format: &TextFormat,
     rows: &Path,
+    layout: Layout,
     chunk: u64,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(usize, usize)> {
@@ -536,9 +709,35 @@ pub fn convert(
         name.push(".partial");
         PathBuf::from(name)
     };
+    if layout == Layout::Csr {
+        let tmp = partial(rows);
+        let out = convert_into(
+            input,
+            format,
+            &tmp,
+            &tmp.join("labels.npy"),
+            layout,
+            chunk,
+            &mut progress,
+        );
+        if out.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return out;
+        }
+        std::fs::rename(&tmp, rows).map_err(io_err(rows))?;
+        return out;
+    }
     let (final_rows, final_labels) = (rows.to_path_buf(), labels_path(rows));
     let (rows, labels_tmp) = (&partial(&final_rows), partial(&final_labels));
-    let out = convert_into(input, format, rows, &labels_tmp, chunk, &mut progress);
+    let out = convert_into(
+        input,
+        format,
+        rows,
+        &labels_tmp,
+        layout,
+        chunk,
+        &mut progress,
+    );
     if out.is_err() {
         let _ = std::fs::remove_file(rows);
         let _ = std::fs::remove_file(&labels_tmp);
@@ -554,6 +753,7 @@ fn convert_into(
     format: &TextFormat,
     rows: &Path,
     labels_out: &Path,
+    layout: Layout,
     chunk: u64,
     progress: &mut impl FnMut(u64, u64),
 ) -> Result<(usize, usize)> {
@@ -561,18 +761,13 @@ fn convert_into(
     let count = (len / chunk.max(1)).max(1) as usize;
     let shard = |index| Shard { index, count };
     let mut labels = Vec::new();
-    let mut writer: Option<RowWriter> = None;
+    let mut writer: Option<Sink> = None;
     let mut write_rows = |data: Dataset<f32>, labels: &mut Vec<f64>| -> Result<()> {
-        let d = data.x.ncols();
         let w = match &mut writer {
             Some(w) => w,
-            None => writer.insert(RowWriter::create(rows, d)?),
+            None => writer.insert(Sink::create(layout, rows, data.x.ncols())?),
         };
-        let mut row = vec![0.0f32; d];
-        for i in 0..data.len() {
-            data.x.gather_range(i, &mut row);
-            w.push(&row)?;
-        }
+        w.push_rows(&data.x)?;
         labels.extend_from_slice(&data.y);
         Ok(())
     };
@@ -615,7 +810,7 @@ fn convert_into(
             input.display()
         )));
     };
-    let d = w.ncols;
+    let d = w.ncols();
     let n = w.finish()?;
     write_vector(labels_out, &labels)?;
     Ok((n, d))
