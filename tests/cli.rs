@@ -1057,6 +1057,75 @@ fn growing_the_features_from_the_command_line() {
     assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
 
+/// Three classes by the angle of a point in the plane, labels 1, 2, 3.
+fn three_class_libsvm(n: usize, seed: u64) -> String {
+    let mut r = Lcg(seed);
+    let mut s = String::new();
+    for _ in 0..n {
+        let (a, b) = (2.0 * r.uniform() - 1.0, 2.0 * r.uniform() - 1.0);
+        let angle = b.atan2(a) + std::f64::consts::PI;
+        let class = 1 + ((angle / (2.0 * std::f64::consts::PI / 3.0)) as usize).min(2);
+        s.push_str(&format!("{class} 1:{a:.5} 2:{b:.5}\n"));
+    }
+    s
+}
+
+/// `--multiclass`: by default the exact kernel trains one-vs-one and random features
+/// one-vs-rest, each saying so and why; `joker info` reads the scheme back from the file.
+#[test]
+fn multiclass_schemes_are_chosen_and_reported() {
+    let t = TempDir::new("multiclass");
+    t.write("train.svm", &three_class_libsvm(300, 11));
+    let train = |extra: &[&str], model: &str| {
+        let mut args = vec!["train", "-l", "svc", "train.svm", model];
+        args.extend_from_slice(extra);
+        stderr(&ok(joker(&t.0, &args)))
+    };
+    let auto = train(&[], "auto.json");
+    assert!(
+        auto.contains("multiclass: one-vs-one, 3 pairs (auto: the exact kernel"),
+        "{auto}"
+    );
+    let info = stdout(&ok(joker(&t.0, &["info", "auto.json"])));
+    assert!(
+        info.contains("3 classes: 1 2 3 (one-vs-one, 3 pairs)"),
+        "{info}"
+    );
+    assert!(info.contains("version 3"), "{info}");
+    let rff = train(&["-m", "64"], "rff.json");
+    assert!(
+        rff.contains("multiclass: one-vs-rest, 3 columns (auto: a feature map"),
+        "{rff}"
+    );
+    let asked = train(&["--multiclass", "ovr"], "ovr.json");
+    assert!(
+        asked.contains("multiclass: one-vs-rest, 3 columns (requested)"),
+        "{asked}"
+    );
+    let info = stdout(&ok(joker(&t.0, &["info", "ovr.json"])));
+    assert!(
+        info.contains("(one-vs-rest)") && info.contains("version 1"),
+        "{info}"
+    );
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "train",
+                "-m",
+                "64",
+                "--solver",
+                "dsg",
+                "--multiclass",
+                "ovo",
+                "train.svm",
+                "x.json",
+            ],
+        ),
+        "--multiclass",
+    );
+}
+
 /// Sparse LIBSVM rows: `d` features, about four stored per row, the label the sign of a
 /// fixed linear function of them.
 fn sparse_libsvm(n: usize, d: usize, seed: u64) -> String {
