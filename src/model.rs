@@ -19,7 +19,7 @@ use crate::error::{JokerError, Result};
 use crate::features::{FeatureMap, FeatureSpec, RandomMap};
 use crate::kernel::Kernel;
 use crate::loss::Loss;
-use crate::preprocess::{Multiclass, Standardizer, TargetScaler, couple, vote};
+use crate::preprocess::{Multiclass, Standardizer, TargetScaler, class_pairs, couple, vote};
 use crate::scalar::Scalar;
 use crate::solver::{Progress, StopReason, Timings};
 
@@ -269,19 +269,93 @@ impl Model {
                 alpha,
             } => {
                 let sup = support.iter().map(|&v| T::from_f64(v)).collect();
-                match DenseMatrix::new(*n_support, self.n_features, sup) {
-                    Ok(s) => Predictor::Exact {
-                        kernel: &self.kernel,
-                        support: &Features::Dense(s),
-                        rows: None,
-                        alpha,
-                    }
-                    .decision(&Cpu, xt, t),
+                let Ok(s) = DenseMatrix::new(*n_support, self.n_features, sup) else {
                     // an empty support (all coefficients zero) predicts zero
-                    Err(_) => vec![0.0; xt.nrows() * t],
+                    return vec![0.0; xt.nrows() * t];
+                };
+                let s = Features::Dense(s);
+                if let Some(out) = self.pairwise_exact(&s, alpha, xt) {
+                    return out;
+                }
+                Predictor::Exact {
+                    kernel: &self.kernel,
+                    support: &s,
+                    rows: None,
+                    alpha,
+                }
+                .decision(&Cpu, xt, t)
+            }
+        }
+    }
+
+    /// One-vs-one exact decision values a class at a time: a support row has coefficients only
+    /// in the `K - 1` pairs of its own class, so the kernel rows of each class's support rows
+    /// multiply those columns alone (`n_sv (K - 1)` products per row of `x` instead of
+    /// `n_sv K (K - 1) / 2`). `None` for other models, or where a row's non-zero pairs share no
+    /// class (a file not written by a one-vs-one fit).
+    fn pairwise_exact<T: Scalar>(
+        &self,
+        support: &Features<T>,
+        alpha: &[f64],
+        xt: &Features<T>,
+    ) -> Option<Vec<f64>> {
+        let k = self.classes.as_ref()?.len();
+        if self.multiclass != Multiclass::OneVsOne || k < 3 {
+            return None;
+        }
+        let (ns, t, n) = (support.nrows(), self.n_targets, xt.nrows());
+        let pairs = class_pairs(k);
+        // each support row's class: the one all of its non-zero pairs share
+        let mut class = vec![None; ns];
+        for (s, c) in class.iter_mut().enumerate() {
+            let mut shared: Option<[usize; 2]> = None;
+            for (p, &(a, b)) in pairs.iter().enumerate() {
+                if alpha[p * ns + s] == 0.0 {
+                    continue;
+                }
+                shared = Some(match shared {
+                    None => [a, b],
+                    Some(both) => {
+                        let keep = |v: usize| (v == a || v == b).then_some(v);
+                        match (keep(both[0]), keep(both[1])) {
+                            (Some(x), Some(y)) => [x, y],
+                            (Some(x), None) | (None, Some(x)) => [x, x],
+                            (None, None) => return None,
+                        }
+                    }
+                });
+            }
+            *c = shared.map(|both| both[0]);
+        }
+        let mut out = vec![0.0; n * t];
+        for c in 0..k {
+            let rows: Vec<usize> = (0..ns).filter(|&s| class[s] == Some(c)).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let cols: Vec<usize> = (0..t)
+                .filter(|&p| pairs[p].0 == c || pairs[p].1 == c)
+                .collect();
+            let mut a = vec![0.0; ns * cols.len()];
+            for (q, &p) in cols.iter().enumerate() {
+                for &s in &rows {
+                    a[q * ns + s] = alpha[p * ns + s];
+                }
+            }
+            let part = Predictor::Exact {
+                kernel: &self.kernel,
+                support,
+                rows: Some(&rows),
+                alpha: &a,
+            }
+            .decision(&Cpu, xt, cols.len());
+            for (q, &p) in cols.iter().enumerate() {
+                for (o, v) in out[p * n..(p + 1) * n].iter_mut().zip(&part[q * n..]) {
+                    *o += v;
                 }
             }
         }
+        Some(out)
     }
 
     /// Predictions: class labels for classifiers (sign, argmax for one-vs-rest, votes for

@@ -143,6 +143,29 @@ fn svc_pairs_equal_binary_fits_on_their_rows() {
         .unwrap();
     let classes = model.classes.clone().unwrap();
     let dv = model.decision_function(&test.x).unwrap();
+    // the prediction's class-by-class products equal the plain sums over the support
+    let Representation::Exact {
+        n_support,
+        support,
+        alpha,
+    } = &model.representation
+    else {
+        panic!("an exact model")
+    };
+    let kernel = model.kernel;
+    let xt = rows(&test);
+    for (i, xi) in xt.iter().enumerate() {
+        for p in 0..6 {
+            let want: f64 = (0..*n_support)
+                .map(|s| alpha[p * n_support + s] * kernel.eval(&support[s * 2..s * 2 + 2], xi))
+                .sum();
+            let got = dv[i * 6 + p];
+            assert!(
+                (got - want).abs() < 1e-9 * (1.0 + want.abs()),
+                "{got} vs {want}"
+            );
+        }
+    }
     let x = rows(&data);
     for (p, &pair) in class_pairs(4).iter().enumerate() {
         let (s, _) = pair_rows(&data.y, &classes, pair);
