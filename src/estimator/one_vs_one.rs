@@ -145,9 +145,9 @@ impl Joker {
                 break;
             }
         }
-        if matches!(prob.repr, Repr::Features(_)) {
+        if let Repr::Features(map) = prob.repr {
             // pairs not reached (a stopped fit) keep a zero column
-            theta.resize(alpha.len() / n.max(1) * map_width(prob), 0.0);
+            theta.resize(pairs * map.m(), 0.0);
             out.theta = Some(theta);
         }
         let validation = hooks.validate.as_mut().map(|f| {
@@ -183,14 +183,6 @@ impl Joker {
         out.history.push(whole);
         out.alpha = alpha;
         Ok(out)
-    }
-}
-
-/// The number of features `M` of a random-feature or Nystrom problem (0 for exact kernels).
-fn map_width<T: Scalar>(prob: &Problem<'_, T>) -> usize {
-    match prob.repr {
-        Repr::Features(map) => map.m(),
-        Repr::Exact(_) => 0,
     }
 }
 

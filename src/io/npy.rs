@@ -431,14 +431,33 @@ pub struct RowWriter {
     nrows: usize,
 }
 
+/// Creates `path` with a header of `shape` (its length still unknown: 0), for the values to
+/// follow.
+fn start_array(path: &Path, descr: &str, shape: &[usize]) -> Result<BufWriter<File>> {
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_err(path))?);
+    out.write_all(&header_bytes(descr, shape, HEADER_LEN))
+        .map_err(io_err(path))?;
+    Ok(out)
+}
+
+/// Flushes `out`, writes the final `shape` into the header (of the same length as the first)
+/// and syncs the file.
+fn finish_array(out: BufWriter<File>, path: &Path, descr: &str, shape: &[usize]) -> Result<()> {
+    let mut file = out.into_inner().map_err(|e| JokerError::Io {
+        path: path.to_path_buf(),
+        source: e.into_error(),
+    })?;
+    file.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    file.write_all(&header_bytes(descr, shape, HEADER_LEN))
+        .map_err(io_err(path))?;
+    file.sync_all().map_err(io_err(path))
+}
+
 impl RowWriter {
     /// Starts `path` for rows of `ncols` values.
     pub fn create(path: &Path, ncols: usize) -> Result<Self> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_err(path))?);
-        out.write_all(&header_bytes("<f4", &[0, ncols], HEADER_LEN))
-            .map_err(io_err(path))?;
         Ok(RowWriter {
-            out,
+            out: start_array(path, "<f4", &[0, ncols])?,
             path: path.to_path_buf(),
             ncols,
             nrows: 0,
@@ -477,14 +496,7 @@ impl RowWriter {
             nrows,
             ..
         } = self;
-        let mut file = out.into_inner().map_err(|e| JokerError::Io {
-            path: path.clone(),
-            source: e.into_error(),
-        })?;
-        file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
-        file.write_all(&header_bytes("<f4", &[nrows, ncols], HEADER_LEN))
-            .map_err(io_err(&path))?;
-        file.sync_all().map_err(io_err(&path))?;
+        finish_array(out, &path, "<f4", &[nrows, ncols])?;
         Ok(nrows)
     }
 }
@@ -500,11 +512,8 @@ struct VectorWriter {
 
 impl VectorWriter {
     fn create(path: &Path, descr: &'static str) -> Result<Self> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_err(path))?);
-        out.write_all(&header_bytes(descr, &[0], HEADER_LEN))
-            .map_err(io_err(path))?;
         Ok(VectorWriter {
-            out,
+            out: start_array(path, descr, &[0])?,
             path: path.to_path_buf(),
             descr,
             len: 0,
@@ -525,14 +534,7 @@ impl VectorWriter {
             descr,
             len,
         } = self;
-        let mut file = out.into_inner().map_err(|e| JokerError::Io {
-            path: path.clone(),
-            source: e.into_error(),
-        })?;
-        file.seek(SeekFrom::Start(0)).map_err(io_err(&path))?;
-        file.write_all(&header_bytes(descr, &[len], HEADER_LEN))
-            .map_err(io_err(&path))?;
-        file.sync_all().map_err(io_err(&path))?;
+        finish_array(out, &path, descr, &[len])?;
         Ok(len)
     }
 }
