@@ -48,6 +48,24 @@ pub struct Dataset<T> {
     pub y: Vec<f64>,
 }
 
+/// Rows read in order, a run of consecutive rows at a time, pass after pass: a file too large
+/// for memory streamed a chunk at a time ([`crate::io::stream`]). A solver that sweeps its rows
+/// in order (the doubly stochastic solvers) reads them through this instead of [`Features`].
+pub trait RowStream<T> {
+    /// Rows per pass `n`.
+    fn nrows(&self) -> usize;
+    /// Columns `d`.
+    fn ncols(&self) -> usize;
+    /// Fills `out` (dense row-major, `out.len() / d` rows) with the rows from `first` on,
+    /// wrapping from the last row to the first (the next pass). `first` must be where the
+    /// previous read ended (0 at the start): a stream is read in order only.
+    ///
+    /// # Errors
+    /// A read out of order, the source's read and parse errors, and a pass whose row count
+    /// is not `n` (the file changed).
+    fn read(&self, first: usize, out: &mut [T]) -> Result<()>;
+}
+
 fn check_finite<T: Scalar>(what: &'static str, v: T, row: usize, col: usize) -> Result<()> {
     if v.to_f64().is_finite() {
         Ok(())

@@ -19,8 +19,10 @@ use std::time::Duration;
 mod distributed;
 mod grow;
 mod one_vs_one;
+mod stream;
 use distributed::Dist;
 pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
+pub use stream::ReadingFn;
 
 use crate::backend::Backend;
 use crate::backend::cached::cached_kernel_bytes;
@@ -46,7 +48,7 @@ use crate::solver::dbcd::pbm::{self, PbmConfig};
 use crate::solver::dbcd::{
     Hooks, InterruptFn, Problem, ProgressFn, Repr, ValidateFn, WorkingSet, memory_estimate, solve,
 };
-use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRun, solve_dsg};
+use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRows, DsgRun, solve_dsg};
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
 use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason, TrModel};
 
@@ -1129,7 +1131,7 @@ impl Joker {
         hooks: &mut Hooks<T>,
     ) -> Result<Solution> {
         let problem = DsgProblem {
-            x,
+            rows: DsgRows::Features(x),
             map,
             loss: self.loss,
             targets: y.len() / x.nrows().max(1),

@@ -273,15 +273,22 @@ pub fn entry_variance<T: Scalar>(x: &Features<T>) -> f64 {
     (sq / count - mean * mean).max(0.0)
 }
 
-/// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
-/// at most `HEURISTIC_ROWS` rows.
-pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
-    let (n, d) = (x.nrows(), x.ncols());
+/// The rows of `n` the median heuristic looks at, in the order it reads them: all of them up
+/// to `HEURISTIC_ROWS`, a seeded draw without replacement beyond.
+pub fn heuristic_rows(n: usize, seed: u64) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..n).collect();
     if n > HEURISTIC_ROWS {
         Stream::new(seed, streams::BANDWIDTH_SUBSAMPLE).shuffle(&mut idx);
         idx.truncate(HEURISTIC_ROWS);
     }
+    idx
+}
+
+/// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
+/// at most `HEURISTIC_ROWS` rows.
+pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
+    let (n, d) = (x.nrows(), x.ncols());
+    let idx = heuristic_rows(n, seed);
     let k = idx.len();
     let mut rows = vec![T::default(); k * d];
     x.gather_dense(&idx, &mut rows);

@@ -30,48 +30,9 @@ impl Standardizer {
     /// summed over the ranks, so every rank gets the same map, the one a single process
     /// would fit on all the rows.
     pub fn fit_over<T: Scalar>(x: &Features<T>, comm: &dyn Collective) -> Result<Self> {
-        let d = x.ncols();
-        let (mut s1, mut s2) = (vec![0.0; d], vec![0.0; d]);
-        match x {
-            Features::Dense(m) => {
-                for i in 0..m.nrows() {
-                    for (j, v) in m.row(i).iter().enumerate() {
-                        let v = v.to_f64();
-                        s1[j] += v;
-                        s2[j] += v * v;
-                    }
-                }
-            }
-            Features::Sparse(m) => {
-                for (j, v) in m.indices().iter().zip(m.values()) {
-                    let v = v.to_f64();
-                    s1[*j as usize] += v;
-                    s2[*j as usize] += v * v;
-                }
-            }
-        }
-        let mut n = [x.nrows() as f64];
-        comm.sum(&mut n)?;
-        comm.sum(&mut s1)?;
-        comm.sum(&mut s2)?;
-        let n = n[0];
-        let dense = matches!(x, Features::Dense(_));
-        let mut center = vec![0.0; d];
-        let mut scale = vec![1.0; d];
-        for j in 0..d {
-            let mean = s1[j] / n;
-            let var = (s2[j] / n - mean * mean).max(0.0);
-            let sd = var.sqrt();
-            if dense {
-                center[j] = mean;
-            }
-            scale[j] = if sd > 1e-12 * (1.0 + mean.abs()) {
-                sd
-            } else {
-                1.0
-            };
-        }
-        Ok(Standardizer { center, scale })
+        let mut m = Moments::new(x.ncols());
+        m.add(x);
+        m.standardizer(comm)
     }
 
     /// The identity map on `d` features.
@@ -114,6 +75,86 @@ impl Standardizer {
         let (c, s) = (&self.center, &self.scale);
         out.for_each_mut(|j, v| *v = T::from_f64((v.to_f64() - c[j]) / s[j]));
         Ok(out)
+    }
+}
+
+/// The column sums and sums of squares a [`Standardizer`] is fitted from, gathered a part of
+/// the rows at a time (a file read in chunks) in row order, so that the map is the one fitted
+/// on all the rows at once.
+#[derive(Clone, Debug)]
+pub struct Moments {
+    s1: Vec<f64>,
+    s2: Vec<f64>,
+    rows: usize,
+    /// Every part dense (z-scored) rather than sparse (scaled only).
+    dense: bool,
+}
+
+impl Moments {
+    /// No rows yet, `d` columns.
+    pub fn new(d: usize) -> Self {
+        Moments {
+            s1: vec![0.0; d],
+            s2: vec![0.0; d],
+            rows: 0,
+            dense: true,
+        }
+    }
+
+    /// Columns `d`.
+    pub fn ncols(&self) -> usize {
+        self.s1.len()
+    }
+
+    /// Adds the rows of `x` (of the same `d` columns).
+    pub fn add<T: Scalar>(&mut self, x: &Features<T>) {
+        let (s1, s2) = (&mut self.s1, &mut self.s2);
+        match x {
+            Features::Dense(m) => {
+                for i in 0..m.nrows() {
+                    for (j, v) in m.row(i).iter().enumerate() {
+                        let v = v.to_f64();
+                        s1[j] += v;
+                        s2[j] += v * v;
+                    }
+                }
+            }
+            Features::Sparse(m) => {
+                for (j, v) in m.indices().iter().zip(m.values()) {
+                    let v = v.to_f64();
+                    s1[*j as usize] += v;
+                    s2[*j as usize] += v * v;
+                }
+                self.dense = false;
+            }
+        }
+        self.rows += x.nrows();
+    }
+
+    /// The map of the rows added here and on every other rank of `comm`.
+    pub fn standardizer(mut self, comm: &dyn Collective) -> Result<Standardizer> {
+        let d = self.s1.len();
+        let mut n = [self.rows as f64];
+        comm.sum(&mut n)?;
+        comm.sum(&mut self.s1)?;
+        comm.sum(&mut self.s2)?;
+        let n = n[0];
+        let mut center = vec![0.0; d];
+        let mut scale = vec![1.0; d];
+        for j in 0..d {
+            let mean = self.s1[j] / n;
+            let var = (self.s2[j] / n - mean * mean).max(0.0);
+            let sd = var.sqrt();
+            if self.dense {
+                center[j] = mean;
+            }
+            scale[j] = if sd > 1e-12 * (1.0 + mean.abs()) {
+                sd
+            } else {
+                1.0
+            };
+        }
+        Ok(Standardizer { center, scale })
     }
 }
 

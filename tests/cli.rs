@@ -1315,3 +1315,75 @@ fn convert_then_train_on_mapped_rows() {
         "train.labels.npy",
     );
 }
+
+/// `--stream` trains a doubly stochastic solver on the file read a part at a time: the passes
+/// are reported, the model predicts, and what a stream cannot do is refused by name.
+#[test]
+fn stream_trains_dsg_on_the_file_a_part_at_a_time() {
+    let t = TempDir::new("stream");
+    t.write("train.svm", &sparse_libsvm(1500, 50, 7));
+    t.write("test.svm", &sparse_libsvm(200, 50, 8));
+    let args = [
+        "train",
+        "--stream",
+        "--chunk-mib",
+        "1",
+        "-l",
+        "svc",
+        "--solver",
+        "cdsg",
+        "-m",
+        "256",
+        "--max-iter",
+        "60",
+        "train.svm",
+        "m.json",
+        "-v",
+        "test.svm",
+    ];
+    let out = ok(joker(&t.0, &args));
+    let (o, e) = (
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert!(o.contains("1500 rows streamed, not scored"), "{o}");
+    assert!(o.contains("solver      cdsg"), "{o}");
+    assert!(o.contains("validation  accuracy"), "{o}");
+    assert!(e.contains("reading: labels 1/1 parts"), "{e}");
+    assert!(e.contains("rows streamed from train.svm"), "{e}");
+    ok(joker(&t.0, &["predict", "test.svm", "m.json", "p.txt"]));
+    assert_eq!(
+        std::fs::read_to_string(t.path("p.txt"))
+            .unwrap()
+            .lines()
+            .count(),
+        200
+    );
+
+    let refused = |extra: &[&str], want: &str| {
+        let mut a = vec!["train", "--stream", "-l", "svc", "-m", "256"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&["train.svm", "r.json"]);
+        let out = joker(&t.0, &a);
+        assert!(!out.status.success(), "{a:?} succeeded");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(want), "{a:?}: {e}");
+        assert!(!t.path("r.json").exists());
+    };
+    refused(&[], "add --solver dsg, udsg or cdsg");
+    refused(&["--solver", "dsg", "--bandwidth", "msd"], "give gamma");
+    let out = joker(
+        &t.0,
+        &[
+            "train",
+            "--stream",
+            "--solver",
+            "dsg",
+            "-m",
+            "64",
+            "train.svm",
+            "r.json",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give the loss with -l"));
+}

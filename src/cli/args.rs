@@ -581,6 +581,23 @@ pub struct TrainArgs {
     /// LIBSVM: the number of features (default: the largest index found; implies LIBSVM).
     #[arg(long, value_name = "N", help_heading = "Data files")]
     pub n_features: Option<usize>,
+    /// Stream the training file: read it a part at a time on every pass instead of into
+    /// memory, so that memory holds one part's rows and 8 bytes a row (with --solver dsg, udsg
+    /// or cdsg, and -l; an uncompressed LIBSVM or CSV file whose rows are in random order). The
+    /// file is read once before the fit (labels, standardisation), once more for the median
+    /// bandwidth, and a LIBSVM file without --n-features and --index-base once more for its
+    /// width.
+    #[arg(long, help_heading = "Data files")]
+    pub stream: bool,
+    /// With --stream: text read at a time, in MiB.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 64,
+        requires = "stream",
+        help_heading = "Data files"
+    )]
+    pub chunk_mib: u64,
 
     /// A validation file, scored at every check (accuracy or RMSE).
     #[arg(short, long, value_name = "FILE", help_heading = "Output")]

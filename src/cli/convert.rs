@@ -3,11 +3,10 @@
 
 use std::io::Write;
 
-use joker::io::npy::{CSR_FILES, Layout, TextFormat, convert, labels_path};
-use joker::io::{CsvOptions, LibsvmOptions, looks_like_libsvm_file};
+use joker::io::npy::{CSR_FILES, Layout, convert, labels_path};
 
-use super::args::{ConvertArgs, FormatArg};
-use super::{CliError, CliResult, data_format, fail, refuse_overwriting_inputs};
+use super::args::ConvertArgs;
+use super::{CliError, CliResult, fail, refuse_overwriting_inputs, text_format};
 
 /// Runs `joker convert`.
 pub fn run(a: ConvertArgs) -> CliResult<()> {
@@ -101,7 +100,7 @@ fn convert_with_progress(
     out: &std::path::Path,
     layout: Layout,
 ) -> CliResult<(usize, usize)> {
-    let format = text_format(a)?;
+    let format = text_format(&a.input, &a.data, a.n_features)?;
     let quiet = a.quiet;
     let done = convert(
         &a.input,
@@ -120,23 +119,4 @@ fn convert_with_progress(
         eprintln!();
     }
     Ok(done)
-}
-
-/// The input's format, from the options or the first data line.
-fn text_format(a: &ConvertArgs) -> CliResult<TextFormat> {
-    let libsvm = LibsvmOptions {
-        zero_based: a.data.index_base,
-        n_features: a.n_features,
-    };
-    let csv = CsvOptions {
-        label_column: a.data.label_column.unwrap_or_default(),
-        ..CsvOptions::default()
-    };
-    Ok(match data_format(&a.input, &a.data, a.n_features)? {
-        FormatArg::Npy => return fail("the input is already .npy"),
-        FormatArg::Libsvm => TextFormat::Libsvm(libsvm),
-        FormatArg::Csv => TextFormat::Csv(csv),
-        FormatArg::Auto if looks_like_libsvm_file(&a.input)? => TextFormat::Libsvm(libsvm),
-        FormatArg::Auto => TextFormat::Csv(csv),
-    })
 }

@@ -185,6 +185,35 @@ pub fn looks_like_model(path: &Path) -> bool {
 pub fn is_npy(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "npy") || path.is_dir()
 }
+/// The format of a text file read a chunk at a time (`joker convert`, `joker train
+/// --stream`), from the options or the first data line.
+pub fn text_format(
+    path: &Path,
+    data: &DataArgs,
+    n_features: Option<usize>,
+) -> CliResult<joker::io::npy::TextFormat> {
+    use joker::io::npy::TextFormat;
+    let libsvm = LibsvmOptions {
+        zero_based: data.index_base,
+        n_features,
+    };
+    let csv = CsvOptions {
+        label_column: data.label_column.unwrap_or_default(),
+        ..CsvOptions::default()
+    };
+    Ok(match data_format(path, data, n_features)? {
+        FormatArg::Npy => {
+            return fail(format!(
+                "{}: .npy rows are mapped, not read as text",
+                path.display()
+            ));
+        }
+        FormatArg::Libsvm => TextFormat::Libsvm(libsvm),
+        FormatArg::Csv => TextFormat::Csv(csv),
+        FormatArg::Auto if joker::io::looks_like_libsvm_file(path)? => TextFormat::Libsvm(libsvm),
+        FormatArg::Auto => TextFormat::Csv(csv),
+    })
+}
 
 /// The format the options and the path say (`Auto` left for the first data line to decide),
 /// refusing options of one format given for another. `n_features` is `--n-features`.

@@ -1,8 +1,10 @@
 //! `joker train`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joker::io::stream::TextStream;
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
@@ -359,6 +361,12 @@ pub fn run(a: TrainArgs) -> CliResult<()> {
     if a.mpi {
         return train_mpi(&a, &est, &model_path);
     }
+    if a.stream {
+        return match est.precision {
+            Precision::F32 => train_stream::<f32>(&a, &est, &model_path),
+            Precision::F64 => train_stream::<f64>(&a, &est, &model_path),
+        };
+    }
     match est.precision {
         Precision::F32 => train::<f32>(&a, &est, &model_path),
         Precision::F64 => train::<f64>(&a, &est, &model_path),
@@ -545,6 +553,102 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     }
     model.save(model_path)?;
     summary(&model, &train, val.as_ref(), model_path)
+}
+
+/// A doubly stochastic fit on the training file streamed a part at a time
+/// ([`Joker::fit_stream`]): the training rows are not scored afterwards (that would be
+/// another pass; the validation set is).
+fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
+    if named_loss(a).is_none() {
+        return fail(
+            "give the loss with -l when streaming (--stream): the labels are not read before the fit is set up",
+        );
+    }
+    if est.dsg.is_none() {
+        return fail(
+            "--stream reads the training file in order, a part at a time: add --solver dsg, udsg or cdsg (DBCD-TR reads blocks of rows at random: `joker convert` the file to .npy and train on the mapped rows)",
+        );
+    }
+    if !a.grow.is_empty() {
+        return fail("--grow refits DBCD-TR on rows in memory; it does not apply to --stream");
+    }
+    if a.train_file == Path::new("-") {
+        return fail(
+            "--stream reads the training file once per pass: standard input can be read only once; write it to a file first",
+        );
+    }
+    let format = super::text_format(&a.train_file, &a.data, a.n_features)?;
+    let quiet = a.quiet;
+    let stream = TextStream::open(
+        &a.train_file,
+        &format,
+        a.chunk_mib.max(1) << 20,
+        |k, parts| {
+            if !quiet {
+                eprint!("\rreading: width {k}/{parts} parts");
+                if k == parts {
+                    eprintln!();
+                }
+                let _ = std::io::stderr().flush();
+            }
+        },
+    )?;
+    let val: Option<Dataset<U>> = match &a.validation {
+        Some(p) => Some(read_data(p, &a.data, None, None)?),
+        None => None,
+    };
+    let reporter = Reporter::new(est.solver.max_iter, est.task(), a.quiet);
+    let reading: joker::ReadingFn<'_> = Box::new(move |pass: &str, k: usize, parts: usize| {
+        if !quiet {
+            eprint!("\rreading: {pass} {k}/{parts} parts");
+            if k == parts {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    });
+    let opts = FitOptions {
+        validation: val.as_ref(),
+        progress: Some(reporter.callback()),
+        ..FitOptions::default()
+    };
+    if !quiet {
+        eprintln!(
+            "data: {} streamed in {} parts of about {} MiB",
+            a.train_file.display(),
+            stream.parts(),
+            a.chunk_mib.max(1)
+        );
+    }
+    let model = est.fit_stream(&stream, opts, Some(reading))?;
+    reporter.finish();
+    if !quiet {
+        eprintln!("device: {}", model.training.device);
+        if !model.training.multiclass.is_empty() {
+            eprintln!("multiclass: {}", model.training.multiclass);
+        }
+    }
+    model.save(model_path)?;
+    let t = &model.training;
+    outln!(
+        "iterations  {} (stopped: {}, {:.1} epochs)",
+        t.iterations,
+        t.stop,
+        model.history.last().map_or(0.0, |p| p.epoch)
+    );
+    outln!(
+        "solver      {} (primal ~{}, estimated from the last mini-batches; no duality gap)",
+        t.solver,
+        sig(t.primal, 8)
+    );
+    outln!("time        {:.2} s", t.seconds);
+    outln!("kernel      {}", describe_kernel(&model.kernel));
+    outln!("train       {} rows streamed, not scored", t.n_samples);
+    if let Some(v) = &val {
+        outln!("validation  {}", Score::of_model(&model, v)?);
+    }
+    outln!("model       saved to {}", model_path.display());
+    Ok(())
 }
 
 /// Random features (or Nystrom centres) where `-m` is not given.

@@ -26,6 +26,7 @@ mod csv;
 mod libsvm;
 pub mod npy;
 mod shard;
+pub mod stream;
 
 pub use self::csv::{CsvOptions, LabelColumn, read_csv};
 pub use self::libsvm::{LibsvmOptions, read_libsvm, write_libsvm};

@@ -19,7 +19,7 @@ use crate::data::{CsrMatrix, Dataset, DenseMatrix, Features, Mapped, Values};
 use crate::error::{JokerError, Result};
 use crate::scalar::Scalar;
 
-use super::{CsvOptions, LibsvmOptions, Shard, agreed_layout, read_csv_shard, read_libsvm_shard};
+use super::stream::TextStream;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -673,14 +673,7 @@ impl Sink {
     }
 }
 
-/// The text formats [`convert`] reads.
-#[derive(Clone, Debug)]
-pub enum TextFormat {
-    /// LIBSVM / SVMlight lines.
-    Libsvm(LibsvmOptions),
-    /// Delimited numbers.
-    Csv(CsvOptions),
-}
+pub use super::stream::TextFormat;
 
 /// Writes the rows of the uncompressed LIBSVM or CSV file `input` in `layout`: as `rows` (dense
 /// float32 `.npy`) with their labels in [`labels_path`]`(rows)`, or as the CSR directory `rows`
@@ -759,52 +752,27 @@ fn convert_into(
     chunk: u64,
     progress: &mut impl FnMut(u64, u64),
 ) -> Result<(usize, usize)> {
-    let len = std::fs::metadata(input).map_err(io_err(input))?.len();
-    let count = (len / chunk.max(1)).max(1) as usize;
-    let shard = |index| Shard { index, count };
+    // a LIBSVM file without its index base and width is read twice
+    let passes = match format {
+        TextFormat::Libsvm(o) if o.zero_based.is_none() || o.n_features.is_none() => 2,
+        _ => 1,
+    };
+    let stream = TextStream::open(input, format, chunk, |k, parts| {
+        progress(k as u64, (passes * parts) as u64)
+    })?;
+    let (done, total) = ((passes - 1) * stream.parts(), passes * stream.parts());
     let mut labels = Vec::new();
     let mut writer: Option<Sink> = None;
-    let mut write_rows = |data: Dataset<f32>, labels: &mut Vec<f64>| -> Result<()> {
-        let w = match &mut writer {
-            Some(w) => w,
-            None => writer.insert(Sink::create(layout, rows, data.x.ncols())?),
-        };
-        w.push_rows(&data.x)?;
-        labels.extend_from_slice(&data.y);
-        Ok(())
-    };
-    match format {
-        TextFormat::Libsvm(o) => {
-            let (zero_based, width) = match (o.zero_based, o.n_features) {
-                (Some(z), Some(w)) => (z, w),
-                _ => {
-                    let (mut min, mut max) = (None, None);
-                    for k in 0..count {
-                        let part = read_libsvm_shard::<f32>(input, shard(k))?;
-                        min = [min, part.min_index()].into_iter().flatten().min();
-                        max = [max, part.max_index()].into_iter().flatten().max();
-                        progress(k as u64 + 1, 2 * count as u64);
-                    }
-                    agreed_layout(o, min, max)
-                }
+    for k in 0..stream.parts() {
+        if let Some(data) = stream.part(k)? {
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(Sink::create(layout, rows, data.x.ncols())?),
             };
-            for k in 0..count {
-                if let Some(data) =
-                    read_libsvm_shard::<f32>(input, shard(k))?.finish(zero_based, width)?
-                {
-                    write_rows(data, &mut labels)?;
-                }
-                progress((count + k) as u64 + 1, 2 * count as u64);
-            }
+            w.push_rows(&data.x)?;
+            labels.extend_from_slice(&data.y);
         }
-        TextFormat::Csv(o) => {
-            for k in 0..count {
-                if let Some(data) = read_csv_shard::<f32>(input, o, shard(k))?.data {
-                    write_rows(data, &mut labels)?;
-                }
-                progress(k as u64 + 1, count as u64);
-            }
-        }
+        progress((done + k + 1) as u64, total as u64);
     }
     let Some(w) = writer else {
         return Err(JokerError::EmptyData(format!(

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::predict::Predictor;
-use crate::data::Features;
+use crate::data::{Features, RowStream};
 use crate::error::{JokerError, Result, invalid};
 use crate::features::{FeatureMap, RandomMap};
 use crate::loss::Loss;
@@ -226,7 +226,7 @@ pub fn supports(loss: &Loss) -> bool {
 #[doc(hidden)]
 pub struct DsgProblem<'a, T> {
     /// Preprocessed rows.
-    pub x: &'a Features<T>,
+    pub rows: DsgRows<'a, T>,
     /// The feature map: its `M` features are the cap (random features only: a feature is
     /// regenerated from the seed).
     pub map: &'a FeatureMap<T>,
@@ -240,6 +240,51 @@ pub struct DsgProblem<'a, T> {
     pub weight: &'a [f64],
     /// joker's `lambda` (summed loss); DSG's `nu = lambda / n`.
     pub lambda: f64,
+}
+
+/// Where a doubly stochastic fit reads its rows.
+#[doc(hidden)]
+pub enum DsgRows<'a, T> {
+    /// Rows in memory or mapped from a file: batches are drawn by index, or swept in order.
+    Features(&'a Features<T>),
+    /// Rows streamed from a file in order, pass after pass: batches are swept in order.
+    Stream(&'a dyn RowStream<T>),
+}
+
+impl<T: Scalar> DsgRows<'_, T> {
+    fn nrows(&self) -> usize {
+        match self {
+            DsgRows::Features(x) => x.nrows(),
+            DsgRows::Stream(s) => s.nrows(),
+        }
+    }
+
+    fn ncols(&self) -> usize {
+        match self {
+            DsgRows::Features(x) => x.ncols(),
+            DsgRows::Stream(s) => s.ncols(),
+        }
+    }
+
+    /// Whether batches sweep the rows in order by default: mapped rows (read sequentially)
+    /// and streams (which can only be read in order).
+    fn sweeps(&self) -> bool {
+        match self {
+            DsgRows::Features(x) => x.is_mapped(),
+            DsgRows::Stream(_) => true,
+        }
+    }
+
+    /// The rows `rows` (consecutive, from `rows[0]`, for a stream), dense into `out`.
+    fn gather(&self, rows: &[usize], out: &mut [T]) -> Result<()> {
+        match self {
+            DsgRows::Features(x) => {
+                x.gather_dense(rows, out);
+                Ok(())
+            }
+            DsgRows::Stream(s) => s.read(rows.first().copied().unwrap_or(0), out),
+        }
+    }
 }
 
 /// The run's budgets, from [`super::SolverConfig`].
@@ -528,7 +573,7 @@ impl Shape {
     /// The fit's sizes, or the error that rules the problem out: no rows, a loss without a
     /// bounded derivative, a block wider than the map, or a first step too large.
     fn of<T: Scalar>(p: &DsgProblem<'_, T>, cfg: &DsgConfig, run: &DsgRun) -> Result<Self> {
-        let (n, d, tt) = (p.x.nrows(), p.x.ncols(), p.targets);
+        let (n, d, tt) = (p.rows.nrows(), p.rows.ncols(), p.targets);
         if n == 0 {
             return Err(JokerError::EmptyData("the training set has no rows".into()));
         }
@@ -550,6 +595,12 @@ impl Shape {
                     "a block of {r} features does not fit in n_components = {}",
                     p.map.m()
                 ),
+            ));
+        }
+        if matches!(p.rows, DsgRows::Stream(_)) && cfg.sequential == Some(false) {
+            return Err(invalid(
+                "sequential",
+                "streamed rows are read in file order: batches drawn at random need the rows in memory or mapped from a .npy file",
             ));
         }
         let b = cfg.batch_size.min(n);
@@ -649,7 +700,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
     /// variant's rule, and `f_{t+1} = (1 - eta nu) f_t - eta sum_{j in J} D_j phi_j`.
     fn step(&mut self, t: usize) -> Result<()> {
         let Shape { tt, r, b, nu, .. } = self.shape;
-        self.draw_batch(t);
+        self.draw_batch(t)?;
         let phi = feature_block(self.rmap, &self.xb, 0..self.opened * r, r);
         let grad = self.derivatives(&phi, t)?;
         let gbar = batch_mean(&grad, b, tt);
@@ -677,9 +728,9 @@ impl<'a, T: Scalar> Fit<'a, T> {
 
     /// The batch of step `t`: `b` rows drawn uniformly with replacement, or the next `b` rows
     /// of the sweep (rows `(t - 1) b ..` modulo `n`), gathered dense.
-    fn draw_batch(&mut self, t: usize) {
+    fn draw_batch(&mut self, t: usize) -> Result<()> {
         let n = self.shape.n;
-        if self.cfg.sequential.unwrap_or_else(|| self.p.x.is_mapped()) {
+        if self.cfg.sequential.unwrap_or_else(|| self.p.rows.sweeps()) {
             let first = (t - 1).wrapping_mul(self.shape.b) % n;
             for (k, ri) in self.rows.iter_mut().enumerate() {
                 *ri = (first + k) % n;
@@ -689,7 +740,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
                 *ri = self.rng.below(n);
             }
         }
-        self.p.x.gather_dense(&self.rows, &mut self.xb);
+        self.p.rows.gather(&self.rows, &mut self.xb)
     }
 
     /// `g_i = w_i l'(f_t(x_i), y_i)` on the batch (row-major `b x T`) from its opened features
@@ -948,7 +999,7 @@ mod tests {
                 seed: 5,
             };
             let p = DsgProblem {
-                x: &x,
+                rows: DsgRows::Features(&x),
                 map: &FeatureMap::Random(map.clone()),
                 loss,
                 targets: 1,
