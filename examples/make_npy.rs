@@ -10,8 +10,13 @@
 //!
 //! ```text
 //! cargo run --release --example make_npy -- ROWS.npy --rows 12000000 --dim 784 --seed 1
+//! cargo run --release --example make_npy -- ROWS.csv --csv --rows 1000000 --dim 28
 //! ```
+//!
+//! With `--csv` the same rows are written as text, one line per row with the label last (the
+//! streamed fits of `joker train --stream`).
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use joker::io::npy::{RowWriter, labels_path, write_vector};
@@ -19,17 +24,25 @@ use joker::rng::Stream;
 use rayon::prelude::*;
 
 const LATENT: usize = 8;
+
+/// Where the rows go: `.npy` rows (labels beside them) or CSV text (rows written so far).
+enum Sink {
+    Npy(RowWriter),
+    Csv(std::io::BufWriter<std::fs::File>, usize),
+}
 const CHUNK: usize = 1 << 14;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (mut out, mut rows, mut dim, mut seed) = (None, 1_000_000usize, 784usize, 1u64);
+    let mut csv = false;
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
             "--rows" => rows = value()?.parse()?,
             "--dim" => dim = value()?.parse()?,
             "--seed" => seed = value()?.parse()?,
+            "--csv" => csv = true,
             _ if out.is_none() => out = Some(PathBuf::from(a)),
             _ => return Err(format!("unexpected argument {a}").into()),
         }
@@ -40,7 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let embed: Vec<f64> = (0..dim * LATENT)
         .map(|_| (e.uniform() - 0.5) * (12.0 / LATENT as f64).sqrt())
         .collect();
-    let mut w = RowWriter::create(&out, dim)?;
+    let mut w = match csv {
+        true => Sink::Csv(std::io::BufWriter::new(std::fs::File::create(&out)?), 0),
+        false => Sink::Npy(RowWriter::create(&out, dim)?),
+    };
     let mut labels = Vec::with_capacity(rows);
     let start = std::time::Instant::now();
     for c in 0..rows.div_ceil(CHUNK) {
@@ -68,9 +84,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (row, if outside != flip { 1.0 } else { -1.0 })
             })
             .collect();
-        for (row, y) in &block {
-            w.push(row)?;
-            labels.push(*y);
+        match &mut w {
+            Sink::Npy(w) => {
+                for (row, y) in &block {
+                    w.push(row)?;
+                    labels.push(*y);
+                }
+            }
+            Sink::Csv(out, count) => {
+                let text: Vec<String> = block
+                    .par_iter()
+                    .map(|(row, y)| {
+                        let mut line = String::with_capacity(row.len() * 10);
+                        for v in row {
+                            line.push_str(&format!("{v:.5},"));
+                        }
+                        line.push_str(if *y > 0.0 { "1\n" } else { "-1\n" });
+                        line
+                    })
+                    .collect();
+                for line in text {
+                    out.write_all(line.as_bytes())?;
+                }
+                *count += block.len();
+            }
         }
         if c % 64 == 0 {
             eprint!(
@@ -80,8 +117,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    let n = w.finish()?;
-    write_vector(&labels_path(&out), &labels)?;
+    let n = match w {
+        Sink::Npy(w) => {
+            let n = w.finish()?;
+            write_vector(&labels_path(&out), &labels)?;
+            n
+        }
+        Sink::Csv(mut out, count) => {
+            out.flush()?;
+            count
+        }
+    };
     eprintln!(
         "\rwrote {n} rows of {dim} to {} in {:.0} s",
         out.display(),

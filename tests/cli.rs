@@ -1360,6 +1360,21 @@ fn stream_trains_dsg_on_the_file_a_part_at_a_time() {
         200
     );
 
+    // standard input is copied beside the model and streamed from there; the copy is removed
+    let input = std::fs::read(t.path("train.svm")).unwrap();
+    let mut piped = args.to_vec();
+    let k = piped.len();
+    piped[k - 4] = "-";
+    piped[k - 3] = "piped.json";
+    let out = ok(joker_piped(&t.0, &piped, &input));
+    assert!(
+        stdout(&out).contains("1500 rows streamed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(t.path("piped.json").exists());
+    assert!(!t.path("piped.json.stdin.tmp").exists());
+
     let refused = |extra: &[&str], want: &str| {
         let mut a = vec!["train", "--stream", "-l", "svc", "-m", "256"];
         a.extend_from_slice(extra);

@@ -586,7 +586,8 @@ pub struct TrainArgs {
     /// or cdsg, and -l; an uncompressed LIBSVM or CSV file whose rows are in random order). The
     /// file is read once before the fit (labels, standardisation), once more for the median
     /// bandwidth, and a LIBSVM file without --n-features and --index-base once more for its
-    /// width.
+    /// width. Standard input (`-`) is first copied beside the model file (MODEL.stdin.tmp,
+    /// removed at the end).
     #[arg(long, help_heading = "Data files")]
     pub stream: bool,
     /// With --stream: text read at a time, in MiB.

@@ -572,27 +572,26 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     if !a.grow.is_empty() {
         return fail("--grow refits DBCD-TR on rows in memory; it does not apply to --stream");
     }
-    if a.train_file == Path::new("-") {
-        return fail(
-            "--stream reads the training file once per pass: standard input can be read only once; write it to a file first",
-        );
-    }
-    let format = super::text_format(&a.train_file, &a.data, a.n_features)?;
     let quiet = a.quiet;
-    let stream = TextStream::open(
-        &a.train_file,
-        &format,
-        a.chunk_mib.max(1) << 20,
-        |k, parts| {
-            if !quiet {
-                eprint!("\rreading: width {k}/{parts} parts");
-                if k == parts {
-                    eprintln!();
-                }
-                let _ = std::io::stderr().flush();
+    // standard input can be read once only: it is copied beside the model file, read from
+    // there pass after pass and removed at the end (memory holds one part either way)
+    let spool = match a.train_file == Path::new("-") {
+        true => Some(Spool::of_stdin(model_path, quiet)?),
+        false => None,
+    };
+    let train_file = spool
+        .as_ref()
+        .map_or(a.train_file.as_path(), |s| s.0.as_path());
+    let format = super::text_format(train_file, &a.data, a.n_features)?;
+    let stream = TextStream::open(train_file, &format, a.chunk_mib.max(1) << 20, |k, parts| {
+        if !quiet {
+            eprint!("\rreading: width {k}/{parts} parts");
+            if k == parts {
+                eprintln!();
             }
-        },
-    )?;
+            let _ = std::io::stderr().flush();
+        }
+    })?;
     let val: Option<Dataset<U>> = match &a.validation {
         Some(p) => Some(read_data(p, &a.data, None, None)?),
         None => None,
@@ -615,7 +614,7 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     if !quiet {
         eprintln!(
             "data: {} streamed in {} parts of about {} MiB",
-            a.train_file.display(),
+            train_file.display(),
             stream.parts(),
             a.chunk_mib.max(1)
         );
@@ -649,6 +648,43 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     }
     outln!("model       saved to {}", model_path.display());
     Ok(())
+}
+
+/// Standard input copied to a file beside the model (`MODEL.stdin.tmp`), removed when dropped.
+struct Spool(PathBuf);
+
+impl Spool {
+    fn of_stdin(model_path: &Path, quiet: bool) -> CliResult<Spool> {
+        let mut name = model_path.as_os_str().to_owned();
+        name.push(".stdin.tmp");
+        let spool = Spool(PathBuf::from(name));
+        let copied = std::fs::File::create(&spool.0).and_then(|f| {
+            let mut out = std::io::BufWriter::new(f);
+            let n = std::io::copy(&mut std::io::stdin().lock(), &mut out)?;
+            out.flush().map(|_| n)
+        });
+        match copied {
+            Ok(n) if !quiet => eprintln!(
+                "data: standard input copied to {} ({:.1} MiB) to be read pass after pass",
+                spool.0.display(),
+                n as f64 / (1u64 << 20) as f64
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                return fail(format!(
+                    "cannot copy standard input to {}: {e}",
+                    spool.0.display()
+                ));
+            }
+        }
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Random features (or Nystrom centres) where `-m` is not given.
