@@ -56,14 +56,14 @@ pub trait RowStream<T> {
     fn nrows(&self) -> usize;
     /// Columns `d`.
     fn ncols(&self) -> usize;
-    /// Fills `out` (dense row-major, `out.len() / d` rows) with the rows from `first` on,
-    /// wrapping from the last row to the first (the next pass). `first` must be where the
+    /// Fills `out` (dense row-major) and `labels` with the `labels.len()` rows from `first`
+    /// on, wrapping from the last row to the first (the next pass). `first` must be where the
     /// previous read ended (0 at the start): a stream is read in order only.
     ///
     /// # Errors
     /// A read out of order, the source's read and parse errors, and a pass whose row count
     /// is not `n` (the file changed).
-    fn read(&self, first: usize, out: &mut [T]) -> Result<()>;
+    fn read(&self, first: usize, out: &mut [T], labels: &mut [f64]) -> Result<()>;
 }
 
 fn check_finite<T: Scalar>(what: &'static str, v: T, row: usize, col: usize) -> Result<()> {

@@ -1023,11 +1023,11 @@ impl Joker {
         };
         let fitted = Fitted {
             sol,
+            tt,
             solver_name,
             kernel,
             standardizer,
             targets,
-            n,
             n_total: comm.sum_one(n as f64)? as usize,
             distributed: dist.is_some(),
             seconds: start.elapsed().as_secs_f64(),
@@ -1130,13 +1130,16 @@ impl Joker {
         lam: &[f64],
         hooks: &mut Hooks<T>,
     ) -> Result<Solution> {
+        let weight: Vec<f64> = lam.iter().map(|l| self.lambda / l).collect();
         let problem = DsgProblem {
-            rows: DsgRows::Features(x),
+            rows: DsgRows::Features {
+                x,
+                y,
+                weight: &weight,
+            },
             map,
             loss: self.loss,
             targets: y.len() / x.nrows().max(1),
-            y,
-            weight: &lam.iter().map(|l| self.lambda / l).collect::<Vec<f64>>(),
             lambda: self.lambda,
         };
         let run = DsgRun {
@@ -1157,7 +1160,7 @@ impl Joker {
         x: &Features<T>,
     ) -> Model {
         let Fitted { mut sol, .. } = f;
-        let tt = f.targets.y.len() / f.n.max(1);
+        let tt = f.tt;
         let doubly_stochastic = !f.solver_name.is_empty();
         let multiclass = f.targets.multiclass;
         let scheme = self.describe_scheme(&f.targets, f.distributed);
@@ -1462,12 +1465,13 @@ impl Joker {
 /// What a finished solve leaves for the model besides the estimator's own settings.
 struct Fitted {
     sol: Solution,
+    /// Target columns `T`.
+    tt: usize,
     /// The doubly stochastic solver's name; empty for a dual (DBCD-TR or full KRR) fit.
     solver_name: &'static str,
     kernel: Kernel,
     standardizer: Standardizer,
     targets: Targets,
-    n: usize,
     seconds: f64,
     device_note: String,
     /// Rows over all ranks (`n` in a single process).

@@ -324,7 +324,8 @@ fn read_text(path: &std::path::Path, csv: bool) -> joker::Dataset<f32> {
 /// memory swept in file order, bit for bit: the standardisation, the median bandwidth (over
 /// the heuristic's sample of 2,000 of the 2,300 rows), the targets and every step. Batches of
 /// 64 rows wrap mid-batch from the last row to the first, over three passes; LIBSVM (sparse,
-/// three classes, CDSG) and CSV (dense, regression, UDSG).
+/// three classes, balanced class weights, CDSG) and CSV (dense, regression with normalised
+/// targets, UDSG).
 #[test]
 fn a_streamed_fit_is_the_fit_in_memory() {
     use joker::io::stream::{TextFormat, TextStream};
@@ -345,8 +346,14 @@ fn a_streamed_fit_is_the_fit_in_memory() {
     for (csv, data, loss, variant) in cases {
         let path = tmp(if csv { "stream.csv" } else { "stream.svm" });
         write_text(&path, &data, csv);
+        // class weights (balanced) on the classifier: each row's weight comes from its label
+        let weights = match csv {
+            true => joker::ClassWeight::None,
+            false => joker::ClassWeight::Balanced,
+        };
         let params = Joker::builder()
             .loss(loss)
+            .class_weight(weights)
             .lambda(0.5)
             .n_components(256)
             .max_iter(100)

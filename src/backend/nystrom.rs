@@ -70,7 +70,9 @@ impl<'a, T: Scalar> HostNystrom<'a, T> {
         let kbc = faer::MatRef::from_row_major_slice(&self.kbc[..nb * r], nb, r);
         let v = faer::MatRef::from_column_major_slice(&v[..r * targets], r, targets);
         let out = faer::MatMut::from_column_major_slice_mut(&mut out[..nb * targets], nb, targets);
-        faer::linalg::matmul::matmul(out, faer::Accum::Replace, kbc, v, 1.0, faer::Par::Seq);
+        let par = super::cpu::par_for(nb, targets, r);
+        faer::linalg::matmul::matmul(out, faer::Accum::Replace, kbc, v, 1.0, par);
+        crate::simd::clear_upper_state();
     }
 
     /// `K_CB s` (`r x T`) for `s` of `nb x T`.
@@ -85,8 +87,9 @@ impl<'a, T: Scalar> HostNystrom<'a, T> {
             kbc.transpose(),
             s,
             1.0,
-            faer::Par::Seq,
+            super::cpu::par_for(r, targets, nb),
         );
+        crate::simd::clear_upper_state();
         out
     }
 

@@ -1,15 +1,20 @@
-//! A doubly stochastic fit on a text file streamed a part at a time: the rows are never all
-//! in memory, only one part of them and 8 bytes a row (the labels and their targets).
+//! A doubly stochastic fit on a text file streamed a part at a time: memory holds one part of
+//! the rows and nothing per row (a row's targets and weight come from its label as it is
+//! read).
 //!
-//! Before the first step the file is read once (twice for a LIBSVM file whose width is not
-//! given, a third time for the median bandwidth): the labels, the column moments of the
-//! standardisation and the rows the median heuristic looks at. These are the values the fit
-//! in memory computes from the same rows in the same order, so a streamed fit and one on the
-//! rows in memory, swept in file order, take the same steps.
+//! Before the first step the file is read once (once more first for a LIBSVM file whose width
+//! is not given): the labels' statistics (count, classes and their counts, or sum) and the
+//! column moments of the standardisation; then once more for the rows the median heuristic
+//! looks at (and the regression targets' spread). These are the values the fit in memory
+//! computes from the same rows in the same order, so a streamed fit and one on the rows in
+//! memory, swept in file order, take the same steps.
 
 use std::cell::RefCell;
 
-use super::{FitOptions, Fitted, Joker, validation_hook};
+use super::{
+    ClassWeight, FitOptions, Fitted, Joker, Targets, check_class_count, class_weights,
+    validation_hook,
+};
 use crate::data::{DenseMatrix, Features, RowStream};
 use crate::device::resolve;
 use crate::distributed::Single;
@@ -17,8 +22,8 @@ use crate::error::{JokerError, Result, invalid};
 use crate::features::{FeatureKind, FeatureMap, FeatureSpec, RandomMap};
 use crate::io::stream::TextStream;
 use crate::kernel::{Bandwidth, Kernel, heuristic_rows, resolve_gamma};
-use crate::model::{Model, Precision};
-use crate::preprocess::{Moments, Standardizer};
+use crate::model::{Model, Precision, Task};
+use crate::preprocess::{Moments, Multiclass, Standardizer, TargetScaler};
 use crate::scalar::Scalar;
 use crate::solver::dbcd::Hooks;
 use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRows, DsgRun, solve_dsg};
@@ -87,14 +92,16 @@ impl Joker {
                 f(pass, k, stream.parts())
             }
         };
-        // the labels and the column moments
-        let (mut labels, mut moments) = (Vec::new(), None::<Moments>);
+        let classify = self.task() == Task::Classification;
+        // the label statistics and the column moments
+        let mut labels = LabelStats::new(classify);
+        let mut moments = None::<Moments>;
         for k in 0..stream.parts() {
             if let Some(part) = stream.part(k)? {
                 moments
                     .get_or_insert_with(|| Moments::new(part.x.ncols()))
                     .add(&part.x);
-                labels.extend_from_slice(&part.y);
+                labels.add(&part.y)?;
             }
             tell("labels", k + 1);
         }
@@ -104,25 +111,34 @@ impl Joker {
                 stream.path().display()
             )));
         };
-        let (n, d) = (labels.len(), moments.ncols());
+        let (n, d) = (labels.n, moments.ncols());
         let standardizer = match self.standardize {
             true => moments.standardizer(&Single)?,
             false => Standardizer::identity(d),
         };
-        let some_rows = match self.bandwidth {
-            Bandwidth::Median => {
-                heuristic_sample::<T>(stream, &standardizer, n, d, self.solver.seed, |k| {
-                    tell("bandwidth", k)
-                })?
-            }
-            Bandwidth::Gamma(_) => Features::Dense(DenseMatrix::new(1, d, vec![T::default(); d])?),
-            _ => {
-                return Err(invalid(
-                    "gamma",
-                    "a streamed fit finds the median bandwidth from a sample of rows; the mean squared distance and scikit-learn's \"scale\" need the whole data set: give gamma or use the median",
-                ));
-            }
-        };
+        // a second pass for the median bandwidth's rows and the targets' spread
+        let median = self.bandwidth == Bandwidth::Median;
+        if !matches!(self.bandwidth, Bandwidth::Median | Bandwidth::Gamma(_)) {
+            return Err(invalid(
+                "gamma",
+                "a streamed fit finds the median bandwidth from a sample of rows; the mean squared distance and scikit-learn's \"scale\" need the whole data set: give gamma or use the median",
+            ));
+        }
+        let spread = !classify && self.normalize_target;
+        let mut some_rows = Features::Dense(DenseMatrix::new(1, d, vec![T::default(); d])?);
+        if median || spread {
+            let mean = labels.sum / n as f64;
+            let (rows, squares) = second_pass::<T>(
+                stream,
+                &standardizer,
+                (n, d),
+                mean,
+                |k| tell("bandwidth", k),
+                self.solver.seed,
+            )?;
+            some_rows = rows;
+            labels.squares = squares;
+        }
         let gamma = resolve_gamma(self.kernel, self.bandwidth, &some_rows, self.solver.seed)?;
         let kernel = Kernel {
             kind: self.kernel,
@@ -141,12 +157,12 @@ impl Joker {
             seed: self.solver.seed,
         })?);
 
-        let targets = self.encode_targets(&labels, &Single, self.scheme(false))?;
-        let tt = targets.y.len() / n;
-        let lam = self.sample_lambdas(&labels, targets.classes.as_deref(), None, &Single)?;
-        drop(labels);
-        let weight: Vec<f64> = lam.iter().map(|l| self.lambda / l).collect();
-        drop(lam);
+        let targets = labels.targets(self)?;
+        let tt = match &targets.classes {
+            Some(c) if c.len() > 2 => c.len(),
+            _ => 1,
+        };
+        let encode = labels.encoder(self, &targets)?;
         let mut hooks = Hooks::<T> {
             validate: validation_hook(
                 opts.validation,
@@ -168,12 +184,13 @@ impl Joker {
             at: RefCell::new(Cursor::default()),
         };
         let problem = DsgProblem {
-            rows: DsgRows::Stream(&rows),
+            rows: DsgRows::Stream {
+                rows: &rows,
+                encode: &encode,
+            },
             map: &map,
             loss: self.loss,
             targets: tt,
-            y: &targets.y,
-            weight: &weight,
             lambda: self.lambda,
         };
         let run = DsgRun {
@@ -191,11 +208,11 @@ impl Joker {
         );
         let fitted = Fitted {
             sol,
+            tt,
             solver_name: cfg.variant.name(),
             kernel,
             standardizer: standardizer.clone(),
             targets,
-            n,
             n_total: n,
             distributed: false,
             seconds: start.elapsed().as_secs_f64(),
@@ -205,25 +222,168 @@ impl Joker {
     }
 }
 
-/// The rows the median heuristic looks at ([`heuristic_rows`]), standardised, in its order:
-/// one pass over the file, keeping only those rows.
-fn heuristic_sample<T: Scalar>(
+/// What the fit needs of the labels, gathered a part at a time: their count, and the classes
+/// with their counts (classifiers) or the sum and the squared deviations (regression); the
+/// values the fit in memory computes from all the labels, in the same order.
+struct LabelStats {
+    n: usize,
+    /// Sorted distinct labels and their counts (classifiers).
+    classes: Option<Vec<(f64, f64)>>,
+    sum: f64,
+    squares: f64,
+}
+
+impl LabelStats {
+    fn new(classify: bool) -> Self {
+        LabelStats {
+            n: 0,
+            classes: classify.then(Vec::new),
+            sum: 0.0,
+            squares: 0.0,
+        }
+    }
+
+    fn add(&mut self, y: &[f64]) -> Result<()> {
+        self.n += y.len();
+        match &mut self.classes {
+            Some(classes) => {
+                for &v in y {
+                    match classes.binary_search_by(|c| c.0.total_cmp(&v)) {
+                        Ok(k) => classes[k].1 += 1.0,
+                        Err(k) => classes.insert(k, (v, 1.0)),
+                    }
+                }
+                // more labels than a classifier can have: the check below says so
+                if classes.len() > MAX_STREAM_CLASSES {
+                    let c: Vec<f64> = classes.iter().map(|c| c.0).collect();
+                    check_class_count(&c, self.n)?;
+                }
+            }
+            None => self.sum = y.iter().fold(self.sum, |s, v| s + v),
+        }
+        Ok(())
+    }
+
+    /// The targets' description (no per-row values: a streamed row's targets come from its
+    /// label, [`LabelStats::encoder`]).
+    fn targets(&self, p: &Joker) -> Result<Targets> {
+        Ok(match &self.classes {
+            Some(c) => {
+                let classes: Vec<f64> = c.iter().map(|c| c.0).collect();
+                check_class_count(&classes, self.n)?;
+                if classes.len() > 2 && p.scheme(false) == Multiclass::OneVsOne {
+                    return Err(invalid(
+                        "multiclass",
+                        "the doubly stochastic solvers train one-vs-rest",
+                    ));
+                }
+                Targets {
+                    classes: Some(classes),
+                    multiclass: Multiclass::OneVsRest,
+                    y: Vec::new(),
+                    scaler: TargetScaler::identity(),
+                }
+            }
+            None => {
+                let scaler = match p.normalize_target {
+                    true => {
+                        let (n, mean) = (self.n as f64, self.sum / self.n as f64);
+                        let sd = (self.squares / n).sqrt();
+                        TargetScaler {
+                            mean,
+                            scale: if sd > 0.0 { sd } else { 1.0 },
+                        }
+                    }
+                    false => TargetScaler::identity(),
+                };
+                Targets {
+                    classes: None,
+                    multiclass: Multiclass::OneVsRest,
+                    y: Vec::new(),
+                    scaler,
+                }
+            }
+        })
+    }
+
+    /// A label's targets (`-1`/`+1` columns as [`encode_labels`](crate::preprocess::encode_labels)
+    /// writes them, or the scaled value) and weight (the class weight, through
+    /// `lambda / (lambda / w)` as the fit in memory computes it).
+    #[allow(clippy::type_complexity)]
+    fn encoder(
+        &self,
+        p: &Joker,
+        targets: &Targets,
+    ) -> Result<Box<dyn Fn(f64, &mut [f64]) -> Result<f64> + Sync>> {
+        let lambda = p.lambda;
+        let per_class = |w: f64| lambda / (lambda / w);
+        match &self.classes {
+            Some(c) => {
+                let classes: Vec<f64> = c.iter().map(|c| c.0).collect();
+                let counts: Vec<f64> = c.iter().map(|c| c.1).collect();
+                let weights: Vec<f64> = class_weights(&p.class_weight, &classes, &counts)?
+                    .into_iter()
+                    .map(per_class)
+                    .collect();
+                Ok(Box::new(move |label, out: &mut [f64]| {
+                    let k = classes
+                        .binary_search_by(|c| c.total_cmp(&label))
+                        .map_err(|_| {
+                            JokerError::InvalidLabels(format!(
+                                "label {label} was not in the file's first pass (classes {classes:?}): the file changed while it was read"
+                            ))
+                        })?;
+                    match out.len() {
+                        1 => out[0] = if k == 1 { 1.0 } else { -1.0 },
+                        _ => {
+                            out.fill(-1.0);
+                            out[k] = 1.0;
+                        }
+                    }
+                    Ok(weights[k])
+                }))
+            }
+            None => {
+                if p.class_weight != ClassWeight::None {
+                    return Err(invalid(
+                        "class_weight",
+                        "class weights apply to classifiers only",
+                    ));
+                }
+                let (scaler, w) = (targets.scaler, per_class(1.0));
+                Ok(Box::new(move |label, out: &mut [f64]| {
+                    out[0] = scaler.forward(label);
+                    Ok(w)
+                }))
+            }
+        }
+    }
+}
+
+/// Distinct labels past which a classifier's labels are checked (the check refuses more
+/// than 1,000 classes): the statistics never hold more.
+const MAX_STREAM_CLASSES: usize = 1000;
+
+/// The second pass: the rows the median heuristic looks at ([`heuristic_rows`]),
+/// standardised, in its order, and the labels' sum of squared deviations from `mean`.
+fn second_pass<T: Scalar>(
     stream: &TextStream,
     standardizer: &Standardizer,
-    n: usize,
-    d: usize,
-    seed: u64,
+    (n, d): (usize, usize),
+    mean: f64,
     mut tell: impl FnMut(usize),
-) -> Result<Features<T>> {
+    seed: u64,
+) -> Result<(Features<T>, f64)> {
     let idx = heuristic_rows(n, seed);
     // (row, slot) by row, walked alongside the file
     let mut wanted: Vec<(usize, usize)> = idx.iter().enumerate().map(|(s, &r)| (r, s)).collect();
     wanted.sort_unstable();
     let mut out = vec![T::default(); idx.len() * d];
-    let (mut first, mut next) = (0, 0);
+    let (mut first, mut next, mut squares) = (0, 0, 0.0);
     for k in 0..stream.parts() {
         if let Some(part) = stream.part(k)? {
             let len = part.x.nrows();
+            squares = part.y.iter().fold(squares, |s, v| s + (v - mean).powi(2));
             let x: Features<T> = standardizer.transform(&part.x)?;
             while next < wanted.len() && wanted[next].0 < first + len {
                 let (row, slot) = wanted[next];
@@ -237,7 +397,10 @@ fn heuristic_sample<T: Scalar>(
     if first != n {
         return Err(changed(stream, first, n));
     }
-    Ok(Features::Dense(DenseMatrix::new(idx.len(), d, out)?))
+    Ok((
+        Features::Dense(DenseMatrix::new(idx.len(), d, out)?),
+        squares,
+    ))
 }
 
 /// The error of a file whose row count changed between two passes.
@@ -248,12 +411,12 @@ fn changed(stream: &TextStream, rows: usize, n: usize) -> JokerError {
     ))
 }
 
-/// Where a [`StreamedRows`] stands: the part read last, its rows (standardised), the next of
-/// them, and the row of the pass that is.
+/// Where a [`StreamedRows`] stands: the part read last, its rows (standardised) and labels,
+/// the next of them, and the row of the pass that is.
 #[derive(Default)]
 struct Cursor<T> {
     part: Option<usize>,
-    rows: Option<Features<T>>,
+    rows: Option<(Features<T>, Vec<f64>)>,
     next: usize,
     row: usize,
 }
@@ -287,7 +450,7 @@ impl<T: Scalar> StreamedRows<'_, T> {
                 if at.row + part.x.nrows() > self.n {
                     return Err(changed(self.stream, at.row + part.x.nrows(), self.n));
                 }
-                at.rows = Some(self.standardizer.transform(&part.x)?);
+                at.rows = Some((self.standardizer.transform(&part.x)?, part.y));
                 at.next = 0;
                 return Ok(());
             }
@@ -304,7 +467,7 @@ impl<T: Scalar> RowStream<T> for StreamedRows<'_, T> {
         self.d
     }
 
-    fn read(&self, first: usize, out: &mut [T]) -> Result<()> {
+    fn read(&self, first: usize, out: &mut [T], labels: &mut [f64]) -> Result<()> {
         let mut at = self.at.borrow_mut();
         let d = self.d;
         if first != at.row % self.n {
@@ -316,17 +479,18 @@ impl<T: Scalar> RowStream<T> for StreamedRows<'_, T> {
                 ),
             ));
         }
-        let want = out.len() / d;
+        let want = labels.len();
         let mut done = 0;
         while done < want {
-            let len = at.rows.as_ref().map_or(0, |x| x.nrows());
+            let len = at.rows.as_ref().map_or(0, |(x, _)| x.nrows());
             if at.next == len {
                 self.advance(&mut at)?;
                 continue;
             }
             let take = (want - done).min(len - at.next);
-            let rows = at.rows.as_ref().expect("a part is loaded");
+            let (rows, y) = at.rows.as_ref().expect("a part is loaded");
             rows.gather_range(at.next, &mut out[done * d..(done + take) * d]);
+            labels[done..done + take].copy_from_slice(&y[at.next..at.next + take]);
             at.next += take;
             at.row += take;
             done += take;

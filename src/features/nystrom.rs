@@ -243,8 +243,9 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
             self.l.as_ref(),
             v,
-            Par::Seq,
+            crate::backend::cpu::par_for(r, targets, r),
         );
+        crate::simd::clear_upper_state();
     }
 
     /// `v <- L^-T v` for `v` of `r x T` (column-major).
@@ -254,8 +255,9 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_upper_triangular_in_place(
             self.l.transpose(),
             v,
-            Par::Seq,
+            crate::backend::cpu::par_for(r, targets, r),
         );
+        crate::simd::clear_upper_state();
     }
 
     /// `v <- L^T v` for `v` of `r x T` (column-major).
@@ -469,7 +471,12 @@ fn leverage_rows<T: Scalar>(
     let (n, d) = (x.nrows(), x.ncols());
     let idx = candidates(n, m, seed);
     let nc = idx.len();
-    let s = m.min(nc);
+    let s = std::env::var("JOKER_LEVERAGE_PILOT")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(m)
+        .min(m)
+        .min(nc);
     let pilot = rows_of(
         x,
         &uniform_rows(nc, s, seed)

@@ -225,7 +225,7 @@ pub fn supports(loss: &Loss) -> bool {
 /// The data of one fit.
 #[doc(hidden)]
 pub struct DsgProblem<'a, T> {
-    /// Preprocessed rows.
+    /// Preprocessed rows, their targets and weights.
     pub rows: DsgRows<'a, T>,
     /// The feature map: its `M` features are the cap (random features only: a feature is
     /// regenerated from the seed).
@@ -234,35 +234,49 @@ pub struct DsgProblem<'a, T> {
     pub loss: Loss,
     /// Target columns `T`.
     pub targets: usize,
-    /// Targets, column-major `n x T`.
-    pub y: &'a [f64],
-    /// Per-sample weight `w_i` (sample and class weights).
-    pub weight: &'a [f64],
     /// joker's `lambda` (summed loss); DSG's `nu = lambda / n`.
     pub lambda: f64,
 }
+
+/// How a streamed row's label becomes its `T` targets (written to the slice) and its weight
+/// (returned).
+#[doc(hidden)]
+pub type Encode<'a> = &'a (dyn Fn(f64, &mut [f64]) -> Result<f64> + Sync);
 
 /// Where a doubly stochastic fit reads its rows.
 #[doc(hidden)]
 pub enum DsgRows<'a, T> {
     /// Rows in memory or mapped from a file: batches are drawn by index, or swept in order.
-    Features(&'a Features<T>),
-    /// Rows streamed from a file in order, pass after pass: batches are swept in order.
-    Stream(&'a dyn RowStream<T>),
+    Features {
+        /// The rows.
+        x: &'a Features<T>,
+        /// Targets, column-major `n x T`.
+        y: &'a [f64],
+        /// Per-sample weight `w_i` (sample and class weights).
+        weight: &'a [f64],
+    },
+    /// Rows streamed from a file in order, pass after pass: batches are swept in order, and
+    /// each row's targets and weight come from its label.
+    Stream {
+        /// The rows and their labels.
+        rows: &'a dyn RowStream<T>,
+        /// A label's targets and weight.
+        encode: Encode<'a>,
+    },
 }
 
 impl<T: Scalar> DsgRows<'_, T> {
     fn nrows(&self) -> usize {
         match self {
-            DsgRows::Features(x) => x.nrows(),
-            DsgRows::Stream(s) => s.nrows(),
+            DsgRows::Features { x, .. } => x.nrows(),
+            DsgRows::Stream { rows, .. } => rows.nrows(),
         }
     }
 
     fn ncols(&self) -> usize {
         match self {
-            DsgRows::Features(x) => x.ncols(),
-            DsgRows::Stream(s) => s.ncols(),
+            DsgRows::Features { x, .. } => x.ncols(),
+            DsgRows::Stream { rows, .. } => rows.ncols(),
         }
     }
 
@@ -270,19 +284,40 @@ impl<T: Scalar> DsgRows<'_, T> {
     /// and streams (which can only be read in order).
     fn sweeps(&self) -> bool {
         match self {
-            DsgRows::Features(x) => x.is_mapped(),
-            DsgRows::Stream(_) => true,
+            DsgRows::Features { x, .. } => x.is_mapped(),
+            DsgRows::Stream { .. } => true,
         }
     }
 
-    /// The rows `rows` (consecutive, from `rows[0]`, for a stream), dense into `out`.
-    fn gather(&self, rows: &[usize], out: &mut [T]) -> Result<()> {
+    /// The rows `rows` (consecutive, from `rows[0]`, for a stream), dense into `xb`, their
+    /// targets into `yb` (row-major `b x T`) and weights into `wb`. `labels` is room for the
+    /// batch's labels.
+    fn gather(
+        &self,
+        rows: &[usize],
+        (xb, yb, wb): (&mut [T], &mut [f64], &mut [f64]),
+        labels: &mut [f64],
+    ) -> Result<()> {
+        let tt = yb.len() / rows.len().max(1);
         match self {
-            DsgRows::Features(x) => {
-                x.gather_dense(rows, out);
+            DsgRows::Features { x, y, weight } => {
+                x.gather_dense(rows, xb);
+                let n = x.nrows();
+                for (i, &row) in rows.iter().enumerate() {
+                    for t in 0..tt {
+                        yb[i * tt + t] = y[t * n + row];
+                    }
+                    wb[i] = weight[row];
+                }
                 Ok(())
             }
-            DsgRows::Stream(s) => s.read(rows.first().copied().unwrap_or(0), out),
+            DsgRows::Stream { rows: s, encode } => {
+                s.read(rows.first().copied().unwrap_or(0), xb, labels)?;
+                for (i, &label) in labels.iter().enumerate() {
+                    wb[i] = encode(label, &mut yb[i * tt..(i + 1) * tt])?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -597,7 +632,7 @@ impl Shape {
                 ),
             ));
         }
-        if matches!(p.rows, DsgRows::Stream(_)) && cfg.sequential == Some(false) {
+        if matches!(p.rows, DsgRows::Stream { .. }) && cfg.sequential == Some(false) {
             return Err(invalid(
                 "sequential",
                 "streamed rows are read in file order: batches drawn at random need the rows in memory or mapped from a .npy file",
@@ -656,8 +691,12 @@ struct Fit<'a, T> {
     rng: Stream,
     /// The batch's row indices.
     rows: Vec<usize>,
-    /// The batch's rows, dense row-major `b x d`.
+    /// The batch's rows, dense row-major `b x d`, their targets (`b x T`), weights and labels
+    /// (streams).
     xb: Vec<T>,
+    yb: Vec<f64>,
+    wb: Vec<f64>,
+    labels: Vec<f64>,
     /// `sum_i w_i l(f_t(x_i), y_i)` over the batches since the last check.
     loss_sum: f64,
     /// Rows in `loss_sum`.
@@ -691,6 +730,9 @@ impl<'a, T: Scalar> Fit<'a, T> {
             rng: Stream::new(seed, streams::DSG_BATCH),
             rows: vec![0usize; b],
             xb: vec![T::default(); b * d],
+            yb: vec![0.0; b * tt],
+            wb: vec![0.0; b],
+            labels: vec![0.0; b],
             loss_sum: 0.0,
             loss_rows: 0,
         }
@@ -740,27 +782,29 @@ impl<'a, T: Scalar> Fit<'a, T> {
                 *ri = self.rng.below(n);
             }
         }
-        self.p.rows.gather(&self.rows, &mut self.xb)
+        let out = (&mut self.xb[..], &mut self.yb[..], &mut self.wb[..]);
+        self.p.rows.gather(&self.rows, out, &mut self.labels)
     }
 
     /// `g_i = w_i l'(f_t(x_i), y_i)` on the batch (row-major `b x T`) from its opened features
     /// `phi` (`b x m`); the losses at `f_t` join the objective's estimate. A prediction that is
     /// not finite means the iterate diverged.
     fn derivatives(&mut self, phi: &[f64], t: usize) -> Result<Vec<f64>> {
-        let Shape { n, tt, r, b, .. } = self.shape;
+        let Shape { tt, r, b, .. } = self.shape;
         let p = self.p;
         let m = self.opened * r;
         let mut grad = vec![0.0; b * tt];
-        for (i, &row) in self.rows.iter().enumerate() {
+        for i in 0..b {
             let phi_i = &phi[i * m..(i + 1) * m];
+            let w = self.wb[i];
             for t_ in 0..tt {
                 let f = self.coef.predict(phi_i, t_);
                 if !f.is_finite() {
                     return Err(diverged(t, self.cfg));
                 }
-                let y = p.y[t_ * n + row];
-                grad[i * tt + t_] = p.weight[row] * p.loss.derivative(f, y);
-                self.loss_sum += p.weight[row] * p.loss.primal(f, y);
+                let y = self.yb[i * tt + t_];
+                grad[i * tt + t_] = w * p.loss.derivative(f, y);
+                self.loss_sum += w * p.loss.primal(f, y);
             }
         }
         self.loss_rows += b;
@@ -999,12 +1043,14 @@ mod tests {
                 seed: 5,
             };
             let p = DsgProblem {
-                rows: DsgRows::Features(&x),
+                rows: DsgRows::Features {
+                    x: &x,
+                    y: &yl,
+                    weight: &weight,
+                },
                 map: &FeatureMap::Random(map.clone()),
                 loss,
                 targets: 1,
-                y: &yl,
-                weight: &weight,
                 lambda,
             };
             let sol = solve_dsg(&p, &cfg, &run, &mut Hooks::default()).unwrap();
