@@ -456,9 +456,15 @@ fn nearest_centres(pts: &[f64], n: usize, c: &[f64], m: usize, d: usize) -> Vec<
     out
 }
 
+/// The largest uniform pilot of the leverage scores. Scoring costs `n s^2`; measured on
+/// ijcnn1, a9a, w8a and cpusmall at `M` = 2000 and 4000 (docs/nystrom.md), a pilot of 1024
+/// rows instead of `M` changed test accuracy by at most 0.03 points (RMSE by -1.8%) and cut
+/// the fit time by up to 40%.
+const LEVERAGE_PILOT: usize = 1024;
+
 /// `m` rows drawn without replacement with probability proportional to approximate ridge
 /// leverage scores `l_i = (k_ii - k_iS (K_SS + lambda s/n I)^-1 k_Si) / lambda` (Alaoui and
-/// Mahoney), from a uniform pilot `S` of `s = m` candidate rows; drawn by the smallest
+/// Mahoney), from a uniform pilot `S` of `s = min(m, LEVERAGE_PILOT)` candidate rows; drawn by the smallest
 /// exponential keys `-ln(u_i) / l_i` (Efraimidis and Spirakis).
 fn leverage_rows<T: Scalar>(
     x: &Features<T>,
@@ -471,12 +477,7 @@ fn leverage_rows<T: Scalar>(
     let (n, d) = (x.nrows(), x.ncols());
     let idx = candidates(n, m, seed);
     let nc = idx.len();
-    let s = std::env::var("JOKER_LEVERAGE_PILOT")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(m)
-        .min(m)
-        .min(nc);
+    let s = m.min(LEVERAGE_PILOT).min(nc);
     let pilot = rows_of(
         x,
         &uniform_rows(nc, s, seed)
