@@ -274,15 +274,34 @@ pub fn entry_variance<T: Scalar>(x: &Features<T>) -> f64 {
 }
 
 /// The rows of `n` the median heuristic looks at, in the order it reads them: all of them up
-/// to `HEURISTIC_ROWS`, a seeded draw without replacement beyond.
+/// to `HEURISTIC_ROWS`, a seeded draw without replacement beyond: the head of a shuffle of
+/// all rows up to `FLOYD_ROWS` (8 bytes a row, while the rows are in memory anyway), Floyd's
+/// draw beyond (memory for the draw only: a file streamed a part at a time may have any
+/// number of rows).
 pub fn heuristic_rows(n: usize, seed: u64) -> Vec<usize> {
+    let mut rng = Stream::new(seed, streams::BANDWIDTH_SUBSAMPLE);
+    if n > FLOYD_ROWS {
+        let k = HEURISTIC_ROWS;
+        let mut seen = std::collections::HashSet::with_capacity(k);
+        let mut idx = Vec::with_capacity(k);
+        for j in n - k..n {
+            let t = rng.below(j + 1);
+            let pick = if seen.contains(&t) { j } else { t };
+            seen.insert(pick);
+            idx.push(pick);
+        }
+        return idx;
+    }
     let mut idx: Vec<usize> = (0..n).collect();
     if n > HEURISTIC_ROWS {
-        Stream::new(seed, streams::BANDWIDTH_SUBSAMPLE).shuffle(&mut idx);
+        rng.shuffle(&mut idx);
         idx.truncate(HEURISTIC_ROWS);
     }
     idx
 }
+
+/// Rows beyond which [`heuristic_rows`] draws by Floyd's algorithm instead of a shuffle.
+const FLOYD_ROWS: usize = 1 << 24;
 
 /// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
 /// at most `HEURISTIC_ROWS` rows.
@@ -324,6 +343,28 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The median heuristic's rows are distinct and in range, a shuffle's head up to
+    /// `FLOYD_ROWS` and Floyd's draw beyond; the same seed gives the same rows.
+    #[test]
+    fn heuristic_rows_are_distinct_draws() {
+        assert_eq!(heuristic_rows(5, 1), vec![0, 1, 2, 3, 4]);
+        for n in [HEURISTIC_ROWS + 1, 100_000, FLOYD_ROWS + 7, 150_000_000] {
+            let rows = heuristic_rows(n, 3);
+            assert_eq!(rows.len(), HEURISTIC_ROWS);
+            let set: std::collections::HashSet<_> = rows.iter().copied().collect();
+            assert_eq!(set.len(), HEURISTIC_ROWS, "n = {n}");
+            assert!(rows.iter().all(|&r| r < n));
+            assert_eq!(rows, heuristic_rows(n, 3));
+            assert_ne!(rows, heuristic_rows(n, 4));
+            // spread over the rows, not bunched at either end
+            let low = rows.iter().filter(|&&r| r < n / 2).count();
+            assert!(
+                (800..1200).contains(&low),
+                "n = {n}: {low} in the lower half"
+            );
+        }
+    }
     use crate::data::DenseMatrix;
 
     #[test]
