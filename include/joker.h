@@ -519,6 +519,35 @@ typedef int32_t JokerOutput;
 #endif // __cplusplus
 
 /**
+ * The text format of a file streamed by `joker_fit_stream`.
+ */
+enum JokerTextFormat
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * LIBSVM when the first data line looks like LIBSVM (`label index:value ...`), else CSV.
+   */
+  JOKER_TEXT_FORMAT_AUTO = 0,
+  /**
+   * LIBSVM / SVMlight lines (index base and width found by a first pass).
+   */
+  JOKER_TEXT_FORMAT_LIBSVM = 1,
+  /**
+   * Delimited numbers, the label in the last column (delimiter and header detected).
+   */
+  JOKER_TEXT_FORMAT_CSV = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum JokerTextFormat JokerTextFormat;
+#else
+typedef int32_t JokerTextFormat;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A data set: an opaque handle made by a `joker_data_from_*` function (which copies the
  * arrays) and freed by `joker_data_free`. It holds features and, optionally, one label or
  * target per row; training and scoring need labels, prediction does not.
@@ -1086,6 +1115,29 @@ JokerStatus joker_data_n_cols(const struct JokerData *data, size_t *out);
  * call with a valid `JokerProgress` pointer and `user_data`.
  */
 JokerStatus joker_fit(const struct JokerParams *params, const struct JokerData *train, const double *sample_weight, size_t n_weights, const struct JokerData *validation, JokerProgressFn progress, void *user_data, struct JokerModel **out);
+
+/**
+ * Trains a doubly stochastic model (the parameters must name one:
+ * `joker_params_set_solver` with DSG, UDSG or CDSG) on an uncompressed LIBSVM or CSV file read
+ * a part of about `chunk_bytes` bytes at a time, pass after pass: memory holds one part's rows,
+ * never the data set. The batches sweep the file in order (its rows should be in random
+ * order). The same fit as `joker_fit` on the file's rows with the batches swept in file
+ * order.
+ *
+ * * `params`: the parameters (unchanged).
+ * * `path`: the training file (NUL-terminated).
+ * * `format`: a `JokerTextFormat` value.
+ * * `chunk_bytes`: the size of a part (0: 64 MiB).
+ * * `validation`, `progress`, `user_data`, `out`: as for `joker_fit`.
+ *
+ * Errors: `JOKER_STATUS_INVALID_ARGUMENT` for parameters without a doubly stochastic solver
+ * or with a bandwidth heuristic other than the median, an unknown format, a compressed file;
+ * `JOKER_STATUS_IO` and `JOKER_STATUS_PARSE` for the file.
+ *
+ * # Safety
+ * As for `joker_fit`; `path` must be NULL or a NUL-terminated string.
+ */
+JokerStatus joker_fit_stream(const struct JokerParams *params, const char *path, int32_t format, uint64_t chunk_bytes, const struct JokerData *validation, JokerProgressFn progress, void *user_data, struct JokerModel **out);
 
 /**
  * Frees a model. NULL does nothing; a handle that is not a live `JokerModel` is rejected with

@@ -74,6 +74,21 @@ fn view<U: Scalar>(set: &DataSet) -> Cow<'_, Dataset<U>> {
     })
 }
 
+/// The C snapshot of a check.
+fn snapshot_of(pr: &Progress) -> JokerProgress {
+    JokerProgress {
+        iter: pr.iter,
+        epoch: pr.epoch,
+        seconds: pr.seconds,
+        primal: pr.primal,
+        dual: pr.dual,
+        gap: pr.gap,
+        validation: pr.validation.unwrap_or(f64::NAN),
+        accepted: pr.accepted,
+        rel_residual: pr.rel_residual.unwrap_or(f64::NAN),
+    }
+}
+
 fn fit_as<U: Scalar>(
     params: &Joker,
     train: &Dataset<U>,
@@ -172,17 +187,7 @@ pub unsafe extern "C" fn joker_fit(
         };
         let callback: Option<ProgressFn<'_>> = progress.map(|f| {
             Box::new(move |pr: &Progress| {
-                let snapshot = JokerProgress {
-                    iter: pr.iter,
-                    epoch: pr.epoch,
-                    seconds: pr.seconds,
-                    primal: pr.primal,
-                    dual: pr.dual,
-                    gap: pr.gap,
-                    validation: pr.validation.unwrap_or(f64::NAN),
-                    accepted: pr.accepted,
-                    rel_residual: pr.rel_residual.unwrap_or(f64::NAN),
-                };
+                let snapshot = snapshot_of(pr);
                 // SAFETY: the caller supplied a function safe to call with a valid snapshot
                 // pointer (alive for the call) and its own `user_data` (function contract).
                 unsafe { f(&snapshot, user_data) == 0 }
@@ -194,6 +199,111 @@ pub unsafe extern "C" fn joker_fit(
             DataSet::F32(d) => fit_as(p, d, weights, val, callback, interrupt),
             DataSet::F64(d) => fit_as(p, d, weights, val, callback, interrupt),
         }?;
+        let h = new_model(model);
+        // SAFETY: as above.
+        unsafe { write_out(out, h, "out") }
+    })
+}
+
+/// The text format of a file streamed by `joker_fit_stream`.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JokerTextFormat {
+    /// LIBSVM when the first data line looks like LIBSVM (`label index:value ...`), else CSV.
+    Auto = 0,
+    /// LIBSVM / SVMlight lines (index base and width found by a first pass).
+    Libsvm = 1,
+    /// Delimited numbers, the label in the last column (delimiter and header detected).
+    Csv = 2,
+}
+
+/// Trains a doubly stochastic model (the parameters must name one:
+/// `joker_params_set_solver` with DSG, UDSG or CDSG) on an uncompressed LIBSVM or CSV file read
+/// a part of about `chunk_bytes` bytes at a time, pass after pass: memory holds one part's rows,
+/// never the data set. The batches sweep the file in order (its rows should be in random
+/// order). The same fit as `joker_fit` on the file's rows with the batches swept in file
+/// order.
+///
+/// * `params`: the parameters (unchanged).
+/// * `path`: the training file (NUL-terminated).
+/// * `format`: a `JokerTextFormat` value.
+/// * `chunk_bytes`: the size of a part (0: 64 MiB).
+/// * `validation`, `progress`, `user_data`, `out`: as for `joker_fit`.
+///
+/// Errors: `JOKER_STATUS_INVALID_ARGUMENT` for parameters without a doubly stochastic solver
+/// or with a bandwidth heuristic other than the median, an unknown format, a compressed file;
+/// `JOKER_STATUS_IO` and `JOKER_STATUS_PARSE` for the file.
+///
+/// # Safety
+/// As for `joker_fit`; `path` must be NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn joker_fit_stream(
+    params: *const super::JokerParams,
+    path: *const std::ffi::c_char,
+    format: i32,
+    chunk_bytes: u64,
+    validation: *const super::JokerData,
+    progress: JokerProgressFn,
+    user_data: *mut c_void,
+    out: *mut *mut JokerModel,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: `out` is NULL (rejected) or writable (function contract).
+        unsafe { write_out(out, std::ptr::null_mut(), "out") }?;
+        // SAFETY: handles are not freed or changed concurrently (function contract).
+        let p = unsafe { params_ref(params) }?;
+        // SAFETY: `path` is NULL (rejected) or NUL-terminated (function contract).
+        let path = unsafe { super::path_arg(path, "path") }?;
+        let libsvm = crate::io::stream::TextFormat::Libsvm(Default::default());
+        let text = match format {
+            0 if crate::io::looks_like_libsvm_file(&path)? => libsvm,
+            0 | 2 => crate::io::stream::TextFormat::Csv(Default::default()),
+            1 => libsvm,
+            _ => {
+                return Err(Failure::invalid(
+                    "format",
+                    format!("{format} is not a JOKER_TEXT_FORMAT_* value (0, 1 or 2)"),
+                ));
+            }
+        };
+        let chunk = if chunk_bytes == 0 {
+            64 << 20
+        } else {
+            chunk_bytes
+        };
+        let stream = crate::io::stream::TextStream::open(&path, &text, chunk, |_, _| {})?;
+        let val = if validation.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            let v = unsafe { data_ref(validation, "validation") }?;
+            if !v.labelled {
+                return Err(Failure::new(
+                    JokerStatus::InvalidLabels,
+                    "`validation` has no labels: pass y to joker_data_from_* for validation data",
+                ));
+            }
+            Some(view::<f32>(&v.set))
+        };
+        let callback: Option<ProgressFn<'_>> = progress.map(|f| {
+            Box::new(move |pr: &Progress| {
+                let snapshot = snapshot_of(pr);
+                // SAFETY: the caller supplied a function safe to call with a valid snapshot
+                // pointer (alive for the call) and its own `user_data` (function contract).
+                unsafe { f(&snapshot, user_data) == 0 }
+            }) as ProgressFn<'_>
+        });
+        // SAFETY: the flag outlives the fit (joker_params_set_interrupt's contract).
+        let interrupt = unsafe { super::params::interrupt_of(params) }?;
+        let opts = FitOptions {
+            sample_weight: None,
+            validation: val.as_deref(),
+            progress: callback,
+            warm_start: None,
+            interrupt,
+        };
+        let model = p.fit_stream(&stream, opts, None)?;
         let h = new_model(model);
         // SAFETY: as above.
         unsafe { write_out(out, h, "out") }

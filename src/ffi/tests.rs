@@ -1110,6 +1110,56 @@ fn doubly_stochastic_solvers_through_the_c_abi() {
         let right = pred.iter().zip(&y).filter(|(a, b)| a == b).count();
         assert!(right as f64 > 0.85 * n as f64, "{right} of {n}");
         ok(joker_model_free(m));
+
+        // the same rows streamed from a CSV file in parts of 2 KiB
+        let dir = std::env::temp_dir().join(format!("joker-ffi-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("train.csv");
+        let text: String = (0..n)
+            .map(|i| format!("{},{},{}\n", x[i * d], x[i * d + 1], y[i]))
+            .collect();
+        std::fs::write(&file, text).unwrap();
+        let path = CString::new(file.to_str().unwrap()).unwrap();
+        let fmt = JokerTextFormat::Csv as i32;
+        let mut m = null_mut();
+        ok(joker_fit_stream(
+            p,
+            path.as_ptr(),
+            fmt,
+            2048,
+            train,
+            None,
+            null_mut(),
+            &mut m,
+        ));
+        ok(joker_model_predict(m, train, pred.as_mut_ptr(), n));
+        let right = pred.iter().zip(&y).filter(|(a, b)| a == b).count();
+        assert!(right as f64 > 0.85 * n as f64, "streamed: {right} of {n}");
+        ok(joker_model_free(m));
+        let (no_file, bad) = (CString::new("/nonexistent/x.csv").unwrap(), 7);
+        expect(
+            joker_fit_stream(p, path.as_ptr(), bad, 0, null(), None, null_mut(), &mut m),
+            JokerStatus::InvalidArgument,
+            "JOKER_TEXT_FORMAT",
+        );
+        assert!(m.is_null());
+        let status = joker_fit_stream(p, no_file.as_ptr(), 2, 0, null(), None, null_mut(), &mut m);
+        assert_ne!(status, JokerStatus::Ok);
+        expect(
+            joker_fit_stream(p, null(), 0, 0, null(), None, null_mut(), &mut m),
+            JokerStatus::NullPointer,
+            "path",
+        );
+        // DBCD-TR does not stream
+        let dbcd = params(JokerLoss::L2Svc);
+        ok(joker_params_set_n_components(dbcd, 64));
+        expect(
+            joker_fit_stream(dbcd, path.as_ptr(), 0, 0, null(), None, null_mut(), &mut m),
+            JokerStatus::InvalidArgument,
+            "doubly stochastic",
+        );
+        ok(joker_params_free(dbcd));
+        std::fs::remove_dir_all(&dir).unwrap();
         ok(joker_data_free(train));
         ok(joker_params_free(p));
     }

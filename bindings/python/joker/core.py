@@ -236,6 +236,7 @@ _sig("joker_data_from_csr_f64", c_size_t, c_size_t, _sp, POINTER(c_uint32), _dp,
 _sig("joker_data_from_csr_f32", c_size_t, c_size_t, _sp, POINTER(c_uint32), _fp, _dp, POINTER(_P))
 _sig("joker_data_free", _P)
 _sig("joker_fit", _P, _P, _dp, c_size_t, _P, _PROGRESS_FN, c_void_p, POINTER(_P))
+_sig("joker_fit_stream", _P, c_char_p, c_int32, c_uint64, _P, _PROGRESS_FN, c_void_p, POINTER(_P))
 _sig("joker_model_free", _P)
 _sig("joker_model_save", _P, c_char_p)
 _sig("joker_model_load", c_char_p, POINTER(_P))
@@ -843,6 +844,49 @@ class Joker:
             finally:
                 if val is not None:
                     val.close()
+
+    def fit_stream(self, path, format="auto", chunk_bytes=0, validation=None, progress=None,
+                   interrupt=None):
+        """Trains a doubly stochastic solver (``solver="dsg"``, ``"udsg"`` or ``"cdsg"``) on
+        the uncompressed LIBSVM or CSV file at ``path``, read a part of about ``chunk_bytes``
+        bytes (0: 64 MiB) at a time, pass after pass: memory holds one part of the rows, never
+        the data set. ``format``: "auto", "libsvm" or "csv" (the label last). The batches sweep
+        the file in order, so its rows should be in random order. ``validation``, ``progress``
+        and ``interrupt`` as for :meth:`fit`."""
+        formats = {"auto": 0, "libsvm": 1, "csv": 2}
+        if format not in formats:
+            raise JokerError(_INVALID_ARGUMENT,
+                             f"format must be one of {sorted(formats)}, got {format!r}")
+        if not self._h:
+            raise JokerError(_NULL_POINTER, "`params` is NULL: this Joker was closed")
+        if interrupt is None:
+            interrupt = Interrupt()
+        val = None
+        if validation is not None:
+            try:
+                X_val, y_val = validation
+            except (TypeError, ValueError):
+                raise JokerError(_INVALID_ARGUMENT,
+                                 "validation must be a pair (X_val, y_val)") from None
+            val = _Data(X_val, y_val, names=("validation: X_val", "y_val"))
+        try:
+            h = _new_params(**self._args)
+            try:
+                _check(_lib.joker_params_set_interrupt(h, byref(interrupt._value)))
+                encoded = os.fsencode(path)
+
+                def call(cb, out):
+                    return _lib.joker_fit_stream(h, encoded, formats[format], int(chunk_bytes),
+                                                 val.handle if val is not None else None,
+                                                 cb, None, byref(out))
+
+                return _run_fit(call, progress, interrupt, _FIT_NAMES)
+            finally:
+                _lib.joker_params_set_interrupt(h, None)
+                _lib.joker_params_free(h)
+        finally:
+            if val is not None:
+                val.close()
 
     def __copy__(self):
         return type(self)(**self._args)

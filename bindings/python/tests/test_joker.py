@@ -251,6 +251,25 @@ class TestApi(unittest.TestCase):
         with self.assertRaisesRegex(joker.JokerError, "`batch_size` must be >= 0"):
             joker.Joker("l2-svc", solver="dsg", batch_size=-1)
 
+    def test_fit_stream_reads_a_file_a_part_at_a_time(self):
+        # the training rows streamed from a CSV file: a model as good as the fit in memory
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "train.csv")
+            np.savetxt(path, np.column_stack([self.X, self.y]), delimiter=",", fmt="%.7g")
+            params = joker.Joker("l2-svc", solver="cdsg", n_components=256, batch_size=64,
+                                 feature_block=32, max_iter=600)
+            seen = []
+            m = params.fit_stream(path, format="csv", chunk_bytes=4096,
+                                  validation=(self.Xt, self.yt),
+                                  progress=lambda p: seen.append(p.validation))
+            self.assertEqual(m.stop_reason, "max_iter")
+            self.assertGreater(m.score(self.Xt, self.yt), 0.85)
+            self.assertTrue(seen and all(v > 0.5 for v in seen))
+            with self.assertRaisesRegex(joker.JokerError, "format must be one of"):
+                params.fit_stream(path, format="npz")
+            with self.assertRaisesRegex(joker.JokerError, "doubly stochastic"):
+                joker.Joker("l2-svc", n_components=64).fit_stream(path)
+
     def test_working_set_and_automatic_exact_kernel(self):
         # the automatic choice: the exact kernel where its matrix fits the cache, features beyond
         exact = joker.Joker("l2-svc", auto_exact=True).fit(self.X, self.y)
