@@ -685,8 +685,8 @@ pub use super::stream::TextFormat;
 /// chunk. Returns the rows and columns written.
 ///
 /// # Errors
-/// Those of the sharded readers ([`read_libsvm_shard`],
-/// [`read_csv_shard`]): compressed files and standard input cannot be
+/// Those of the sharded readers ([`read_libsvm_shard`](super::read_libsvm_shard),
+/// [`read_csv_shard`](super::read_csv_shard)): compressed files and standard input cannot be
 /// cut into chunks and give a named error; a malformed line names its place. And I/O errors
 /// writing the output.
 pub fn convert(
