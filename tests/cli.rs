@@ -1375,6 +1375,39 @@ fn stream_trains_dsg_on_the_file_a_part_at_a_time() {
     assert!(t.path("piped.json").exists());
     assert!(!t.path("piped.json.stdin.tmp").exists());
 
+    // predict --stream writes what predict writes, part by part (a file of several MiB)
+    t.write("big.svm", &sparse_libsvm(60_000, 50, 9));
+    assert!(std::fs::metadata(t.path("big.svm")).unwrap().len() > 2 << 20);
+    for extra in [&[][..], &["--decision"]] {
+        let mut whole = vec!["predict", "big.svm", "m.json", "whole.txt"];
+        whole.extend_from_slice(extra);
+        let a = ok(joker(&t.0, &whole));
+        let mut parts = vec![
+            "predict",
+            "--stream",
+            "--chunk-mib",
+            "1",
+            "big.svm",
+            "m.json",
+        ];
+        parts.push("parts.txt");
+        parts.extend_from_slice(extra);
+        let b = ok(joker(&t.0, &parts));
+        let read = |f: &str| std::fs::read_to_string(t.path(f)).unwrap();
+        let values =
+            |f: &str| -> Vec<f64> { read(f).lines().map(|l| l.trim().parse().unwrap()).collect() };
+        let (w, p) = (values("whole.txt"), values("parts.txt"));
+        assert_eq!(p.len(), 60_000);
+        // labels equal; decision values up to the rounding of the prediction's own chunks
+        for (a, b) in w.iter().zip(&p) {
+            assert!(
+                (a - b).abs() <= 1e-12 * (1.0 + a.abs()),
+                "{extra:?}: {a} vs {b}"
+            );
+        }
+        assert_eq!(stderr(&a), stderr(&b), "the same score line");
+    }
+
     let refused = |extra: &[&str], want: &str| {
         let mut a = vec!["train", "--stream", "-l", "svc", "-m", "256"];
         a.extend_from_slice(extra);

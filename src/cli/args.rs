@@ -640,6 +640,14 @@ pub struct PredictArgs {
     /// Write OUTPUT_FILE even when it is one of the input files.
     #[arg(long)]
     pub force: bool,
+    /// Read DATA_FILE a part at a time and write each part's predictions before reading the
+    /// next, so that memory holds one part (an uncompressed LIBSVM or CSV file; a LIBSVM file
+    /// without --index-base is read once more first, for its index base).
+    #[arg(long)]
+    pub stream: bool,
+    /// With --stream: text read at a time, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64, requires = "stream")]
+    pub chunk_mib: u64,
     /// Data format options.
     #[command(flatten)]
     pub data: DataArgs,

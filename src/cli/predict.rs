@@ -3,6 +3,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use joker::io::stream::TextStream;
 use joker::{Dataset, Model, Precision, Scalar, Task};
 
 use super::args::PredictArgs;
@@ -37,6 +38,9 @@ pub fn run(a: PredictArgs) -> CliResult<()> {
 
 /// Reads the data in the model's precision `U` and writes the predictions.
 fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
+    if a.stream {
+        return predict_stream::<U>(a, model);
+    }
     let data: Dataset<U> = read_data(&a.data_file, &a.data, None, Some(model.n_features))?;
     let n = data.len();
     let decision = model.decision_function(&data.x)?;
@@ -55,18 +59,7 @@ fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
     };
 
     let rows = |out: &mut dyn Write| -> std::io::Result<()> {
-        let mut line = String::new();
-        for row in values.chunks_exact(per_row.max(1)) {
-            line.clear();
-            for (k, v) in row.iter().enumerate() {
-                if k > 0 {
-                    line.push(' ');
-                }
-                line.push_str(&fmt_num(*v));
-            }
-            line.push('\n');
-            out.write_all(line.as_bytes())?;
-        }
+        write_rows(out, values, per_row)?;
         out.flush()
     };
     match &a.output_file {
@@ -80,6 +73,156 @@ fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
         report_score(model, &pred, &data.y, n);
     }
     Ok(())
+}
+
+/// One line per row of `values` (`per_row` values each, space-separated).
+fn write_rows(out: &mut dyn Write, values: &[f64], per_row: usize) -> std::io::Result<()> {
+    let mut line = String::new();
+    for row in values.chunks_exact(per_row.max(1)) {
+        line.clear();
+        for (k, v) in row.iter().enumerate() {
+            if k > 0 {
+                line.push(' ');
+            }
+            line.push_str(&fmt_num(*v));
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `joker predict --stream`: the file a part at a time, each part's predictions written
+/// before the next part is read; the score is tallied as the parts go.
+fn predict_stream<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
+    if a.data_file == Path::new("-") {
+        return Err(CliError::Message(
+            "--stream reads a file on disk a part at a time; standard input is read whole (leave out --stream)".into(),
+        ));
+    }
+    let format = super::text_format(&a.data_file, &a.data, Some(model.n_features))?;
+    let stream = TextStream::open(&a.data_file, &format, a.chunk_mib.max(1) << 20, |_, _| {})?;
+    let mut tally = Tally::default();
+    let mut failed = None;
+    let mut rows = |out: &mut dyn Write| -> std::io::Result<()> {
+        for k in 0..stream.parts() {
+            let part = match stream.part::<U>(k).and_then(|p| match p {
+                Some(data) => part_values(a, model, &data).map(|v| Some((v, data.y))),
+                None => Ok(None),
+            }) {
+                Ok(Some(p)) => p,
+                Ok(None) => continue,
+                Err(e) => {
+                    failed = Some(e);
+                    return Err(std::io::Error::other("prediction failed"));
+                }
+            };
+            let ((values, per_row, pred), truth) = part;
+            write_rows(out, &values, per_row)?;
+            tally.add(model, &pred, &truth);
+        }
+        out.flush()
+    };
+    let written = match &a.output_file {
+        Some(p) if p != Path::new("-") => {
+            joker::atomic_file::write_atomically(p, &mut rows).map_err(CliError::from)
+        }
+        _ => rows(&mut BufWriter::new(std::io::stdout().lock()))
+            .map_err(|e| write_error("standard output", e)),
+    };
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    written?;
+    if !a.quiet {
+        tally.report(model);
+    }
+    Ok(())
+}
+
+/// A part's rows to write (`values`, `per_row` each) and its predicted labels or values.
+fn part_values<U: Scalar>(
+    a: &PredictArgs,
+    model: &Model,
+    data: &Dataset<U>,
+) -> joker::Result<(Vec<f64>, usize, Vec<f64>)> {
+    let decision = model.decision_function(&data.x)?;
+    let pred = model.labels_from_decision(&decision);
+    Ok(if a.proba {
+        let per_row = model.classes.as_ref().map_or(2, Vec::len);
+        (model.predict_proba(&data.x)?, per_row, pred)
+    } else if a.decision {
+        (decision, model.n_targets, pred)
+    } else {
+        (pred.clone(), 1, pred)
+    })
+}
+
+/// The score of predictions made a part at a time: hits and known labels (classification),
+/// or the sums that give RMSE and R^2 (regression).
+#[derive(Default)]
+struct Tally {
+    n: usize,
+    hits: usize,
+    known: usize,
+    ss_res: f64,
+    sum_y: f64,
+    sum_y2: f64,
+}
+
+impl Tally {
+    fn add(&mut self, model: &Model, pred: &[f64], truth: &[f64]) {
+        self.n += truth.len();
+        if let Some(classes) = &model.classes {
+            self.known += truth
+                .iter()
+                .filter(|y| classes.binary_search_by(|c| c.total_cmp(y)).is_ok())
+                .count();
+        }
+        for (p, y) in pred.iter().zip(truth) {
+            self.hits += usize::from(p == y);
+            self.ss_res += (p - y).powi(2);
+            self.sum_y += y;
+            self.sum_y2 += y * y;
+        }
+    }
+
+    /// The score on stderr, as [`report_score`] prints it.
+    fn report(&self, model: &Model) {
+        let n = self.n;
+        match (model.task, &model.classes) {
+            (Task::Classification, Some(_)) if self.known == 0 => eprintln!(
+                "no accuracy: none of the {n} labels in the file is one of the model's classes"
+            ),
+            (Task::Classification, Some(_)) => {
+                eprintln!(
+                    "Accuracy = {}% ({}/{n}) (classification)",
+                    sig(100.0 * self.hits as f64 / n.max(1) as f64, 6),
+                    self.hits
+                );
+                if self.known < n {
+                    eprintln!(
+                        "note: {} of the {n} labels are not among the model's classes",
+                        n - self.known
+                    );
+                }
+            }
+            _ => {
+                let nf = n.max(1) as f64;
+                let ss_tot = self.sum_y2 - self.sum_y * self.sum_y / nf;
+                let r2 = if ss_tot > 0.0 {
+                    1.0 - self.ss_res / ss_tot
+                } else {
+                    f64::NAN
+                };
+                eprintln!(
+                    "RMSE = {} (regression), R^2 = {} ({n} samples)",
+                    sig((self.ss_res / nf).sqrt(), 6),
+                    sig(r2, 6)
+                );
+            }
+        }
+    }
 }
 
 /// Prints the score on stderr, like LIBSVM's svm-predict, when the labels mean something.

@@ -97,7 +97,7 @@ impl Joker {
         let mut labels = LabelStats::new(classify);
         let mut moments = None::<Moments>;
         for k in 0..stream.parts() {
-            if let Some(part) = stream.part(k)? {
+            if let Some(part) = stream.part::<f32>(k)? {
                 moments
                     .get_or_insert_with(|| Moments::new(part.x.ncols()))
                     .add(&part.x);
@@ -381,7 +381,7 @@ fn second_pass<T: Scalar>(
     let mut out = vec![T::default(); idx.len() * d];
     let (mut first, mut next, mut squares) = (0, 0, 0.0);
     for k in 0..stream.parts() {
-        if let Some(part) = stream.part(k)? {
+        if let Some(part) = stream.part::<f32>(k)? {
             let len = part.x.nrows();
             squares = part.y.iter().fold(squares, |s, v| s + (v - mean).powi(2));
             let x: Features<T> = standardizer.transform(&part.x)?;
@@ -446,7 +446,7 @@ impl<T: Scalar> StreamedRows<'_, T> {
                 None => 0,
             };
             at.part = Some(k);
-            if let Some(part) = self.stream.part(k)? {
+            if let Some(part) = self.stream.part::<f32>(k)? {
                 if at.row + part.x.nrows() > self.n {
                     return Err(changed(self.stream, at.row + part.x.nrows(), self.n));
                 }

@@ -764,7 +764,7 @@ fn convert_into(
     let mut labels = Vec::new();
     let mut writer: Option<Sink> = None;
     for k in 0..stream.parts() {
-        if let Some(data) = stream.part(k)? {
+        if let Some(data) = stream.part::<f32>(k)? {
             let w = match &mut writer {
                 Some(w) => w,
                 None => writer.insert(Sink::create(layout, rows, data.x.ncols())?),

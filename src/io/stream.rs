@@ -13,6 +13,7 @@ use super::shard::{Shard, agreed_layout, read_csv_shard, read_libsvm_shard};
 use super::{CsvOptions, LibsvmOptions, io_err};
 use crate::data::Dataset;
 use crate::error::Result;
+use crate::scalar::Scalar;
 
 /// The text formats [`TextStream`] reads.
 #[derive(Clone, Debug)]
@@ -88,12 +89,12 @@ impl TextStream {
         self.parts
     }
 
-    /// The rows of part `k` (`None`: a part without data lines), with the columns every part
-    /// shares.
+    /// The rows of part `k` (`None`: a part without data lines) in precision `T`, with the
+    /// columns every part shares.
     ///
     /// # Errors
     /// The readers' errors for the part's lines; the file's own errors (empty, not readable).
-    pub fn part(&self, k: usize) -> Result<Option<Dataset<f32>>> {
+    pub fn part<T: Scalar>(&self, k: usize) -> Result<Option<Dataset<T>>> {
         let shard = Shard {
             index: k,
             count: self.parts,
@@ -104,9 +105,9 @@ impl TextStream {
                     o.zero_based.expect("agreed in open"),
                     o.n_features.expect("agreed in open"),
                 );
-                read_libsvm_shard::<f32>(&self.path, shard)?.finish(zero_based, width)
+                read_libsvm_shard::<T>(&self.path, shard)?.finish(zero_based, width)
             }
-            TextFormat::Csv(o) => Ok(read_csv_shard::<f32>(&self.path, o, shard)?.data),
+            TextFormat::Csv(o) => Ok(read_csv_shard::<T>(&self.path, o, shard)?.data),
         }
     }
 }
