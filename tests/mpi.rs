@@ -136,6 +136,74 @@ fn one_two_and_four_ranks_train_one_model() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Rows of a `.npy` file are shared among the ranks, each mapping its own range and reading
+/// its own labels: one rank is the single-process fit on the mapped file, iterate for iterate,
+/// and two ranks converge to a model as accurate.
+#[test]
+fn npy_rows_are_shared_among_the_ranks() {
+    let _jobs = one_job_at_a_time();
+    let dir = scratch("npy");
+    let data = common::binary(1200, 3, 21);
+    let rows = dir.join("train.npy");
+    common::write_npy(&rows, &Dataset::new(data.x.cast::<f32>(), data.y).unwrap());
+    let test = common::binary(600, 3, 22);
+    let args = |model: &Path| -> Vec<String> {
+        [
+            "train",
+            "--mpi",
+            "--no-standardize",
+            "-l",
+            "l2-svc",
+            "-m",
+            "200",
+            "-b",
+            "64",
+            "--max-iter",
+            "4000",
+            "--no-stall",
+            rows.to_str().unwrap(),
+            model.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let single_path = dir.join("single.json");
+    let mut single_args = args(&single_path);
+    single_args.retain(|a| a != "--mpi");
+    let out = Command::new(env!("CARGO_BIN_EXE_joker"))
+        .args(&single_args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let single = Model::load(&single_path).unwrap();
+    let base = single.score(&test).unwrap();
+    for ranks in [1, 2] {
+        let path = dir.join(format!("model{ranks}.json"));
+        let a = args(&path);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = mpirun(ranks, &a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{ranks} ranks: {err}");
+        let m = Model::load(&path).unwrap();
+        assert_eq!(m.training.n_samples, 1200);
+        assert_eq!(
+            m.training.stop,
+            joker::StopReason::Converged,
+            "{ranks} ranks"
+        );
+        if ranks == 1 {
+            assert_eq!(theta(&m), theta(&single));
+        }
+        let acc = m.score(&test).unwrap();
+        assert!(acc >= base - 0.01, "{ranks} ranks: {acc} against {base}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_failing_rank_ends_the_job_with_an_error_in_seconds() {
     let _jobs = one_job_at_a_time();

@@ -532,3 +532,37 @@ fn damaged_files_are_errors_not_panics() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A share of the rows (a rank of a distributed fit) maps those rows and reads only their
+/// labels: the shares, in order, are the whole file's rows and labels; bad ranges and CSR
+/// directories are refused by name.
+#[test]
+fn shares_of_the_rows_are_the_rows() {
+    let d = dir("shares");
+    let data = common::binary(103, 4, 9);
+    let data = Dataset::new(data.x.cast::<f32>(), data.y).unwrap();
+    let path = write(&d, &data);
+    let whole = read_npy::<f32>(&path, None).unwrap();
+    assert_eq!(joker::io::npy::npy_rows(&path).unwrap(), 103);
+    let mut rows = Vec::new();
+    let mut labels = Vec::new();
+    for k in 0..4 {
+        let share =
+            joker::io::npy::read_npy_in::<f32>(&path, None, Some(103 * k / 4..103 * (k + 1) / 4))
+                .unwrap();
+        assert!(share.x.is_mapped());
+        let mut r = vec![0.0f32; share.x.nrows() * 4];
+        share.x.gather_range(0, &mut r);
+        rows.extend(r);
+        labels.extend(share.y);
+    }
+    let mut all = vec![0.0f32; 103 * 4];
+    whole.x.gather_range(0, &mut all);
+    assert_eq!(rows, all);
+    assert_eq!(labels, whole.y);
+    for bad in [0..0, 100..104, 5..3] {
+        let e = joker::io::npy::read_npy_in::<f32>(&path, None, Some(bad.clone())).unwrap_err();
+        assert!(e.to_string().contains("range"), "{bad:?}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

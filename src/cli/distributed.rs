@@ -148,14 +148,25 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
-const NPY_SHARDS: &str = "distributed fits read LIBSVM or CSV files (each rank its byte range); `.npy` rows are not sharded yet";
-
-/// This rank's share of the training file, with the index base and the width agreed by all.
+/// This rank's share of the training file, with the index base and the width agreed by all:
+/// a byte range of a LIBSVM or CSV file, or a range of the rows of a dense `.npy` file
+/// (mapped, with its labels only).
 fn read_shard<U: Scalar>(a: &TrainArgs, shard: Shard, comm: &Mpi) -> CliResult<Dataset<U>> {
     let path = &a.train_file;
+    if a.data.format == FormatArg::Npy || (a.data.format == FormatArg::Auto && is_npy(path)) {
+        let n = joker::io::npy::npy_rows(path)?;
+        let (k, count) = (shard.index, shard.count);
+        let rows = n * k / count..n * (k + 1) / count;
+        if rows.is_empty() {
+            return fail(format!(
+                "{}: rank {k} of {count} got no rows ({n} rows in all): use fewer ranks",
+                path.display()
+            ));
+        }
+        return Ok(joker::io::npy::read_npy_in(path, None, Some(rows))?);
+    }
     let libsvm = match a.data.format {
-        FormatArg::Npy => return fail(NPY_SHARDS),
-        FormatArg::Auto if is_npy(path) => return fail(NPY_SHARDS),
+        FormatArg::Npy => unreachable!("handled above"),
         FormatArg::Libsvm => true,
         FormatArg::Csv => false,
         FormatArg::Auto if a.data.label_column.is_some() => false,

@@ -12,6 +12,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -148,6 +149,15 @@ fn map(path: &Path) -> Result<(Arc<memmap2::Mmap>, Header)> {
 /// `.npy`, a type other than little-endian float32/float64, Fortran order, a shape that is not
 /// 2-D, a file shorter than its shape; [`JokerError::NonFinite`] for NaN or infinite values.
 pub fn map_rows<U: Scalar>(path: &Path) -> Result<DenseMatrix<U>> {
+    map_rows_in(path, None)
+}
+
+/// Rows `range` of a 2-D `.npy` array, mapped as [`map_rows`] maps all of them (a rank of a
+/// distributed fit maps its own share); `None`: every row.
+///
+/// # Errors
+/// Those of [`map_rows`], and a range beyond the array's rows or empty.
+pub fn map_rows_in<U: Scalar>(path: &Path, range: Option<Range<usize>>) -> Result<DenseMatrix<U>> {
     let (map, h) = map(path)?;
     if h.fortran_order {
         return Err(bad(
@@ -164,17 +174,26 @@ pub fn map_rows<U: Scalar>(path: &Path) -> Result<DenseMatrix<U>> {
             ),
         ));
     };
-    let len = n
-        .checked_mul(d)
+    n.checked_mul(d)
         .ok_or_else(|| bad(path, "the shape overflows"))?;
+    let rows = range.unwrap_or(0..n);
+    if rows.start >= rows.end || rows.end > n {
+        return Err(bad(
+            path,
+            format!("rows {rows:?} are not a non-empty range of its {n} rows"),
+        ));
+    }
+    let (first, count) = (rows.start, rows.end - rows.start);
     let m: Features<U> = match h.descr.as_str() {
         "<f4" => {
-            let v = Mapped::<f32>::new(map, h.data_offset, len).map_err(|e| bad(path, e))?;
-            Features::Dense(DenseMatrix::mapped(n, d, v)?).cast()
+            let at = h.data_offset + first * d * 4;
+            let v = Mapped::<f32>::new(map, at, count * d).map_err(|e| bad(path, e))?;
+            Features::Dense(DenseMatrix::mapped(count, d, v)?).cast()
         }
         "<f8" => {
-            let v = Mapped::<f64>::new(map, h.data_offset, len).map_err(|e| bad(path, e))?;
-            Features::Dense(DenseMatrix::mapped(n, d, v)?).cast()
+            let at = h.data_offset + first * d * 8;
+            let v = Mapped::<f64>::new(map, at, count * d).map_err(|e| bad(path, e))?;
+            Features::Dense(DenseMatrix::mapped(count, d, v)?).cast()
         }
         other => {
             return Err(bad(
@@ -283,6 +302,15 @@ pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
 
 /// The values of a 1-D `.npy` array (or an `(n, 1)` one) of any real or integer type, as f64.
 pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
+    read_vector_in(path, None)
+}
+
+/// Values `range` of a 1-D `.npy` array, as [`read_vector`] reads all of them; `None`: every
+/// value.
+///
+/// # Errors
+/// Those of [`read_vector`], and a range beyond the array's length.
+pub fn read_vector_in(path: &Path, range: Option<Range<usize>>) -> Result<Vec<f64>> {
     let (map, h) = map(path)?;
     let n = match h.shape[..] {
         [n] | [n, 1] => n,
@@ -330,7 +358,14 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
         b[..size].copy_from_slice(&bytes[i * size..(i + 1) * size]);
         b
     };
-    Ok((0..n)
+    let values = range.unwrap_or(0..n);
+    if values.end > n {
+        return Err(bad(
+            path,
+            format!("values {values:?} lie beyond its {n} values"),
+        ));
+    }
+    Ok(values
         .map(|i| {
             let b = at(i);
             match kind {
@@ -347,6 +382,21 @@ pub fn read_vector(path: &Path) -> Result<Vec<f64>> {
             }
         })
         .collect())
+}
+
+/// The length of a 1-D `.npy` array (its header only).
+fn read_vector_len(path: &Path) -> Result<usize> {
+    let (_, h) = map(path)?;
+    match h.shape[..] {
+        [n] | [n, 1] => Ok(n),
+        _ => Err(bad(
+            path,
+            format!(
+                "the array has shape {:?}; labels need a 1-D (n,) array",
+                h.shape
+            ),
+        )),
+    }
 }
 
 /// Where the labels of `rows.npy` lie: `rows.labels.npy`; for a directory of CSR arrays
@@ -367,10 +417,48 @@ pub fn labels_path(rows: &Path) -> PathBuf {
 /// Those of [`map_rows`] and [`read_vector`], a missing labels file (named), and a label count
 /// that differs from the row count.
 pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset<U>> {
+    read_npy_in(rows, labels, None)
+}
+
+/// The number of rows of the 2-D `.npy` array `rows` (its header only).
+///
+/// # Errors
+/// Those of [`map_rows`] for the header.
+pub fn npy_rows(rows: &Path) -> Result<usize> {
+    let (_, h) = map(rows)?;
+    match h.shape[..] {
+        [n, _] => Ok(n),
+        _ => Err(bad(
+            rows,
+            format!(
+                "the array has shape {:?}; rows need a 2-D (n, d) array",
+                h.shape
+            ),
+        )),
+    }
+}
+
+/// Rows `range` of a dense `.npy` file and their labels (`None`: all rows, sparse directories
+/// too), as [`read_npy`] reads them: a rank of a distributed fit maps its own share and reads
+/// only its labels.
+///
+/// # Errors
+/// Those of [`read_npy`]; a range of a CSR directory (not cut into shares).
+pub fn read_npy_in<U: Scalar>(
+    rows: &Path,
+    labels: Option<&Path>,
+    range: Option<Range<usize>>,
+) -> Result<Dataset<U>> {
+    if rows.is_dir() && range.is_some() {
+        return Err(bad(
+            rows,
+            "CSR directories are read whole: a share of their rows is not supported",
+        ));
+    }
     let x = if rows.is_dir() {
         Features::Sparse(map_csr::<U>(rows)?)
     } else {
-        Features::Dense(map_rows::<U>(rows)?)
+        Features::Dense(map_rows_in::<U>(rows, range.clone())?)
     };
     let lpath = labels.map_or_else(|| labels_path(rows), Path::to_path_buf);
     if !lpath.exists() {
@@ -381,6 +469,20 @@ pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset
                 lpath.display()
             ),
         ));
+    }
+    if let Some(r) = &range {
+        // the labels file must have a label for every row, not just this share's
+        let all = read_vector_len(&lpath)?;
+        let n = npy_rows(rows)?;
+        if all != n {
+            return Err(JokerError::ShapeMismatch(format!(
+                "{} has {n} rows, {} has {all} labels",
+                rows.display(),
+                lpath.display(),
+            )));
+        }
+        let y = read_vector_in(&lpath, Some(r.clone()))?;
+        return Dataset::new(x, y);
     }
     let y = read_vector(&lpath)?;
     if y.len() != x.nrows() {
