@@ -560,7 +560,9 @@ fn shares_of_the_rows_are_the_rows() {
     whole.x.gather_range(0, &mut all);
     assert_eq!(rows, all);
     assert_eq!(labels, whole.y);
-    for bad in [0..0, 100..104, 5..3] {
+    #[allow(clippy::reversed_empty_ranges)]
+    let bads = [0..0, 100..104, 5..3];
+    for bad in bads {
         let e = joker::io::npy::read_npy_in::<f32>(&path, None, Some(bad.clone())).unwrap_err();
         assert!(e.to_string().contains("range"), "{bad:?}: {e}");
     }
