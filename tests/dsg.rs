@@ -283,8 +283,8 @@ fn bad_settings_are_errors_not_panics() {
     assert_eq!(name(e), "warm_start");
 }
 
-/// The rows of `data` written as text: LIBSVM (sparse: zeros left out) or CSV with the label
-/// last, values printed so that they read back as the same f32.
+/// The rows of `data` written as text: LIBSVM (sparse: zeros left out, values rounded to f32)
+/// or CSV with the label last (values in full).
 fn write_text(path: &std::path::Path, data: &joker::Dataset<f64>, csv: bool) {
     use std::fmt::Write;
     let d = data.x.ncols();
@@ -294,8 +294,9 @@ fn write_text(path: &std::path::Path, data: &joker::Dataset<f64>, csv: bool) {
         data.x.gather_range(i, &mut row);
         let y = data.y[i];
         if csv {
+            // full f64 digits: the f64 fit must read them as they are
             for v in &row {
-                write!(s, "{},", *v as f32).unwrap();
+                write!(s, "{v},").unwrap();
             }
             writeln!(s, "{y}").unwrap();
         } else {
@@ -312,7 +313,7 @@ fn write_text(path: &std::path::Path, data: &joker::Dataset<f64>, csv: bool) {
     std::fs::write(path, s).unwrap();
 }
 
-fn read_text(path: &std::path::Path, csv: bool) -> joker::Dataset<f32> {
+fn read_text<T: joker::Scalar>(path: &std::path::Path, csv: bool) -> joker::Dataset<T> {
     if csv {
         joker::io::read_csv(path, &joker::io::CsvOptions::default()).unwrap()
     } else {
@@ -324,8 +325,8 @@ fn read_text(path: &std::path::Path, csv: bool) -> joker::Dataset<f32> {
 /// memory swept in file order, bit for bit: the standardisation, the median bandwidth (over
 /// the heuristic's sample of 2,000 of the 2,300 rows), the targets and every step. Batches of
 /// 64 rows wrap mid-batch from the last row to the first, over three passes; LIBSVM (sparse,
-/// three classes, balanced class weights, CDSG) and CSV (dense, regression with normalised
-/// targets, UDSG).
+/// three classes, balanced class weights, CDSG, f32) and CSV (dense, regression with
+/// normalised targets, UDSG, f64).
 #[test]
 fn a_streamed_fit_is_the_fit_in_memory() {
     use joker::io::stream::{TextFormat, TextStream};
@@ -351,8 +352,13 @@ fn a_streamed_fit_is_the_fit_in_memory() {
             true => joker::ClassWeight::None,
             false => joker::ClassWeight::Balanced,
         };
+        let precision = match csv {
+            true => joker::Precision::F64,
+            false => joker::Precision::F32,
+        };
         let params = Joker::builder()
             .loss(loss)
+            .precision(precision)
             .class_weight(weights)
             .lambda(0.5)
             .n_components(256)
@@ -366,7 +372,11 @@ fn a_streamed_fit_is_the_fit_in_memory() {
             })
             .build()
             .unwrap();
-        let in_memory = params.fit(&read_text(&path, csv)).unwrap();
+        // the regression fits in f64: the file is read in the fit's precision either way
+        let in_memory = match csv {
+            true => params.fit(&read_text::<f64>(&path, csv)).unwrap(),
+            false => params.fit(&read_text::<f32>(&path, csv)).unwrap(),
+        };
         let format = match csv {
             true => TextFormat::Csv(Default::default()),
             false => TextFormat::Libsvm(Default::default()),

@@ -39,9 +39,9 @@ impl Joker {
     /// targets, never the data set. The batches sweep the file in order (its rows should be
     /// in random order). `reading` is told of the passes before the first step.
     ///
-    /// The same fit as [`Joker::fit_with`] on the file's rows in memory with
-    /// [`DsgConfig::sequential`] on: the standardisation, the median bandwidth, the targets and
-    /// every step are computed from the same values in the same order.
+    /// The same fit as [`Joker::fit_with`] on the file's rows in memory (read in the fit's
+    /// precision) with [`DsgConfig::sequential`] on: the standardisation, the median bandwidth,
+    /// the targets and every step are computed from the same values in the same order.
     ///
     /// # Errors
     /// No doubly stochastic solver chosen, sample weights or a warm start (neither applies to
@@ -73,6 +73,19 @@ impl Joker {
                 "the doubly stochastic solvers have no dual coefficients to start from",
             ));
         }
+        // refused before the file is read
+        if !matches!(self.bandwidth, Bandwidth::Median | Bandwidth::Gamma(_)) {
+            return Err(invalid(
+                "gamma",
+                "a streamed fit finds the median bandwidth from a sample of rows; the mean squared distance and scikit-learn's \"scale\" need the whole data set: give gamma or use the median",
+            ));
+        }
+        if self.feature_map != FeatureKind::Random {
+            return Err(invalid(
+                "feature_map",
+                "the doubly stochastic solvers regenerate random features from the seed; a Nystrom map is for DBCD-TR",
+            ));
+        }
         match self.precision {
             Precision::F32 => self.fit_stream_in::<U, f32>(stream, cfg, opts, reading),
             Precision::F64 => self.fit_stream_in::<U, f64>(stream, cfg, opts, reading),
@@ -97,7 +110,7 @@ impl Joker {
         let mut labels = LabelStats::new(classify);
         let mut moments = None::<Moments>;
         for k in 0..stream.parts() {
-            if let Some(part) = stream.part::<f32>(k)? {
+            if let Some(part) = stream.part::<T>(k)? {
                 moments
                     .get_or_insert_with(|| Moments::new(part.x.ncols()))
                     .add(&part.x);
@@ -118,12 +131,6 @@ impl Joker {
         };
         // a second pass for the median bandwidth's rows and the targets' spread
         let median = self.bandwidth == Bandwidth::Median;
-        if !matches!(self.bandwidth, Bandwidth::Median | Bandwidth::Gamma(_)) {
-            return Err(invalid(
-                "gamma",
-                "a streamed fit finds the median bandwidth from a sample of rows; the mean squared distance and scikit-learn's \"scale\" need the whole data set: give gamma or use the median",
-            ));
-        }
         let spread = !classify && self.normalize_target;
         let mut some_rows = Features::Dense(DenseMatrix::new(1, d, vec![T::default(); d])?);
         if median || spread {
@@ -144,12 +151,6 @@ impl Joker {
             kind: self.kernel,
             gamma,
         };
-        if self.feature_map != FeatureKind::Random {
-            return Err(invalid(
-                "feature_map",
-                "the doubly stochastic solvers regenerate random features from the seed; a Nystrom map is for DBCD-TR",
-            ));
-        }
         let map = FeatureMap::Random(RandomMap::<T>::new(FeatureSpec {
             kernel,
             n_components: self.n_components.unwrap_or(0),
@@ -381,7 +382,7 @@ fn second_pass<T: Scalar>(
     let mut out = vec![T::default(); idx.len() * d];
     let (mut first, mut next, mut squares) = (0, 0, 0.0);
     for k in 0..stream.parts() {
-        if let Some(part) = stream.part::<f32>(k)? {
+        if let Some(part) = stream.part::<T>(k)? {
             let len = part.x.nrows();
             squares = part.y.iter().fold(squares, |s, v| s + (v - mean).powi(2));
             let x: Features<T> = standardizer.transform(&part.x)?;
@@ -446,7 +447,7 @@ impl<T: Scalar> StreamedRows<'_, T> {
                 None => 0,
             };
             at.part = Some(k);
-            if let Some(part) = self.stream.part::<f32>(k)? {
+            if let Some(part) = self.stream.part::<T>(k)? {
                 if at.row + part.x.nrows() > self.n {
                     return Err(changed(self.stream, at.row + part.x.nrows(), self.n));
                 }
