@@ -966,19 +966,7 @@ impl Joker {
         let (standardizer, x, kernel, map) =
             self.prepared_features::<U, T>(&data.x, comm, backend)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
-        let mut hooks = Hooks::<T> {
-            validate: validation_hook(
-                opts.validation,
-                &standardizer,
-                d,
-                targets.classes.clone(),
-                targets.scaler,
-                tt,
-                targets.multiclass,
-            )?,
-            progress: opts.progress.take(),
-            interrupt: opts.interrupt.take(),
-        };
+        let mut hooks = fit_hooks::<U, T>(&mut opts, &standardizer, d, &targets, tt)?;
         let prob = Problem {
             x: &x,
             repr: match &map {
@@ -1154,13 +1142,7 @@ impl Joker {
             targets: y.len() / x.nrows().max(1),
             lambda: self.lambda,
         };
-        let run = DsgRun {
-            max_iter: self.solver.max_iter,
-            time_limit: self.solver.time_limit,
-            check_every: self.solver.check_every,
-            seed: self.solver.seed,
-        };
-        solve_dsg(&problem, cfg, &run, hooks)
+        solve_dsg(&problem, cfg, &DsgRun::of(&self.solver), hooks)
     }
 
     /// The model of a finished fit. A doubly stochastic fit has no dual coefficients (and so
@@ -1522,6 +1504,30 @@ fn dense_if_smaller<T: Scalar>(x: Features<T>) -> Features<T> {
         return x;
     }
     Features::Dense(c.to_dense())
+}
+
+/// The hooks of a fit: its validation set scored as the targets are decoded, the caller's
+/// progress callback and interrupt (taken from `opts`).
+fn fit_hooks<'a, U: Scalar, T: Scalar>(
+    opts: &mut FitOptions<'a, U>,
+    standardizer: &Standardizer,
+    d: usize,
+    targets: &Targets,
+    tt: usize,
+) -> Result<Hooks<'a, T>> {
+    Ok(Hooks {
+        validate: validation_hook(
+            opts.validation,
+            standardizer,
+            d,
+            targets.classes.clone(),
+            targets.scaler,
+            tt,
+            targets.multiclass,
+        )?,
+        progress: opts.progress.take(),
+        interrupt: opts.interrupt.take(),
+    })
 }
 
 /// The validation metric of a predictor (accuracy, or RMSE in the original units) on the

@@ -179,12 +179,18 @@ impl TargetScaler {
         let mut first = [y.len() as f64, y.iter().sum::<f64>()];
         comm.sum(&mut first)?;
         let (n, mean) = (first[0], first[1] / first[0]);
-        let var = comm.sum_one(y.iter().map(|v| (v - mean).powi(2)).sum::<f64>())? / n;
-        let sd = var.sqrt();
-        Ok(TargetScaler {
+        let squares = comm.sum_one(y.iter().map(|v| (v - mean).powi(2)).sum::<f64>())?;
+        Ok(Self::of_spread(mean, squares, n))
+    }
+
+    /// The map of `n` targets with mean `mean` and squared deviations `squares` summed (a
+    /// constant target keeps scale 1).
+    pub fn of_spread(mean: f64, squares: f64, n: f64) -> Self {
+        let sd = (squares / n).sqrt();
+        TargetScaler {
             mean,
             scale: if sd > 0.0 { sd } else { 1.0 },
-        })
+        }
     }
     /// The identity.
     pub fn identity() -> Self {

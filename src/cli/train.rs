@@ -552,7 +552,7 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
     }
     model.save(model_path)?;
-    summary(&model, &train, val.as_ref(), model_path)
+    summary(&model, Some(&train), val.as_ref(), model_path)
 }
 
 /// A doubly stochastic fit on the training file streamed a part at a time
@@ -628,26 +628,7 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
         }
     }
     model.save(model_path)?;
-    let t = &model.training;
-    outln!(
-        "iterations  {} (stopped: {}, {:.1} epochs)",
-        t.iterations,
-        t.stop,
-        model.history.last().map_or(0.0, |p| p.epoch)
-    );
-    outln!(
-        "solver      {} (primal ~{}, estimated from the last mini-batches; no duality gap)",
-        t.solver,
-        sig(t.primal, 8)
-    );
-    outln!("time        {:.2} s", t.seconds);
-    outln!("kernel      {}", describe_kernel(&model.kernel));
-    outln!("train       {} rows streamed, not scored", t.n_samples);
-    if let Some(v) = &val {
-        outln!("validation  {}", Score::of_model(&model, v)?);
-    }
-    outln!("model       saved to {}", model_path.display());
-    Ok(())
+    summary(&model, None, val.as_ref(), model_path)
 }
 
 /// Standard input copied to a file beside the model (`MODEL.stdin.tmp`), removed when dropped.
@@ -738,10 +719,11 @@ fn distinct(y: &[f64]) -> Vec<f64> {
     c
 }
 
-/// Prints the training summary and the scores on the training and validation sets.
+/// Prints the training summary and the scores on the training (`None`: streamed, not kept)
+/// and validation sets.
 pub(super) fn summary<U: Scalar>(
     model: &Model,
-    train: &Dataset<U>,
+    train: Option<&Dataset<U>>,
     val: Option<&Dataset<U>>,
     model_path: &Path,
 ) -> CliResult<()> {
@@ -776,7 +758,10 @@ pub(super) fn summary<U: Scalar>(
     }
     outln!("time        {:.2} s", t.seconds);
     outln!("kernel      {}", describe_kernel(&model.kernel));
-    outln!("train       {}", Score::of_model(model, train)?);
+    match train {
+        Some(train) => outln!("train       {}", Score::of_model(model, train)?),
+        None => outln!("train       {} rows streamed, not scored", t.n_samples),
+    }
     if let Some(v) = val {
         outln!("validation  {}", Score::of_model(model, v)?);
     }

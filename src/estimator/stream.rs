@@ -12,8 +12,7 @@
 use std::cell::RefCell;
 
 use super::{
-    ClassWeight, FitOptions, Fitted, Joker, Targets, check_class_count, class_weights,
-    validation_hook,
+    ClassWeight, FitOptions, Fitted, Joker, Targets, check_class_count, class_weights, fit_hooks,
 };
 use crate::data::{DenseMatrix, Features, RowStream};
 use crate::device::resolve;
@@ -25,7 +24,6 @@ use crate::kernel::{Bandwidth, Kernel, heuristic_rows, resolve_gamma};
 use crate::model::{Model, Precision, Task};
 use crate::preprocess::{Moments, Multiclass, Standardizer, TargetScaler};
 use crate::scalar::Scalar;
-use crate::solver::dbcd::Hooks;
 use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRows, DsgRun, solve_dsg};
 
 /// What a streamed fit reports while it reads the file before the first step: the pass
@@ -164,19 +162,7 @@ impl Joker {
             _ => 1,
         };
         let encode = labels.encoder(self, &targets)?;
-        let mut hooks = Hooks::<T> {
-            validate: validation_hook(
-                opts.validation,
-                &standardizer,
-                d,
-                targets.classes.clone(),
-                targets.scaler,
-                tt,
-                targets.multiclass,
-            )?,
-            progress: opts.progress.take(),
-            interrupt: opts.interrupt.take(),
-        };
+        let mut hooks = fit_hooks::<U, T>(&mut opts, &standardizer, d, &targets, tt)?;
         let rows = StreamedRows::<T> {
             stream,
             standardizer: &standardizer,
@@ -194,13 +180,7 @@ impl Joker {
             targets: tt,
             lambda: self.lambda,
         };
-        let run = DsgRun {
-            max_iter: self.solver.max_iter,
-            time_limit: self.solver.time_limit,
-            check_every: self.solver.check_every,
-            seed: self.solver.seed,
-        };
-        let sol = solve_dsg(&problem, cfg, &run, &mut hooks)?;
+        let sol = solve_dsg(&problem, cfg, &DsgRun::of(&self.solver), &mut hooks)?;
         let device_note = format!(
             "{}; rows streamed from {} in {} parts",
             resolve(self.device, self.gpu_support())?,
@@ -288,12 +268,8 @@ impl LabelStats {
             None => {
                 let scaler = match p.normalize_target {
                     true => {
-                        let (n, mean) = (self.n as f64, self.sum / self.n as f64);
-                        let sd = (self.squares / n).sqrt();
-                        TargetScaler {
-                            mean,
-                            scale: if sd > 0.0 { sd } else { 1.0 },
-                        }
+                        let n = self.n as f64;
+                        TargetScaler::of_spread(self.sum / n, self.squares, n)
                     }
                     false => TargetScaler::identity(),
                 };

@@ -89,6 +89,42 @@ fn snapshot_of(pr: &Progress) -> JokerProgress {
     }
 }
 
+/// The validation set of a fit, which must have labels (`None` for NULL).
+///
+/// # Safety
+/// `validation` must be NULL or a handle not freed or changed by another thread during the
+/// fit.
+unsafe fn labelled_validation<'a>(
+    validation: *const super::JokerData,
+) -> super::FfiResult<Option<&'a DataSet>> {
+    if validation.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL and valid for the call (function contract).
+    let v = unsafe { data_ref(validation, "validation") }?;
+    if !v.labelled {
+        return Err(Failure::new(
+            JokerStatus::InvalidLabels,
+            "`validation` has no labels: pass y to joker_data_from_* for validation data",
+        ));
+    }
+    Ok(Some(&v.set))
+}
+
+/// The fit's progress callback over the C one: the snapshot of each check and `user_data`
+/// passed on, a non-zero answer stopping the fit.
+fn callback_of<'a>(progress: JokerProgressFn, user_data: *mut c_void) -> Option<ProgressFn<'a>> {
+    progress.map(|f| {
+        Box::new(move |pr: &Progress| {
+            let snapshot = snapshot_of(pr);
+            // SAFETY: the caller of `joker_fit` / `joker_fit_stream` supplied a function safe
+            // to call with a valid snapshot pointer (alive for the call) and its own
+            // `user_data` (their contract).
+            unsafe { f(&snapshot, user_data) == 0 }
+        }) as ProgressFn<'a>
+    })
+}
+
 fn fit_as<U: Scalar>(
     params: &Joker,
     train: &Dataset<U>,
@@ -156,19 +192,8 @@ pub unsafe extern "C" fn joker_fit(
                 "`train` has no labels: pass y to joker_data_from_* for training data",
             ));
         }
-        let val = if validation.is_null() {
-            None
-        } else {
-            // SAFETY: as above.
-            let v = unsafe { data_ref(validation, "validation") }?;
-            if !v.labelled {
-                return Err(Failure::new(
-                    JokerStatus::InvalidLabels,
-                    "`validation` has no labels: pass y to joker_data_from_* for validation data",
-                ));
-            }
-            Some(&v.set)
-        };
+        // SAFETY: as above.
+        let val = unsafe { labelled_validation(validation) }?;
         let weights = if sample_weight.is_null() {
             if n_weights != 0 {
                 return Err(Failure::null("sample_weight"));
@@ -185,14 +210,7 @@ pub unsafe extern "C" fn joker_fit(
             // SAFETY: `sample_weight` points to `n_weights` doubles (function contract).
             Some(unsafe { input_slice(sample_weight, n_weights, "sample_weight") }?)
         };
-        let callback: Option<ProgressFn<'_>> = progress.map(|f| {
-            Box::new(move |pr: &Progress| {
-                let snapshot = snapshot_of(pr);
-                // SAFETY: the caller supplied a function safe to call with a valid snapshot
-                // pointer (alive for the call) and its own `user_data` (function contract).
-                unsafe { f(&snapshot, user_data) == 0 }
-            }) as ProgressFn<'_>
-        });
+        let callback = callback_of(progress, user_data);
         // SAFETY: the flag outlives the fit (joker_params_set_interrupt's contract).
         let interrupt = unsafe { super::params::interrupt_of(params) }?;
         let model = match &tr.set {
@@ -272,28 +290,10 @@ pub unsafe extern "C" fn joker_fit_stream(
         } else {
             chunk_bytes
         };
+        // SAFETY: handles are not freed or changed concurrently (function contract).
+        let val = unsafe { labelled_validation(validation) }?.map(view::<f32>);
         let stream = crate::io::stream::TextStream::open(&path, &text, chunk, |_, _| {})?;
-        let val = if validation.is_null() {
-            None
-        } else {
-            // SAFETY: as above.
-            let v = unsafe { data_ref(validation, "validation") }?;
-            if !v.labelled {
-                return Err(Failure::new(
-                    JokerStatus::InvalidLabels,
-                    "`validation` has no labels: pass y to joker_data_from_* for validation data",
-                ));
-            }
-            Some(view::<f32>(&v.set))
-        };
-        let callback: Option<ProgressFn<'_>> = progress.map(|f| {
-            Box::new(move |pr: &Progress| {
-                let snapshot = snapshot_of(pr);
-                // SAFETY: the caller supplied a function safe to call with a valid snapshot
-                // pointer (alive for the call) and its own `user_data` (function contract).
-                unsafe { f(&snapshot, user_data) == 0 }
-            }) as ProgressFn<'_>
-        });
+        let callback = callback_of(progress, user_data);
         // SAFETY: the flag outlives the fit (joker_params_set_interrupt's contract).
         let interrupt = unsafe { super::params::interrupt_of(params) }?;
         let opts = FitOptions {

@@ -335,6 +335,18 @@ pub struct DsgRun {
     pub seed: u64,
 }
 
+impl DsgRun {
+    /// The budgets of a fit with solver settings `s`.
+    pub fn of(s: &super::SolverConfig) -> Self {
+        DsgRun {
+            max_iter: s.max_iter,
+            time_limit: s.time_limit,
+            check_every: s.check_every,
+            seed: s.seed,
+        }
+    }
+}
+
 /// The coefficients `a = c s`, feature-major (`s[j T + t]`), with the lazy decay `c`, and
 /// CDSG's accumulated coefficient `beta` of each block's batch-mean derivative (also `c` times
 /// the stored value: it decays with the coefficients).

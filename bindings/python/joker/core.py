@@ -432,9 +432,10 @@ class _Data:
             pass
 
 
-def _validation_data(validation, train):
-    """The validation set of a fit as a _Data, with the training set's column count (a
-    scipy.sparse set may have fewer columns: the missing ones are zero, as for predict)."""
+def _validation_data(validation, train=None):
+    """The validation set of a fit as a _Data, with the training set's column count when
+    ``train`` is given (a scipy.sparse set may have fewer columns: the missing ones are zero,
+    as for predict)."""
     try:
         X_val, y_val = validation
     except (TypeError, ValueError):
@@ -442,6 +443,8 @@ def _validation_data(validation, train):
     if y_val is None:
         raise JokerError(_INVALID_LABELS, "validation: y_val is None; a validation set needs labels")
     val = _Data(X_val, y_val, names=("validation: X_val", "y_val"))
+    if train is None:
+        return val
     if val.n_cols != train.n_cols and not (val.sparse and val.n_cols < train.n_cols):
         val.close()
         raise JokerError(
@@ -861,14 +864,7 @@ class Joker:
             raise JokerError(_NULL_POINTER, "`params` is NULL: this Joker was closed")
         if interrupt is None:
             interrupt = Interrupt()
-        val = None
-        if validation is not None:
-            try:
-                X_val, y_val = validation
-            except (TypeError, ValueError):
-                raise JokerError(_INVALID_ARGUMENT,
-                                 "validation must be a pair (X_val, y_val)") from None
-            val = _Data(X_val, y_val, names=("validation: X_val", "y_val"))
+        val = _validation_data(validation) if validation is not None else None
         try:
             h = _new_params(**self._args)
             try:
