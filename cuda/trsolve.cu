@@ -23,7 +23,9 @@
 // 1e-10 of the largest). CG is then preconditioned by M^-1 (Woodbury, `precond_apply`) and
 // the radius is measured in the M-norm (the boundary root, the box-exit test and the
 // boundary test of the radius rules). A failed Cholesky leaves that iteration unpreconditioned,
-// as on the CPU. rank = 0: no metric (u and lam are not read).
+// as on the CPU. rank = 0: no Nystrom metric (u and lam are not read); with diag_shift > 0 the
+// diagonal norm of TrNorm::Diagonal, M = diag(h_F + diag_shift) (the same code with r = 0:
+// CG preconditioned by D^-1, the radius in the D-norm), else the identity.
 //
 // ------------------------------------------------------------------------------------------
 // Math (per column t, block of b coordinates, gbar = K_{B,:} alpha):
@@ -56,7 +58,8 @@
 // Arguments: kbb (b x b row-major, shared by all columns); y, lam, eps (b x T column-major:
 //   the coordinates' Coord); alpha, gbar (b x T column-major, updated in place); the loss id
 //   and parameter (loss.cuh); delta_max and the TrustRegion parameters; the Nystrom factors
-//   ny_u (b x rank row-major), ny_lam (rank, descending) and rank (0: none); work
+//   ny_u (b x rank row-major), ny_lam (rank, descending) and rank (0: none); diag_shift (rho
+//   of the diagonal norm when rank = 0; 0: the Euclidean norm); work
 //   (T * tr_work_stride(b, rank) f64) and iwork (T * 2 * b int32) workspaces (no
 //   initialisation needed); stats (T * 3 int32: tr_iters, accepted, cg_iters, as BlockStats). The host uploads K_BB and the coordinates,
 //   launches, and reads back alpha, gbar and stats (the step is alpha_new - alpha_old).
@@ -239,7 +242,7 @@ __device__ __forceinline__ void m_ut(const Metric& m, const int* free_, int nf, 
 __device__ void metric_build(Metric& m, const int* free_, int nf, const double* hc,
                              int* flag_sh) {
     const int tid = threadIdx.x, r = m.r;
-    if (r == 0) { m.on = false; return; }
+    if (r == 0) { m.on = m.rho > 0.0; return; }  // the diagonal norm, or none
     // rho: the smallest retained eigenvalue, floored relative to the largest
     m.rho = fmax(m.lam[r - 1], 1e-10 * fmax(m.lam[0], 1e-300));
     __syncthreads();
@@ -513,7 +516,8 @@ __device__ __forceinline__ void tr_solve_body(
     double* __restrict__ alpha_all, double* __restrict__ gbar_all, double delta_max, double eta,
     int max_iter, int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
     const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
-    double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
+    double diag_shift, double* __restrict__ work, int* __restrict__ iwork,
+    int* __restrict__ stats) {
     __shared__ RedBuf red;
     __shared__ int nfree_sh;
     __shared__ int chol_ok_sh;
@@ -535,7 +539,7 @@ __device__ __forceinline__ void tr_solve_body(
     m.u = ny_u;
     m.lam = ny_lam;
     m.r = rank;
-    m.rho = 0.0;
+    m.rho = rank == 0 ? diag_shift : 0.0;
     m.c = w + (size_t)TR_NVEC * (size_t)b;
     m.t = m.c + (size_t)rank * (size_t)rank;
     m.tx = m.t + rank;
@@ -673,11 +677,11 @@ tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
          const double* __restrict__ eps, double* __restrict__ alpha, double* __restrict__ gbar,
          double delta_max, double eta, int max_iter, int max_cg_iter, double cg_rtol,
          double kkt_tol, int rule, const double* __restrict__ ny_u,
-         const double* __restrict__ ny_lam, int rank, double* __restrict__ work,
-         int* __restrict__ iwork, int* __restrict__ stats) {
+         const double* __restrict__ ny_lam, int rank, double diag_shift,
+         double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
     tr_solve_body<double>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
                           max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
-                          work, iwork, stats);
+                          diag_shift, work, iwork, stats);
 }
 
 // tr_solve_f32: the same with K_BB in f32, as rff_block_gram_reduce writes it (the CPU's
@@ -689,10 +693,11 @@ tr_solve_f32(const float* __restrict__ kbb, int b, int loss, double lparam,
              double* __restrict__ gbar, double delta_max, double eta, int max_iter,
              int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
              const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
-             double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
+             double diag_shift, double* __restrict__ work, int* __restrict__ iwork,
+             int* __restrict__ stats) {
     tr_solve_body<float>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
                          max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
-                         work, iwork, stats);
+                         diag_shift, work, iwork, stats);
 }
 
 // tr_sketch<<<(ceil(b/256), r + 1), 256>>>(kbb, b, omega, r, out): the Nystrom sketch

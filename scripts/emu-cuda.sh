@@ -14,10 +14,11 @@
 #   test_rff       cuda/rff.cu against Phi built explicitly from the same generator
 #   test_exact     cuda/exact.cu against f64 direct sums
 #   test_trsolve   cuda/trsolve.cu against the Rust solver's results in cuda/hostemu/tr_vectors.txt
-#                  (written and checked by tests/tr_vectors.rs): all 40 cases with the kernel
+#                  (written and checked by tests/tr_vectors.rs): all 48 cases with the kernel
 #                  built for 64 threads per block (the emulator runs a CUDA thread as an OS
 #                  thread, so every barrier costs a round of context switches), and cases 0, 8,
-#                  24 and 32 (b = 37 and 270 > 256, without and with the Nystrom metric) with
+#                  24, 32 and 47 (b = 37 and 270 > 256; the Euclidean norm, the Nystrom metric,
+#                  and KLR in the diagonal norm) with
 #                  the real 256 threads per block. The comparison rule (counts
 #                  within one, iterates equal up to rounding or within what the KKT residuals
 #                  certify) is the one of tr_solve_matches_the_host_solver in tests/gpu.rs; the
@@ -89,12 +90,12 @@ if (( tsan )); then
     # ThreadSanitizer looks for missing barriers, which do not depend on the loss or kernel
     # id: fewer cases keep it near a minute (each emulated thread costs ~2 ms to start).
     exact_args=(--quick)
-    tr64_cases=(0 1 2 3 4 5 6 7 8 16 24 32)
+    tr64_cases=(0 1 2 3 4 5 6 7 8 16 24 32 40 47)
     tr256_cases=(0)
 else
     exact_args=()
     tr64_cases=()
-    tr256_cases=(0 8 24 32)
+    tr256_cases=(0 8 24 32 47)
 fi
 echo "=== without FMA contraction"
 run "$tmp/test_rff" || status=1

@@ -50,7 +50,7 @@ use crate::solver::dbcd::{
 };
 use crate::solver::dsg::{DsgConfig, DsgProblem, DsgRows, DsgRun, solve_dsg};
 use crate::solver::krr::{KrrConfig, KrrProblem, solve_krr};
-use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason, TrModel};
+use crate::solver::{Progress, RadiusRule, Solution, SolverConfig, StopReason, TrModel, TrNorm};
 
 /// Per-class weights for classifiers (they multiply the sample weights).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -305,6 +305,12 @@ impl JokerBuilder {
     /// `Phi_B Phi_B^T`; see [`TrModel`]).
     pub fn tr_model(mut self, model: TrModel) -> Self {
         self.p.solver.trust_region.model = model;
+        self
+    }
+    /// The norm of the block solves' steps (default: diagonal for KLR and Lp, Euclidean
+    /// otherwise; see [`TrNorm`]).
+    pub fn tr_norm(mut self, norm: TrNorm) -> Self {
+        self.p.solver.trust_region.norm = norm;
         self
     }
     /// Whether DBCD-TR also stops where the fit has stalled near the tolerance (default on;

@@ -50,5 +50,5 @@ pub use preprocess::Multiclass;
 pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{
     Combine, DsgConfig, DsgVariant, PbmConfig, Progress, RadiusRule, SolverConfig, StepSize,
-    StopReason, TrModel, TrustRegion, WorkingSet,
+    StopReason, TrModel, TrNorm, TrustRegion, WorkingSet,
 };

@@ -152,6 +152,17 @@ impl Loss {
         matches!(self, Loss::Logistic)
     }
 
+    /// Whether the dual's curvature `f_i''` varies along the box (KLR's grows without bound
+    /// at both ends, Lp's as `|a|^(q-2)`), so that a block's coordinates can differ in it by
+    /// orders of magnitude ([`TrNorm`](crate::solver::trust_region::TrNorm)).
+    pub fn curvature_varies(&self) -> bool {
+        match *self {
+            Loss::Logistic => true,
+            Loss::Lp { p } => p != 2.0,
+            _ => false,
+        }
+    }
+
     /// `q = p / (p - 1)`, the conjugate exponent for Lp.
     fn q(p: f64) -> f64 {
         p / (p - 1.0)

@@ -16,8 +16,10 @@ use std::path::Path;
 
 use joker::loss::{Coord, Loss};
 use joker::rng::Stream;
-use joker::solver::trust_region::{BlockProblem, BlockStats, block_nystrom, solve_column};
-use joker::{RadiusRule, Scalar, TrustRegion};
+use joker::solver::trust_region::{
+    BlockProblem, BlockStats, block_nystrom, diagonal_shift, solve_column,
+};
+use joker::{RadiusRule, Scalar, TrNorm, TrustRegion};
 
 /// A `b x m` integer matrix with entries in `-8..=8`.
 struct IntMat {
@@ -137,6 +139,21 @@ fn kinds() -> Vec<Kind> {
                 cg_rtol: 1e-6,
                 rule: RadiusRule::Paper,
                 nystrom_rank: 16,
+                ..TrustRegion::default()
+            },
+            well_conditioned: true,
+        },
+        // the diagonal norm for every loss (Jacobi-preconditioned CG, the radius in the
+        // D-norm) on b > 256, Paper rule; KLR and Lp take it by default in the kinds above
+        Kind {
+            mat: 1,
+            delta_max: 1.0,
+            p: TrustRegion {
+                max_iter: 30,
+                max_cg_iter: 50,
+                cg_rtol: 1e-6,
+                rule: RadiusRule::Paper,
+                norm: TrNorm::Diagonal,
                 ..TrustRegion::default()
             },
             well_conditioned: true,
@@ -279,9 +296,9 @@ fn case(ci: usize, loss: Loss, kind: &Kind, mat: &IntMat) -> Case {
     vec(&mut t, "gbar0", &gbar0);
     // the solver's Nystrom factors (derived from K_BB, so listed with the results: their last
     // bits may depend on the machine's matrix product)
+    let trace: f64 = (0..b).map(|i| k[i * b + i]).sum();
     let ny = {
         let kbb = faer::MatRef::from_row_major_slice(&k, b, b);
-        let trace: f64 = (0..b).map(|i| k[i * b + i]).sum();
         block_nystrom(b, p.nystrom_rank, trace, |om| kbb * om)
     };
     match &ny {
@@ -297,6 +314,13 @@ fn case(ci: usize, loss: Loss, kind: &Kind, mat: &IntMat) -> Case {
         }
         None => writeln!(t, "nystrom 0").unwrap(),
     }
+    // rho of the diagonal norm (0: the Euclidean norm; never with Nystrom factors)
+    let shift = if ny.is_none() && p.norm.is_diagonal(loss) {
+        diagonal_shift(trace, b)
+    } else {
+        0.0
+    };
+    writeln!(t, "diagonal {shift:?}").unwrap();
     vec(&mut t, "alpha", &alpha);
     vec(&mut t, "gbar", &gbar);
     writeln!(t, "stats {} {} {}", st.tr_iters, st.accepted, st.cg_iters).unwrap();
@@ -317,7 +341,8 @@ fn generate() -> (String, Vec<Case>) {
          # case <index> <loss name> <loss id> <loss param> <matrix> <well conditioned>\n\
          # params <delta_max> <eta> <max_iter> <max_cg_iter> <cg_rtol> <kkt_tol> <rule 0 Reference|1 Paper>\n\
          # then y, lam, eps, alpha0, gbar0 (inputs); nystrom <rank> and, if rank > 0, the solver's Nystrom factors\n\
-         # nyu (b x rank, row-major) and nylam (rank); alpha, gbar, stats (tr_iters accepted cg_iters) of the Rust solver.\n",
+         # nyu (b x rank, row-major) and nylam (rank); diagonal <rho of the diagonal norm, 0: Euclidean>;\n\
+         # alpha, gbar, stats (tr_iters accepted cg_iters) of the Rust solver.\n",
     );
     writeln!(t, "matrices {}", mats.len()).unwrap();
     for m in &mats {

@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
             nyu = rd.vec("nyu", b * rank);
             nylam = rd.vec("nylam", rank);
         }
+        rd.expect("diagonal");
+        const double shift = rd.num();
         auto ar = rd.vec("alpha", b), gr = rd.vec("gbar", b);
         rd.expect("stats");
         int st_r[3];
@@ -202,7 +204,7 @@ int main(int argc, char** argv) {
         std::vector<double> work((size_t)T * tr_work_stride(b, rank), NAN);
         std::vector<int> iwork((size_t)T * 2 * b, -7), stats(3 * T, -1);
         launch([&] { tr_solve(M.k.data(), b, loss, param, Y.data(), L.data(), E.data(), A.data(), G.data(), delta_max, eta,
-                              max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, work.data(), iwork.data(), stats.data()); },
+                              max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, shift, work.data(), iwork.data(), stats.data()); },
                {(unsigned)T, 1, 1}, {TR_THREADS, 1, 1});
         bool cols_equal = T == 1 || (std::memcmp(A.data(), A.data() + b, b * 8) == 0 && std::memcmp(G.data(), G.data() + b, b * 8) == 0 &&
                                      stats[0] == stats[3] && stats[1] == stats[4] && stats[2] == stats[5]);
@@ -217,7 +219,7 @@ int main(int argc, char** argv) {
             std::vector<double> w1(tr_work_stride(b, rank), NAN);
             std::vector<int> iw1((size_t)2 * b, -7), st1(3, -1);
             launch([&] { tr_solve_f32(kf.data(), b, loss, param, y.data(), lam.data(), eps.data(), A1.data(), G1.data(), delta_max, eta,
-                                      max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, w1.data(), iw1.data(), st1.data()); },
+                                      max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, shift, w1.data(), iw1.data(), st1.data()); },
                    {1, 1, 1}, {TR_THREADS, 1, 1});
             bool same32 = std::memcmp(A1.data(), ad.data(), b * 8) == 0 && std::memcmp(G1.data(), gd.data(), b * 8) == 0 &&
                           st1[0] == stats[0] && st1[1] == stats[1] && st1[2] == stats[2];
@@ -277,6 +279,7 @@ int main(int argc, char** argv) {
         }
         worst_dj = std::max(worst_dj, djerr);
         if (rank > 0) std::printf("  (Nystrom metric, rank %d)\n", rank);
+        if (shift > 0.0) std::printf("  (diagonal norm)\n");
         std::printf("  case %2d %-6s b=%3d %s: tr/acc/cg %2d/%2d/%3d (Rust %2d/%2d/%3d), alpha/gbar err %.1e, kkt ||v|| %.1e, dJ %.6e rel err %.1e%s\n",
                     ci, name.c_str(), b, wc ? "wc " : "ill", stats[0], stats[1], stats[2], st_r[0], st_r[1], st_r[2], xerr, vd, dj_r, djerr, path);
         (failures == before ? passed : failed) += 1;

@@ -213,6 +213,20 @@ pub enum TrModelArg {
     Auto,
 }
 
+/// The norm of the block solves' steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TrNormArg {
+    /// ||s||_2, CG without a preconditioner (the paper's).
+    Euclidean,
+    /// ||s||_D with D the loss curvature plus the mean kernel diagonal, Jacobi-preconditioned
+    /// CG.
+    Diagonal,
+    /// Diagonal for KLR and Lp (whose curvature varies by orders of magnitude within a block),
+    /// Euclidean otherwise.
+    #[default]
+    Auto,
+}
+
 /// How DBCD-TR chooses each block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum WorkingSetArg {
@@ -488,6 +502,10 @@ pub struct TrainArgs {
     /// docs/solver.md).
     #[arg(long, value_enum, default_value_t = TrModelArg::Auto, value_name = "MODEL", help_heading = "Solver")]
     pub tr_model: TrModelArg,
+    /// The norm in which the block solves measure their steps (see docs/solver.md); ignored
+    /// with --nystrom-rank, whose metric has its own diagonal.
+    #[arg(long, value_enum, default_value_t = TrNormArg::Auto, value_name = "NORM", help_heading = "Solver")]
+    pub tr_norm: TrNormArg,
     /// How each block is chosen: drawn from the coordinates that violate their optimality
     /// conditions (shrinking) or the worst of them (greedy), both with the cached exact kernel,
     /// which keeps every decision value; or a fixed block drawn at random.

@@ -9,12 +9,12 @@ use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
     Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker, KernelKind, Loss,
-    MaternNu, Model, Multiclass, Precision, Scalar, Task, TrModel, WorkingSet,
+    MaternNu, Model, Multiclass, Precision, Scalar, Task, TrModel, TrNorm, WorkingSet,
 };
 
 use super::args::{
     BandwidthArg, CentersArg, FeaturesArg, KernelArg, KrrMethodArg, LossArg, MulticlassArg, NuArg,
-    PrecisionArg, SolverArg, TaskArg, TrModelArg, TrainArgs, WorkingSetArg,
+    PrecisionArg, SolverArg, TaskArg, TrModelArg, TrNormArg, TrainArgs, WorkingSetArg,
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
@@ -170,6 +170,11 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
             TrModelArg::Gram => TrModel::Gram,
             TrModelArg::Kernel => TrModel::Kernel,
             TrModelArg::Auto => TrModel::Auto,
+        })
+        .tr_norm(match a.tr_norm {
+            TrNormArg::Euclidean => TrNorm::Euclidean,
+            TrNormArg::Diagonal => TrNorm::Diagonal,
+            TrNormArg::Auto => TrNorm::Auto,
         })
         .working_set(match a.working_set {
             WorkingSetArg::Shrinking => WorkingSet::Shrinking,

@@ -11,4 +11,4 @@ pub mod trust_region;
 pub use dbcd::pbm::{Combine, PbmConfig};
 pub use dbcd::{Progress, Solution, SolverConfig, StopReason, Timings, WorkingSet};
 pub use dsg::{DsgConfig, DsgVariant, StepSize};
-pub use trust_region::{RadiusRule, TrModel, TrustRegion};
+pub use trust_region::{RadiusRule, TrModel, TrNorm, TrustRegion};

@@ -101,6 +101,58 @@ impl TrModel {
     }
 }
 
+/// The norm in which a block solve measures its steps, and the preconditioner of its CG,
+/// when no Nystrom metric is asked for ([`TrustRegion::nystrom_rank`], which brings its own
+/// diagonal of the same form).
+///
+/// The diagonal norm is `||s||_D` with `D = diag(f_i''(a_i) + rho)`, `rho` the mean of
+/// `K_BB`'s diagonal, and CG is preconditioned by `D^-1` (Jacobi). It matters where the
+/// losses' curvature differs by orders of magnitude across a block: KLR's entropy curvature
+/// `c / (a (c - a))` grows without bound as a coordinate nears its box, as most do on a
+/// well-separated class, and in the Euclidean norm those coordinates make the CG model
+/// ill-conditioned and every step short (a 7-class KLR fit stalled at a duality gap of
+/// 6e-3; in the diagonal norm it converged in half the passes, docs/solver.md). Where the
+/// curvature is the same on every coordinate, `D` is a multiple of the identity and would only
+/// rescale the radius.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrNorm {
+    /// `||s||_2`, CG without a preconditioner (the paper's).
+    Euclidean,
+    /// `||s||_D`, Jacobi-preconditioned CG.
+    Diagonal,
+    /// The diagonal norm for losses whose curvature varies along the box (KLR, Lp), the
+    /// Euclidean norm otherwise (the default).
+    #[default]
+    Auto,
+}
+
+impl TrNorm {
+    /// The name used by the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrNorm::Euclidean => "euclidean",
+            TrNorm::Diagonal => "diagonal",
+            TrNorm::Auto => "auto",
+        }
+    }
+
+    /// Whether a block solve of `loss` measures its steps in the diagonal norm.
+    pub fn is_diagonal(self, loss: Loss) -> bool {
+        match self {
+            TrNorm::Euclidean => false,
+            TrNorm::Diagonal => true,
+            TrNorm::Auto => loss.curvature_varies(),
+        }
+    }
+}
+
+/// `rho` of the diagonal norm ([`TrNorm`]): the mean of `K_BB`'s diagonal from its `trace`
+/// over a block of `b`, kept positive so that `D` is invertible even where the curvature is 0.
+pub fn diagonal_shift(trace: f64, b: usize) -> f64 {
+    (trace / b.max(1) as f64).max(f64::MIN_POSITIVE)
+}
+
 /// Parameters of the block solver.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TrustRegion {
@@ -127,6 +179,9 @@ pub struct TrustRegion {
     /// The curvature of the quadratic model in random-feature fits.
     #[serde(default)]
     pub model: TrModel,
+    /// The norm of the steps without a Nystrom metric.
+    #[serde(default)]
+    pub norm: TrNorm,
 }
 
 impl Default for TrustRegion {
@@ -140,6 +195,7 @@ impl Default for TrustRegion {
             rule: RadiusRule::Reference,
             nystrom_rank: 0,
             model: TrModel::Auto,
+            norm: TrNorm::Auto,
         }
     }
 }
@@ -224,7 +280,8 @@ fn to_box(s: &[f64], d: &[f64], slo: &[f64], shi: &[f64]) -> f64 {
 
 /// The trust-region norm and preconditioner of one CG solve: the identity, or
 /// `M = U_F diag(Lambda) U_F^T + diag(h_F + rho)` from a Nystrom approximation of `K_BB`
-/// restricted to the free coordinates `F` (applied by Woodbury with an `r x r` Cholesky).
+/// restricted to the free coordinates `F` (applied by Woodbury with an `r x r` Cholesky), or
+/// with `r = 0` the diagonal norm of [`TrNorm::Diagonal`].
 struct Metric {
     /// `U_F`, row-major `nf x r`.
     u: Vec<f64>,
@@ -243,6 +300,14 @@ impl Metric {
             .flat_map(|&i| (0..r).map(move |k| u_all[(i, k)]))
             .collect();
         let dinv: Vec<f64> = diag.iter().map(|d| 1.0 / d).collect();
+        if r == 0 {
+            return Some(Metric {
+                u,
+                lam: Vec::new(),
+                dinv,
+                chol: faer::Mat::zeros(0, 0),
+            });
+        }
         // U_F^T D^-1 U_F as one product W^T W, W = D^-1/2 U_F (the entry-by-entry sums over
         // the strided columns of U_F cost more than the CG iterations the metric saves)
         let w = faer::Mat::<f64>::from_fn(nf, r, |i, k| u[i * r + k] * dinv[i].sqrt());
@@ -267,6 +332,9 @@ impl Metric {
     fn ut(&self, v: &[f64]) -> Vec<f64> {
         let r = self.r();
         let mut out = vec![0.0; r];
+        if r == 0 {
+            return out;
+        }
         for (row, vi) in self.u.chunks_exact(r).zip(v) {
             for (o, uik) in out.iter_mut().zip(row) {
                 *o += uik * vi;
@@ -297,6 +365,9 @@ impl Metric {
     fn solve(&self, v: &[f64]) -> Vec<f64> {
         let r = self.r();
         let dv: Vec<f64> = v.iter().zip(&self.dinv).map(|(a, b)| a * b).collect();
+        if r == 0 {
+            return dv;
+        }
         let t = self.ut(&dv);
         let mut tm = faer::Mat::<f64>::from_fn(r, 1, |k, _| t[k]);
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
@@ -339,19 +410,21 @@ pub fn block_nystrom(
 /// metric of the last iteration with the (free set, diagonal) it was built for.
 struct MetricCache {
     sketch: Option<crate::nystrom::Nystrom>,
+    /// `rho` of the diagonal norm, without a sketch.
+    diagonal: Option<f64>,
     metric: Option<Metric>,
     key: Option<(Vec<usize>, Vec<f64>)>,
 }
 
 impl MetricCache {
-    fn new(kbb: &[f64], b: usize, rank: usize) -> MetricCache {
-        let sketch = {
-            let k = faer::MatRef::from_row_major_slice(kbb, b, b);
-            let trace: f64 = (0..b).map(|i| kbb[i * b + i]).sum();
-            block_nystrom(b, rank, trace, |om| k * om)
-        };
+    fn new(kbb: &[f64], b: usize, rank: usize, diagonal: bool) -> MetricCache {
+        let k = faer::MatRef::from_row_major_slice(kbb, b, b);
+        let trace: f64 = (0..b).map(|i| kbb[i * b + i]).sum();
+        let sketch = block_nystrom(b, rank, trace, |om| k * om);
+        let diagonal = (sketch.is_none() && diagonal).then(|| diagonal_shift(trace, b));
         MetricCache {
             sketch,
+            diagonal,
             metric: None,
             key: None,
         }
@@ -361,6 +434,11 @@ impl MetricCache {
     /// sketch). It depends only on the free set and the curvature there: while both stay
     /// (always for the squared loss without bounds) the factorisation is kept.
     fn for_free(&mut self, free: &[usize], h: &[f64]) -> Option<&Metric> {
+        if let Some(rho) = self.diagonal {
+            let diag: Vec<f64> = free.iter().map(|&i| h[i] + rho).collect();
+            self.metric = Metric::new(&faer::Mat::zeros(0, 0), &[], free, &diag);
+            return self.metric.as_ref();
+        }
         let ny = self.sketch.as_ref()?;
         let lam = ny.eigenvalues();
         let rho = lam
@@ -772,7 +850,7 @@ pub fn solve_column(
     let mut free: Vec<usize> = Vec::with_capacity(b);
     // the model matrix of the last trust-region iteration and its free set
     let (mut q, mut q_free) = (Vec::<f32>::new(), Vec::<usize>::new());
-    let mut metrics = MetricCache::new(prob.kbb, b, p.nystrom_rank);
+    let mut metrics = MetricCache::new(prob.kbb, b, p.nystrom_rank, p.norm.is_diagonal(loss));
 
     let mut exact = prob.exact.map(|factor| TrueCurvature {
         factor,

@@ -322,7 +322,8 @@ pub(super) fn tr_sketch<K: KbbElem>(
 
 /// `tr_solve_f32` / `tr_solve`: the trust-region solve of `targets` columns on the `nb x nb`
 /// `K_BB` in `kbb` (row-major, stride `nb`), whose coordinates and iterates are in `ws`, with
-/// the Nystrom metric of rank `rank` already there (0: none); the results stay in `ws.alpha`,
+/// the Nystrom metric of rank `rank` already there (0: none) or the diagonal norm's `rho`
+/// (`metric = (0, rho)`; 0: the Euclidean norm); the results stay in `ws.alpha`,
 /// `ws.gbar` and `ws.stats`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tr_solve<K: KbbElem>(
@@ -333,7 +334,7 @@ pub(super) fn tr_solve<K: KbbElem>(
     loss: Loss,
     delta_max: f64,
     p: &TrustRegion,
-    rank: usize,
+    (rank, diag_shift): (usize, f64),
     ws: &mut TrWorkspace,
 ) -> Result<()> {
     if nb > ws.b {
@@ -371,7 +372,7 @@ pub(super) fn tr_solve<K: KbbElem>(
     let mut l = kernel_args!(gpu, K::solve(&gpu.k);
         kbb, &b, &loss_id, &lparam, &ws.y, &ws.lam, &ws.eps, &mut ws.alpha, &mut ws.gbar,
         &delta_max, &p.eta, &max_iter, &max_cg, &p.cg_rtol, &p.kkt_tol, &rule,
-        &ws.ny_u, &ws.ny_lam, &rank_i, &mut ws.work, &mut ws.iwork, &mut ws.stats);
+        &ws.ny_u, &ws.ny_lam, &rank_i, &diag_shift, &mut ws.work, &mut ws.iwork, &mut ws.stats);
     // SAFETY: the arguments match the signature of `tr_solve_f32` (f32 K_BB) or `tr_solve`
     // (f64 K_BB), chosen by K, the element type of kbb, in order and type. kbb holds at
     // least nb * nb values (the kernel reads kbb[i * nb + j], i, j < nb); y, lam, eps,

@@ -12,7 +12,7 @@ use super::{check_len, drv, shield, zeros};
 use crate::backend::BlockSolve;
 use crate::error::{Result, invalid};
 use crate::loss::{Coord, Loss};
-use crate::solver::trust_region::{BlockStats, TrustRegion, block_nystrom};
+use crate::solver::trust_region::{BlockStats, TrustRegion, block_nystrom, diagonal_shift};
 
 /// Target columns from which the device solves the blocks (`tr_solve*`, one thread block per
 /// column) instead of the host (one task per column).
@@ -107,21 +107,26 @@ impl TrWorkspace {
 }
 
 impl Cuda {
-    /// The Nystrom metric of the block solve ([`TrustRegion::nystrom_rank`]): the sketch
-    /// `K_BB Omega` and the diagonal on the device (`tr_sketch`), the QR and the small
-    /// eigendecomposition on the host ([`block_nystrom`], the same seed and arithmetic as the
-    /// host solver), the factors uploaded into `ws`. Returns the rank to launch with: 0 when
-    /// the rank is 0 or not below the block size, or the approximation fails (the block is
-    /// then solved without a metric, as on the host).
+    /// The metric of the block solve: the Nystrom factors of [`TrustRegion::nystrom_rank`]
+    /// (the sketch `K_BB Omega` and the diagonal on the device (`tr_sketch`), the QR and the
+    /// small eigendecomposition on the host ([`block_nystrom`], the same seed and arithmetic as
+    /// the host solver), uploaded into `ws`), or else `rho` of the diagonal norm
+    /// ([`TrNorm`](crate::solver::trust_region::TrNorm)) from the same diagonal. Returns the
+    /// rank and the shift to launch with: `(0, 0.0)` for the Euclidean norm, `(0, rho)` for
+    /// the diagonal norm (also where the Nystrom approximation fails, as on the host).
     fn block_metric<K: KbbElem>(
         &self,
         kbb: &CudaSlice<K>,
         nb: usize,
-        rank: usize,
+        p: &TrustRegion,
+        loss: Loss,
         ws: &mut TrWorkspace,
-    ) -> Result<usize> {
-        if rank == 0 || rank >= nb {
-            return Ok(0);
+    ) -> Result<(usize, f64)> {
+        let rank = p.nystrom_rank;
+        let nystrom = rank > 0 && rank < nb;
+        let diagonal = p.norm.is_diagonal(loss);
+        if !nystrom && !diagonal {
+            return Ok((0, 0.0));
         }
         if nb > ws.b || nb * nb > kbb.len() {
             return Err(invalid(
@@ -129,7 +134,11 @@ impl Cuda {
                 format!("{nb} rows exceed the workspace's {}", ws.b),
             ));
         }
-        ws.reserve_rank(&self.stream, rank)?;
+        if nystrom {
+            ws.reserve_rank(&self.stream, rank)?;
+        } else if ws.sketch.len() < nb {
+            ws.sketch = zeros(&self.stream, ws.b)?;
+        }
         // out[k nb + i] = (K_BB Omega)[i, k] for k < r, out[r nb + i] = K_BB[i, i]
         let sketch = |omega: &[f64], r: usize, out: &mut CudaSlice<f64>| -> Result<Vec<f64>> {
             let om = self.upload(omega)?;
@@ -140,6 +149,14 @@ impl Cuda {
         };
         let diag = sketch(&[0.0], 0, &mut ws.sketch)?;
         let trace: f64 = diag.iter().sum();
+        let shift = if diagonal {
+            diagonal_shift(trace, nb)
+        } else {
+            0.0
+        };
+        if !nystrom {
+            return Ok((0, shift));
+        }
         let mut failure = None;
         let ny = block_nystrom(nb, rank, trace, |om| {
             let r = om.ncols();
@@ -158,7 +175,7 @@ impl Cuda {
             return Err(e);
         }
         let Some(ny) = ny else {
-            return Ok(0);
+            return Ok((0, shift));
         };
         let lam = ny.eigenvalues();
         let r = lam.len();
@@ -172,7 +189,7 @@ impl Cuda {
         self.stream
             .memcpy_htod(lam, &mut ws.ny_lam)
             .map_err(drv("cuMemcpyHtoD"))?;
-        Ok(r)
+        Ok((r, 0.0))
     }
 
     /// The block solve on a `K_BB` already on the device (the engines' `solve_block`):
@@ -190,10 +207,10 @@ impl Cuda {
         let tt = tr.targets;
         check_len("coords", block.coords.len(), nb * tt)?;
         shield(K::SOLVE, || {
-            let rank = self.block_metric(kbb, nb, block.p.nystrom_rank, tr)?;
-            self.upload_block(block.coords, alpha, gbar, tr)?;
             let (loss, dmax, p) = (block.loss, block.delta_max, block.p);
-            launch::tr_solve(self, kbb, nb, tt, loss, dmax, p, rank, tr)?;
+            let metric = self.block_metric(kbb, nb, p, loss, tr)?;
+            self.upload_block(block.coords, alpha, gbar, tr)?;
+            launch::tr_solve(self, kbb, nb, tt, loss, dmax, p, metric, tr)?;
             self.download_block(tr, tt, alpha, gbar)
         })
     }
@@ -287,10 +304,10 @@ impl Cuda {
             let targets = coords.len() / b;
             let kd = self.upload(kbb)?;
             let mut ws = TrWorkspace::new(&self.stream, b, targets)?;
-            let rank = self.block_metric(&kd, b, p.nystrom_rank, &mut ws)?;
+            let metric = self.block_metric(&kd, b, p, loss, &mut ws)?;
             ws.work = self.upload(&vec![f64::NAN; tr_work_stride(b, ws.rank) * targets])?;
             self.upload_block(coords, alpha, gbar, &mut ws)?;
-            launch::tr_solve(self, &kd, b, targets, loss, delta_max, p, rank, &mut ws)?;
+            launch::tr_solve(self, &kd, b, targets, loss, delta_max, p, metric, &mut ws)?;
             self.download_block(&ws, targets, alpha, gbar)
         })
     }
