@@ -136,16 +136,37 @@ fn one_two_and_four_ranks_train_one_model() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Rows of a `.npy` file are shared among the ranks, each mapping its own range and reading
-/// its own labels: one rank is the single-process fit on the mapped file, iterate for iterate,
-/// and two ranks converge to a model as accurate.
+/// Rows of a `.npy` file, or of a directory of CSR arrays, are shared among the ranks, each
+/// mapping its own range and reading its own labels: one rank is the single-process fit on the
+/// mapped rows, iterate for iterate, and two ranks converge to a model as accurate.
 #[test]
 fn npy_rows_are_shared_among_the_ranks() {
     let _jobs = one_job_at_a_time();
     let dir = scratch("npy");
     let data = common::binary(1200, 3, 21);
-    let rows = dir.join("train.npy");
-    common::write_npy(&rows, &Dataset::new(data.x.cast::<f32>(), data.y).unwrap());
+    let dense = dir.join("train.npy");
+    let f32_data = Dataset::new(data.x.cast::<f32>(), data.y.clone()).unwrap();
+    common::write_npy(&dense, &f32_data);
+    let csr = dir.join("train.csr");
+    let svm = write_set(&dir, "train.svm", &data);
+    let format = joker::io::stream::TextFormat::Libsvm(Default::default());
+    joker::io::npy::convert(
+        &svm,
+        &format,
+        &csr,
+        joker::io::npy::Layout::Csr,
+        1 << 20,
+        |_, _| {},
+    )
+    .unwrap();
+    for rows in [dense, csr] {
+        shared_rows_fit_as_one(&dir, &rows);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fits of [`npy_rows_are_shared_among_the_ranks`] on the mapped rows `rows`.
+fn shared_rows_fit_as_one(dir: &Path, rows: &Path) {
     let test = common::binary(600, 3, 22);
     let args = |model: &Path| -> Vec<String> {
         [
@@ -199,9 +220,12 @@ fn npy_rows_are_shared_among_the_ranks() {
             assert_eq!(theta(&m), theta(&single));
         }
         let acc = m.score(&test).unwrap();
-        assert!(acc >= base - 0.01, "{ranks} ranks: {acc} against {base}");
+        assert!(
+            acc >= base - 0.01,
+            "{}, {ranks} ranks: {acc} against {base}",
+            rows.display()
+        );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -568,3 +568,62 @@ fn shares_of_the_rows_are_the_rows() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Shares of a CSR directory's rows are its rows: the offsets rebased, the indices and values
+/// of each share mapped (a share may begin or end at a row with no entries); bad ranges are
+/// refused by name.
+#[test]
+fn shares_of_csr_rows_are_the_rows() {
+    let d = dir("csr-shares");
+    // 101 sparse rows of 30 columns; every seventh row has no entries
+    let mut text = String::new();
+    for i in 0..101usize {
+        text.push_str(if i % 3 == 0 { "1" } else { "-1" });
+        if i % 7 != 0 {
+            for j in (i % 5..30).step_by(4 + i % 3) {
+                text.push_str(&format!(" {}:{}", j + 1, (i * 31 + j * 7) % 17) as &str);
+            }
+        }
+        text.push('\n');
+    }
+    let svm = d.join("rows.svm");
+    std::fs::write(&svm, text).unwrap();
+    let csr = d.join("rows.csr");
+    let format = joker::io::stream::TextFormat::Libsvm(Default::default());
+    joker::io::npy::convert(
+        &svm,
+        &format,
+        &csr,
+        joker::io::npy::Layout::Csr,
+        1 << 20,
+        |_, _| {},
+    )
+    .unwrap();
+    let whole = read_npy::<f32>(&csr, None).unwrap();
+    assert_eq!(joker::io::npy::npy_rows(&csr).unwrap(), 101);
+    let mut all = vec![0.0f32; 101 * 30];
+    whole.x.gather_range(0, &mut all);
+    for parts in [1, 3, 4, 7] {
+        let (mut rows, mut labels) = (Vec::new(), Vec::new());
+        for k in 0..parts {
+            let range = 101 * k / parts..101 * (k + 1) / parts;
+            let share =
+                joker::io::npy::read_npy_in::<f32>(&csr, None, Some(range.clone())).unwrap();
+            assert!(share.x.is_mapped());
+            assert_eq!(share.x.nrows(), range.len());
+            let mut r = vec![f32::NAN; range.len() * 30];
+            share.x.gather_range(0, &mut r);
+            rows.extend(r);
+            labels.extend(share.y);
+        }
+        assert_eq!(rows, all, "{parts} shares");
+        assert_eq!(labels, whole.y, "{parts} shares");
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    let bads = [0..0, 100..102, 5..3];
+    for bad in bads {
+        let e = joker::io::npy::read_npy_in::<f32>(&csr, None, Some(bad.clone())).unwrap_err();
+        assert!(e.to_string().contains("range"), "{bad:?}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

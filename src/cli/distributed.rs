@@ -149,8 +149,8 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// This rank's share of the training file, with the index base and the width agreed by all:
-/// a byte range of a LIBSVM or CSV file, or a range of the rows of a dense `.npy` file
-/// (mapped, with its labels only).
+/// a byte range of a LIBSVM or CSV file, or a range of the rows of a dense `.npy` file or a
+/// CSR directory (mapped, with its labels only).
 fn read_shard<U: Scalar>(a: &TrainArgs, shard: Shard, comm: &Mpi) -> CliResult<Dataset<U>> {
     let path = &a.train_file;
     if a.data.format == FormatArg::Npy || (a.data.format == FormatArg::Auto && is_npy(path)) {

@@ -152,6 +152,17 @@ pub fn map_rows<U: Scalar>(path: &Path) -> Result<DenseMatrix<U>> {
     map_rows_in(path, None)
 }
 
+/// Refuses a share of rows that is empty or runs past the `n` rows of `path`.
+fn check_range(path: &Path, rows: &Range<usize>, n: usize) -> Result<()> {
+    if rows.start >= rows.end || rows.end > n {
+        return Err(bad(
+            path,
+            format!("rows {rows:?} are not a non-empty range of its {n} rows"),
+        ));
+    }
+    Ok(())
+}
+
 /// Rows `range` of a 2-D `.npy` array, mapped as [`map_rows`] maps all of them (a rank of a
 /// distributed fit maps its own share); `None`: every row.
 ///
@@ -177,12 +188,7 @@ pub fn map_rows_in<U: Scalar>(path: &Path, range: Option<Range<usize>>) -> Resul
     n.checked_mul(d)
         .ok_or_else(|| bad(path, "the shape overflows"))?;
     let rows = range.unwrap_or(0..n);
-    if rows.start >= rows.end || rows.end > n {
-        return Err(bad(
-            path,
-            format!("rows {rows:?} are not a non-empty range of its {n} rows"),
-        ));
-    }
+    check_range(path, &rows, n)?;
     let (first, count) = (rows.start, rows.end - rows.start);
     let m: Features<U> = match h.descr.as_str() {
         "<f4" => {
@@ -242,6 +248,11 @@ fn map_offsets(path: &Path) -> Result<Values<usize>> {
 /// np.save(f"{dir}/{k}.npy", getattr(X, k))`. Every array is checked (one pass). The files must
 /// not change while the matrix is in use.
 pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
+    map_csr_in(dir, None)
+}
+
+/// The shape `(n, d)` from `shape.npy` of a CSR directory ([`map_csr`]).
+fn csr_shape(dir: &Path) -> Result<(usize, usize)> {
     let shape = read_vector(&dir.join("shape.npy"))?;
     let [n, d] = shape[..] else {
         return Err(bad(
@@ -256,8 +267,40 @@ pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
             format!("the shape ({n}, {d}) is out of range"),
         ));
     };
-    let indptr = map_offsets(&dir.join("indptr.npy"))?;
+    Ok((n, d))
+}
+
+/// Rows `range` of the sparse matrix in a CSR directory ([`map_csr`]; `None`: all rows): the
+/// indices and values of those rows are mapped, their offsets (8 bytes a row) copied and
+/// rebased to start at 0. A rank of a distributed fit maps its own share this way.
+///
+/// # Errors
+/// Those of [`map_csr`], and a range that is empty or runs past the last row.
+pub fn map_csr_in<U: Scalar>(dir: &Path, range: Option<Range<usize>>) -> Result<CsrMatrix<U>> {
+    let (n, d) = csr_shape(dir)?;
+    let ppath = dir.join("indptr.npy");
+    let mut indptr = map_offsets(&ppath)?;
     let nnz = indptr.last().copied().unwrap_or(0);
+    // the share's rows and the span of their entries
+    let (rows, first, last) = match &range {
+        None => (n, 0, nnz),
+        Some(r) => {
+            check_range(dir, r, n)?;
+            if indptr.len() != n + 1 {
+                return Err(bad(
+                    &ppath,
+                    format!("indptr has {} entries for {n} rows", indptr.len()),
+                ));
+            }
+            let (first, last) = (indptr[r.start], indptr[r.end]);
+            let share = &indptr[r.start..=r.end];
+            if share.windows(2).any(|w| w[1] < w[0]) || last > nnz {
+                return Err(bad(&ppath, "the offsets of the rows decrease"));
+            }
+            indptr = Values::Owned(share.iter().map(|v| v - first).collect());
+            (r.len(), first, last)
+        }
+    };
     let ipath = dir.join("indices.npy");
     let (imap, ih) = map(&ipath)?;
     if !matches!(ih.descr.as_str(), "<i4" | "<u4") || ih.shape != [nnz] {
@@ -269,7 +312,9 @@ pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
             ),
         ));
     }
-    let indices = Mapped::<u32>::new(imap, ih.data_offset, nnz).map_err(|e| bad(&ipath, e))?;
+    let span = last - first;
+    let indices =
+        Mapped::<u32>::new(imap, ih.data_offset + 4 * first, span).map_err(|e| bad(&ipath, e))?;
     let vpath = dir.join("data.npy");
     let (vmap, vh) = map(&vpath)?;
     if vh.shape != [nnz] {
@@ -280,12 +325,14 @@ pub fn map_csr<U: Scalar>(dir: &Path) -> Result<CsrMatrix<U>> {
     }
     let m: Features<U> = match vh.descr.as_str() {
         "<f4" => {
-            let v = Mapped::<f32>::new(vmap, vh.data_offset, nnz).map_err(|e| bad(&vpath, e))?;
-            Features::Sparse(CsrMatrix::mapped(n, d, indptr, indices, v)?).cast()
+            let v = Mapped::<f32>::new(vmap, vh.data_offset + 4 * first, span)
+                .map_err(|e| bad(&vpath, e))?;
+            Features::Sparse(CsrMatrix::mapped(rows, d, indptr, indices, v)?).cast()
         }
         "<f8" => {
-            let v = Mapped::<f64>::new(vmap, vh.data_offset, nnz).map_err(|e| bad(&vpath, e))?;
-            Features::Sparse(CsrMatrix::mapped(n, d, indptr, indices, v)?).cast()
+            let v = Mapped::<f64>::new(vmap, vh.data_offset + 8 * first, span)
+                .map_err(|e| bad(&vpath, e))?;
+            Features::Sparse(CsrMatrix::mapped(rows, d, indptr, indices, v)?).cast()
         }
         other => {
             return Err(bad(
@@ -420,11 +467,15 @@ pub fn read_npy<U: Scalar>(rows: &Path, labels: Option<&Path>) -> Result<Dataset
     read_npy_in(rows, labels, None)
 }
 
-/// The number of rows of the 2-D `.npy` array `rows` (its header only).
+/// The number of rows of the 2-D `.npy` array `rows` (its header only), or of the CSR
+/// directory `rows` (its `shape.npy`).
 ///
 /// # Errors
-/// Those of [`map_rows`] for the header.
+/// Those of [`map_rows`] for the header, or of [`map_csr`] for the shape.
 pub fn npy_rows(rows: &Path) -> Result<usize> {
+    if rows.is_dir() {
+        return csr_shape(rows).map(|(n, _)| n);
+    }
     let (_, h) = map(rows)?;
     match h.shape[..] {
         [n, _] => Ok(n),
@@ -438,25 +489,19 @@ pub fn npy_rows(rows: &Path) -> Result<usize> {
     }
 }
 
-/// Rows `range` of a dense `.npy` file and their labels (`None`: all rows, sparse directories
-/// too), as [`read_npy`] reads them: a rank of a distributed fit maps its own share and reads
+/// Rows `range` of a dense `.npy` file or a CSR directory and their labels (`None`: all
+/// rows), as [`read_npy`] reads them: a rank of a distributed fit maps its own share and reads
 /// only its labels.
 ///
 /// # Errors
-/// Those of [`read_npy`]; a range of a CSR directory (not cut into shares).
+/// Those of [`read_npy`], [`map_rows_in`] and [`map_csr_in`].
 pub fn read_npy_in<U: Scalar>(
     rows: &Path,
     labels: Option<&Path>,
     range: Option<Range<usize>>,
 ) -> Result<Dataset<U>> {
-    if rows.is_dir() && range.is_some() {
-        return Err(bad(
-            rows,
-            "CSR directories are read whole: a share of their rows is not supported",
-        ));
-    }
     let x = if rows.is_dir() {
-        Features::Sparse(map_csr::<U>(rows)?)
+        Features::Sparse(map_csr_in::<U>(rows, range.clone())?)
     } else {
         Features::Dense(map_rows_in::<U>(rows, range.clone())?)
     };
