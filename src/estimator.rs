@@ -37,8 +37,9 @@ use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
-    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, FORMAT_VERSION_STOCHASTIC, Model, Precision,
-    Representation, Task, TrainingInfo, accuracy, rmse,
+    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, FORMAT_VERSION_OVO,
+    FORMAT_VERSION_STOCHASTIC, Model, Precision, Representation, Task, TrainingInfo, accuracy,
+    rmse,
 };
 use crate::preprocess::{
     Multiclass, Standardizer, TargetScaler, classes_of, encode_labels, encode_pairs, vote,
@@ -80,6 +81,11 @@ pub struct Joker {
     /// Which map turns the kernel into `n_components` features (random Fourier features by
     /// default, or a Nystrom map, which needs `n_components` and DBCD-TR).
     pub feature_map: FeatureKind,
+    /// `B` of a constant feature appended to the random features (0, the default: none): the
+    /// decision function gains an intercept, regularised like the other weights (LIBLINEAR's
+    /// `-B`; [`RandomMap::with_bias`]). Random-feature fits by DBCD-TR only; an exact kernel
+    /// chosen by [`auto_exact`](Joker::auto_exact) has no intercept and leaves it out.
+    pub bias: f64,
     /// Working precision.
     pub precision: Precision,
     /// Classification or regression (`None`: from the loss).
@@ -138,6 +144,7 @@ impl Default for JokerBuilder {
                 lambda: 1.0,
                 n_components: Some(2048),
                 feature_map: FeatureKind::Random,
+                bias: 0.0,
                 precision: Precision::F32,
                 task: None,
                 standardize: true,
@@ -196,6 +203,12 @@ impl JokerBuilder {
     /// Number of features: random features, or Nystrom centres (default 2048).
     pub fn n_components(mut self, m: usize) -> Self {
         self.p.n_components = Some(m);
+        self
+    }
+    /// `B` of a constant feature after the random features, an intercept of the decision
+    /// function (default 0: none; see [`Joker::bias`]).
+    pub fn bias(mut self, b: f64) -> Self {
+        self.p.bias = b;
         self
     }
     /// The feature map (default random Fourier features): `FeatureKind::Nystrom(centers)`
@@ -393,6 +406,7 @@ impl JokerBuilder {
             ));
         }
         validate_solver(&p.solver)?;
+        validate_bias(&p)?;
         if let FeatureKind::Nystrom(_) = p.feature_map {
             if p.n_components.is_none() {
                 return Err(invalid(
@@ -439,6 +453,36 @@ impl JokerBuilder {
 }
 
 /// The solver settings' ranges (the block, iteration caps, tolerances, trust region).
+/// The bias feature: finite and `>= 0`, and only where a random map is trained by DBCD-TR.
+fn validate_bias(p: &Joker) -> Result<()> {
+    if !(p.bias.is_finite() && p.bias >= 0.0) {
+        return Err(invalid(
+            "bias",
+            format!("the bias feature B must be finite and >= 0, got {}", p.bias),
+        ));
+    }
+    if p.bias == 0.0 {
+        return Ok(());
+    }
+    let refusal = if p.n_components.is_none() {
+        Some(
+            "an exact-kernel fit has no feature to append: the bias feature is for random features",
+        )
+    } else if p.feature_map != FeatureKind::Random {
+        Some("the bias feature is appended to random features, not to a Nystrom map")
+    } else if p.dsg.is_some() {
+        Some(
+            "the doubly stochastic solvers regenerate random features from the seed; the bias feature is for DBCD-TR",
+        )
+    } else {
+        None
+    };
+    match refusal {
+        Some(why) => Err(invalid("bias", why)),
+        None => Ok(()),
+    }
+}
+
 fn validate_solver(s: &SolverConfig) -> Result<()> {
     if s.block_size == 0 {
         return Err(invalid("block_size", "must be >= 1"));
@@ -771,10 +815,15 @@ impl Joker {
         } else if !within_limit {
             why(false, format!("{matrix}, would exceed the memory limit"))
         } else {
+            let bias = if self.bias > 0.0 {
+                "; no bias feature: it is for random features"
+            } else {
+                ""
+            };
             why(
                 true,
                 format!(
-                    "{matrix}, fits the kernel cache of {}",
+                    "{matrix}, fits the kernel cache of {}{bias}",
                     mib(self.solver.kernel_cache)
                 ),
             )
@@ -985,13 +1034,26 @@ impl Joker {
             lam: &lam,
             eps: &eps,
         };
+        // an exact kernel on several ranks: every rank's rows, on every rank
+        let everyone = match (&map, &dist) {
+            (None, Some(d)) if d.comm.size() > 1 => Some(pbm::all_rows(&x, d.comm)?),
+            _ => None,
+        };
         let (sol, solver_name) = match (&self.dsg, &map) {
             _ if dist.is_some() => {
                 let cfg = dist
                     .as_ref()
                     .map_or(&PbmConfig::default(), |d| d.pbm)
                     .clone();
-                let sol = pbm::solve(backend, &prob, &solver, &cfg, comm, &mut hooks)?;
+                let sol = pbm::solve(
+                    backend,
+                    &prob,
+                    everyone.as_ref(),
+                    &solver,
+                    &cfg,
+                    comm,
+                    &mut hooks,
+                )?;
                 (sol, "")
             }
             (Some(cfg), Some(map)) => {
@@ -1039,7 +1101,8 @@ impl Joker {
             seconds: start.elapsed().as_secs_f64(),
             device_note,
         };
-        Ok(self.assemble(fitted, map.as_ref(), &x))
+        // a distributed exact model's support rows are every rank's
+        Ok(self.assemble(fitted, map.as_ref(), everyone.as_ref().unwrap_or(&x)))
     }
 
     /// The training rows as the fit sees them (standardised where asked for, dense where that
@@ -1077,14 +1140,15 @@ impl Joker {
             gamma,
         };
         let map = match (self.n_components, self.feature_map) {
-            (Some(m), FeatureKind::Random) => {
-                Some(FeatureMap::Random(RandomMap::<T>::new(FeatureSpec {
+            (Some(m), FeatureKind::Random) => Some(FeatureMap::Random(
+                RandomMap::<T>::new(FeatureSpec {
                     kernel,
                     n_components: m,
                     dim: d,
                     seed: self.solver.seed,
-                })?))
-            }
+                })?
+                .with_bias(self.bias)?,
+            )),
             (Some(m), FeatureKind::Nystrom(rule)) => Some(FeatureMap::Nystrom(
                 self.nystrom_map(rule, m, kernel, &x, comm, backend)?,
             )),
@@ -1169,10 +1233,12 @@ impl Joker {
         let last = sol.history.last().cloned();
         Model {
             format: FORMAT_NAME.into(),
-            version: if doubly_stochastic {
+            version: if map.and_then(FeatureMap::bias).is_some() {
+                FORMAT_VERSION
+            } else if doubly_stochastic {
                 FORMAT_VERSION_STOCHASTIC
             } else if multiclass == Multiclass::OneVsOne {
-                FORMAT_VERSION
+                FORMAT_VERSION_OVO
             } else {
                 FORMAT_VERSION_DUAL
             },
@@ -1615,11 +1681,13 @@ fn representation_of<T: Scalar>(
             support: ny.centers().iter().map(|v| v.to_f64()).collect(),
             alpha: ny.center_coefficients(&theta, tt),
         },
-        // A doubly stochastic fit keeps only the features it opened (at most `m.m()`).
-        (Some(theta), Some(_)) => Representation::RandomFeatures {
-            n_components: theta.len() / tt.max(1),
+        // A doubly stochastic fit keeps only the features it opened (at most `m.m()`); the
+        // bias feature's weight is the last of each column.
+        (Some(theta), Some(map)) => Representation::RandomFeatures {
+            n_components: theta.len() / tt.max(1) - usize::from(map.bias().is_some()),
             seed,
             theta,
+            bias: map.bias().unwrap_or(0.0),
         },
         _ => {
             let rows: Vec<usize> = (0..n)

@@ -52,12 +52,16 @@ impl<T: Scalar> FeatureMap<T> {
         RandomMap::new(spec).map(FeatureMap::Random)
     }
 
-    /// Number of features `M`.
+    /// Number of features: `M`, plus the constant feature of a random map's bias.
     pub fn m(&self) -> usize {
         match self {
-            FeatureMap::Random(r) => r.m(),
+            FeatureMap::Random(r) => r.m() + usize::from(r.bias().is_some()),
             FeatureMap::Nystrom(n) => n.m(),
         }
+    }
+    /// The value `B` of the constant last feature, if the map has one ([`RandomMap::with_bias`]).
+    pub fn bias(&self) -> Option<f64> {
+        self.random().and_then(RandomMap::bias)
     }
     /// Input dimension `d`.
     pub fn d(&self) -> usize {
@@ -136,6 +140,8 @@ pub struct RandomMap<T> {
     wt: Vec<T>,
     /// `b`, length `M`.
     b: Vec<T>,
+    /// `B` of the constant feature appended after the `M` random ones, if any.
+    bias: Option<f64>,
 }
 
 impl<T: Scalar> RandomMap<T> {
@@ -162,14 +168,42 @@ impl<T: Scalar> RandomMap<T> {
             }
         });
         let b = (0..m).map(|j| T::from_f64(phase(&spec, j))).collect();
-        Ok(RandomMap { spec, wt, b })
+        Ok(RandomMap {
+            spec,
+            wt,
+            b,
+            bias: None,
+        })
+    }
+
+    /// The map with a constant feature `B` after the `M` random ones: `psi'(x) = [psi(x); B]`,
+    /// the kernel `k(x, z) + B^2`. Its weight is an intercept `B theta_B` of the decision
+    /// function, regularised like the other weights (LIBLINEAR's `-B`); `B = 0` leaves the map
+    /// as it is.
+    ///
+    /// # Errors
+    /// `B` negative or not finite.
+    pub fn with_bias(mut self, bias: f64) -> Result<Self> {
+        if !(bias.is_finite() && bias >= 0.0) {
+            return Err(invalid(
+                "bias",
+                format!("the bias feature B must be finite and >= 0, got {bias}"),
+            ));
+        }
+        self.bias = (bias > 0.0).then_some(bias);
+        Ok(self)
+    }
+
+    /// `B` of the constant feature, if the map has one.
+    pub fn bias(&self) -> Option<f64> {
+        self.bias
     }
 
     /// The defining spec.
     pub fn spec(&self) -> &FeatureSpec {
         &self.spec
     }
-    /// Number of features `M`.
+    /// Number of random features `M` (without the constant feature of [`bias`](Self::bias)).
     pub fn m(&self) -> usize {
         self.spec.n_components
     }

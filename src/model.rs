@@ -33,13 +33,22 @@ pub const FORMAT_NAME: &str = "joker-model";
 /// allows `null` for `training.gap`, `primal` and `dual` (a doubly stochastic fit has no
 /// duality gap); this build writes it for such models only. Version 3 adds `multiclass`
 /// (`"ovo"`, whose columns an older build would misread as one-vs-rest); this build writes it
-/// for one-vs-one models only.
-pub const FORMAT_VERSION: u32 = 3;
+/// for one-vs-one models only. Version 4 adds `representation.bias` (a constant feature after
+/// the random ones, whose `theta` entries an older build would not expect); this build writes
+/// it for such models only.
+pub const FORMAT_VERSION: u32 = 4;
+/// The version written for one-vs-one models without a bias feature (see [`FORMAT_VERSION`]).
+pub const FORMAT_VERSION_OVO: u32 = 3;
 /// The version written for doubly stochastic models (see [`FORMAT_VERSION`]).
 pub const FORMAT_VERSION_STOCHASTIC: u32 = 2;
 /// The version written for DBCD-TR and full-KRR models: their files are unchanged from
 /// version 1, so older builds read them.
 pub const FORMAT_VERSION_DUAL: u32 = 1;
+
+/// Whether a value is 0 (left out of model files).
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
 
 /// Whether the scheme is the default one (left out of model files).
 fn is_one_vs_rest(m: &Multiclass) -> bool {
@@ -76,14 +85,19 @@ pub enum Task {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Representation {
-    /// Random Fourier features: `f_t(x) = psi(x)^T theta_t`.
+    /// Random Fourier features: `f_t(x) = psi(x)^T theta_t`, with `psi(x) = [psi_M(x); B]`
+    /// when the map has a constant feature `B` (`bias`).
     RandomFeatures {
         /// `M`.
         n_components: usize,
         /// Seed of the feature map.
         seed: u64,
-        /// `theta`, column-major `M x T` (column `t` is `theta[t*M..(t+1)*M]`).
+        /// `theta`, column-major `M' x T` with `M' = M`, or `M + 1` with a bias feature
+        /// (column `t` is `theta[t*M'..(t+1)*M']`, the bias feature's weight last).
         theta: Vec<f64>,
+        /// `B` of the constant feature after the random ones (0: none).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        bias: f64,
     },
     /// The exact kernel: `f_t(x) = sum_i alpha_it k(s_i, x)`.
     Exact {
@@ -250,6 +264,7 @@ impl Model {
                 n_components,
                 seed,
                 theta,
+                bias,
             } => {
                 let spec = FeatureSpec {
                     kernel: self.kernel,
@@ -257,8 +272,11 @@ impl Model {
                     dim: self.n_features,
                     seed: *seed,
                 };
-                // The spec was validated when the model was made or loaded.
-                match RandomMap::<T>::new(spec).map(FeatureMap::Random) {
+                // The spec and the bias were validated when the model was made or loaded.
+                match RandomMap::<T>::new(spec)
+                    .and_then(|r| r.with_bias(*bias))
+                    .map(FeatureMap::Random)
+                {
                     Ok(map) => Predictor::Features { map: &map, theta }.decision(&Cpu, xt, t),
                     Err(_) => vec![f64::NAN; xt.nrows() * t],
                 }
@@ -538,12 +556,20 @@ impl Model {
             Representation::RandomFeatures {
                 n_components,
                 theta,
+                bias,
                 ..
             } => {
-                if *n_components == 0 || n_components.checked_mul(t) != Some(theta.len()) {
+                if !(bias.is_finite() && *bias >= 0.0) {
                     return bad(format!(
-                        "theta has {} values, expected M x T = {n_components} x {t}",
-                        theta.len()
+                        "the bias feature B is {bias}; it must be finite and >= 0"
+                    ));
+                }
+                let width = n_components + usize::from(*bias > 0.0);
+                if *n_components == 0 || width.checked_mul(t) != Some(theta.len()) {
+                    return bad(format!(
+                        "theta has {} values, expected (M + {}) x T = {width} x {t}",
+                        theta.len(),
+                        usize::from(*bias > 0.0)
                     ));
                 }
             }

@@ -259,18 +259,128 @@ fn a_failing_rank_fails_every_rank_with_a_named_error() {
     }
 }
 
+/// The dual coefficients of an exact model (its support rows are every training row here).
+fn exact_alpha(m: &Model) -> &[f64] {
+    match &m.representation {
+        Representation::Exact { alpha, .. } => alpha,
+        _ => panic!("not an exact model"),
+    }
+}
+
+/// Exact kernels: on one rank the single-process fit iterate for iterate; on 2 and 3 ranks,
+/// KRR reaches the dense solve `(K + lambda I) a = y` (every rank's rows gathered, `(K d)_{S_r}`
+/// summed over the ranks), and L2-SVC the duality-gap tolerance with the single process's test
+/// accuracy; every rank returns the same model over all the rows.
 #[test]
-fn exact_kernels_are_refused_before_any_communication() {
-    let data = common::binary(100, 2, 3);
+fn exact_kernels_over_ranks_reach_the_single_process_optimum() {
+    // one rank
+    let data = common::binary(400, 3, 3);
     let est = Joker::builder()
         .loss(Loss::SquaredHinge)
         .exact()
+        .block_size(64)
+        .max_iter(60)
+        .stall(false)
         .build()
         .unwrap();
-    let out = est.fit_distributed(&data, &Single, &PbmConfig::default(), FitOptions::default());
-    match out {
-        Err(JokerError::Unsupported(why)) => assert!(why.contains("exact kernels"), "{why}"),
-        other => panic!("{:?}", other.map(|_| ())),
+    let single = est.fit(&data).unwrap();
+    let one = est
+        .fit_distributed(&data, &Single, &PbmConfig::default(), FitOptions::default())
+        .unwrap();
+    assert_eq!(exact_alpha(&one), exact_alpha(&single));
+    assert_eq!(one.training.iterations, single.training.iterations);
+
+    // KRR against the dense solve
+    let reg = common::regression(300, 3, 8);
+    let (lambda, gamma) = (0.5, 0.4);
+    let krr = Joker::builder()
+        .loss(Loss::SquaredError)
+        .exact()
+        .gamma(gamma)
+        .lambda(lambda)
+        .precision(joker::Precision::F64)
+        .standardize(false)
+        .normalize_target(false)
+        .block_size(32)
+        .tol(1e-12)
+        .stall(false)
+        .max_iter(20_000)
+        .build()
+        .unwrap();
+    let x: Vec<Vec<f64>> = (0..reg.len())
+        .map(|i| {
+            let mut r = vec![0.0; 3];
+            reg.x.gather_range(i, &mut r);
+            r
+        })
+        .collect();
+    let kernel = joker::Kernel {
+        kind: joker::KernelKind::Gaussian,
+        gamma,
+    };
+    let n = x.len();
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = kernel.eval(&x[i], &x[j]) + if i == j { lambda } else { 0.0 };
+        }
+    }
+    let want = common::dense_solve(a, reg.y.clone());
+    let pbm = PbmConfig {
+        max_outer: 400,
+        ..PbmConfig::default()
+    };
+    for k in [2, 3] {
+        let models: Vec<Model> = fit_on_ranks(&krr, &shards(&reg, k), &pbm)
+            .into_iter()
+            .map(|m| m.unwrap())
+            .collect();
+        for m in &models[1..] {
+            assert_eq!(exact_alpha(m), exact_alpha(&models[0]), "ranks disagree");
+        }
+        let got = exact_alpha(&models[0]);
+        assert_eq!(got.len(), n, "{k} ranks: support of every row");
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0, f64::max);
+        eprintln!(
+            "KRR on {k} ranks: {} outer steps, gap {:.2e}, max |alpha - alpha*| {err:.2e}",
+            models[0].history.len(),
+            models[0].training.gap
+        );
+        assert!(err < 1e-5, "{k} ranks: dual coefficients differ by {err}");
+    }
+
+    // L2-SVC against the single process
+    let d = common::binary(1500, 3, 9);
+    let to32 = |d: &Dataset<f64>| Dataset::new(d.x.cast::<f32>(), d.y.clone()).unwrap();
+    let (train, test) = (to32(&rows(&d, 0, 1000)), to32(&rows(&d, 1000, 1500)));
+    let svc = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .c(2.0)
+        .exact()
+        .block_size(64)
+        .build()
+        .unwrap();
+    let base = svc.fit(&train).unwrap().score(&test).unwrap();
+    for k in [2, 3] {
+        let models: Vec<Model> = fit_on_ranks(&svc, &shards(&train, k), &PbmConfig::default())
+            .into_iter()
+            .map(|m| m.unwrap())
+            .collect();
+        let m = &models[0];
+        let acc = m.score(&test).unwrap();
+        eprintln!(
+            "L2-SVC on {k} ranks: {} outer steps, gap {:.2e}, accuracy {acc:.4} (single {base:.4})",
+            m.history.len(),
+            m.training.gap
+        );
+        assert_eq!(m.training.stop, StopReason::Converged, "{k} ranks");
+        assert_eq!(m.training.n_samples, 1000);
+        assert!(acc >= base - 0.005, "{k} ranks: {acc} against {base}");
+        assert_eq!(models[1].score(&test).unwrap(), acc, "ranks disagree");
     }
 }
 

@@ -50,6 +50,14 @@ fn theta(m: &Model) -> Vec<f64> {
     }
 }
 
+/// `theta` of a random-feature model, `alpha` of an exact one.
+fn coefficients(m: &Model) -> Vec<f64> {
+    match &m.representation {
+        Representation::RandomFeatures { theta, .. } => theta.clone(),
+        Representation::Exact { alpha, .. } => alpha.clone(),
+    }
+}
+
 fn write_set(dir: &Path, name: &str, data: &Dataset<f64>) -> PathBuf {
     let p = dir.join(name);
     write_libsvm(&p, data).unwrap();
@@ -62,14 +70,24 @@ fn one_two_and_four_ranks_train_one_model() {
     let dir = scratch("train");
     let train = write_set(&dir, "train.svm", &common::binary(1200, 3, 21));
     let test = write_set(&dir, "test.svm", &common::binary(600, 3, 22));
+    // random features, and the exact kernel (every rank's rows gathered, (K d)_{S_r} summed)
+    for representation in [["-m", "200"], ["--exact", "--no-standardize"]] {
+        ranks_train_one_model(&dir, &train, &test, &representation);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fits of [`one_two_and_four_ranks_train_one_model`] with the representation options
+/// `representation`.
+fn ranks_train_one_model(dir: &Path, train: &Path, test: &Path, representation: &[&str]) {
     let args = |model: &Path| -> Vec<String> {
         [
             "train",
             "--mpi",
             "-l",
             "l2-svc",
-            "-m",
-            "200",
+            representation[0],
+            representation[1],
             "-b",
             "64",
             "--max-iter",
@@ -99,7 +117,7 @@ fn one_two_and_four_ranks_train_one_model() {
     );
     let single = Model::load(&single_path).unwrap();
     let test_set: Dataset<f64> = joker::io::read_libsvm(
-        &test,
+        test,
         &joker::io::LibsvmOptions {
             n_features: Some(3),
             ..Default::default()
@@ -124,16 +142,18 @@ fn one_two_and_four_ranks_train_one_model() {
         );
         if ranks == 1 {
             // the ordinary fit, iterate for iterate
-            assert_eq!(theta(&m), theta(&single));
+            assert_eq!(coefficients(&m), coefficients(&single));
         }
         let acc = m.score(&test_set).unwrap();
         eprintln!(
-            "{ranks} ranks: accuracy {acc:.4} (single {base:.4}), {} local iterations on rank 0",
+            "{representation:?}, {ranks} ranks: accuracy {acc:.4} (single {base:.4}), {} local iterations on rank 0",
             m.training.iterations
         );
-        assert!(acc >= base - 0.01, "{ranks} ranks: {acc} against {base}");
+        assert!(
+            acc >= base - 0.01,
+            "{representation:?}, {ranks} ranks: {acc} against {base}"
+        );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Rows of a `.npy` file, or of a directory of CSR arrays, are shared among the ranks, each

@@ -268,6 +268,7 @@ fn theta_stays_in_sync_with_the_dual() {
         n_components,
         seed,
         theta,
+        ..
     } = &model.representation
     else {
         unreachable!()
@@ -1046,4 +1047,99 @@ fn klr_in_the_diagonal_norm_reaches_the_optimum_sooner() {
         (euclidean.training.gap, 0.0),
         "KLR, Euclidean and diagonal norms",
     );
+}
+
+/// A constant feature `B` after the random ones: KRR's dual is the dense solve of
+/// `(Phi' Phi'^T + lambda I) a = y` with `Phi' = [Phi, B 1]`, and the model file (version 4,
+/// with `bias`) predicts `Phi' Phi'^T a`, also after a round trip through the file; the exact
+/// kernel, a Nystrom map, the doubly stochastic solvers and a negative `B` are refused.
+#[test]
+fn a_bias_feature_is_a_constant_feature() {
+    let data = common::regression(300, 3, 5);
+    let (lambda, gamma, m, b) = (0.5, 0.4, 64, 1.0);
+    let mut cfg = joker::SolverConfig::default();
+    cfg.trust_region.kkt_tol = 1e-11;
+    let model = Joker::builder()
+        .solver(cfg)
+        .loss(Loss::SquaredError)
+        .n_components(m)
+        .bias(b)
+        .gamma(gamma)
+        .lambda(lambda)
+        .precision(Precision::F64)
+        .standardize(false)
+        .normalize_target(false)
+        .block_size(64)
+        .tol(0.0)
+        .max_iter(8000)
+        .check_every(50)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    let map = joker::features::RandomMap::<f64>::new(joker::features::FeatureSpec {
+        kernel: Kernel {
+            kind: KernelKind::Gaussian,
+            gamma,
+        },
+        n_components: m,
+        dim: 3,
+        seed: joker::SolverConfig::default().seed,
+    })
+    .unwrap();
+    let phi: Vec<Vec<f64>> = rows(&data)
+        .iter()
+        .map(|x| {
+            let mut p = map.eval_f64(x);
+            p.push(b);
+            p
+        })
+        .collect();
+    let n = phi.len();
+    let k = |i: usize, j: usize| -> f64 { phi[i].iter().zip(&phi[j]).map(|(p, q)| p * q).sum() };
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = k(i, j) + if i == j { lambda } else { 0.0 };
+        }
+    }
+    let want = common::dense_solve(a, data.y.clone());
+    let got = model.dual.as_ref().unwrap();
+    let err = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        err < 1e-6,
+        "dual coefficients differ by {err}; gap {:e} after {} iterations",
+        model.training.gap,
+        model.training.iterations
+    );
+    let fitted: Vec<f64> = (0..n)
+        .map(|i| (0..n).map(|j| k(i, j) * want[j]).sum())
+        .collect();
+    let path = std::env::temp_dir().join(format!("joker-bias-{}.json", std::process::id()));
+    model.save(&path).unwrap();
+    let loaded = Model::load(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(loaded.version, 4);
+    for m in [&model, &loaded] {
+        let f = m.decision_function(&data.x).unwrap();
+        let diff = f
+            .iter()
+            .zip(&fitted)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-6, "decision values differ by {diff}");
+    }
+    let refuse = |b: joker::JokerBuilder| {
+        let e = b.bias(1.0).build().unwrap_err();
+        assert!(e.to_string().contains("bias"), "{e}");
+    };
+    refuse(Joker::builder().exact());
+    refuse(Joker::builder().feature_map(joker::FeatureKind::Nystrom(joker::Centers::Uniform)));
+    refuse(Joker::builder().dsg(joker::solver::dsg::DsgConfig::default()));
+    let e = Joker::builder().bias(-1.0).build().unwrap_err();
+    assert!(e.to_string().contains("bias"), "{e}");
 }

@@ -329,6 +329,17 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
         Ok(())
     }
 
+    fn shift_beta(&mut self, by: &[f64]) -> Result<()> {
+        let (n, tt) = (self.n(), self.targets);
+        crate::backend::check_shift(by.len(), n * tt)?;
+        for t in 0..tt {
+            for (p, &i) in self.order.iter().enumerate() {
+                self.beta[t * n + p] += by[t * n + i];
+            }
+        }
+        Ok(())
+    }
+
     fn decision(&mut self) -> Result<Vec<f64>> {
         let (n, tt) = (self.n(), self.targets);
         let mut out = vec![0.0; n * tt];

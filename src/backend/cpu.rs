@@ -97,6 +97,19 @@ pub(crate) fn random_features<T: Scalar>(map: &RandomMap<T>, x: &[T], n: usize, 
     });
 }
 
+/// `out = [psi, B]`: the rows of `psi` (`m` features each) with the constant `b` appended.
+fn with_constant<T: Scalar>(psi: &[T], m: usize, b: T, out: &mut [T]) {
+    debug_assert_eq!(psi.len() / m.max(1) * (m + 1), out.len());
+    out.par_chunks_mut((m + 1) * ROWS_PER_TASK)
+        .zip(psi.par_chunks(m.max(1) * ROWS_PER_TASK))
+        .for_each(|(o, p)| {
+            for (row, src) in o.chunks_exact_mut(m + 1).zip(p.chunks_exact(m.max(1))) {
+                row[..m].copy_from_slice(&src[..m]);
+                row[m] = b;
+            }
+        });
+}
+
 impl<T: Scalar> Backend<T> for Cpu {
     fn name(&self) -> &'static str {
         "cpu"
@@ -104,7 +117,15 @@ impl<T: Scalar> Backend<T> for Cpu {
 
     fn features(&self, map: &FeatureMap<T>, x: &[T], n: usize, out: &mut [T]) {
         match map {
-            FeatureMap::Random(r) => random_features(r, x, n, out),
+            FeatureMap::Random(r) => match r.bias() {
+                None => random_features(r, x, n, out),
+                Some(bias) => {
+                    let m = r.m();
+                    let mut psi = vec![T::default(); n * m];
+                    random_features(r, x, n, &mut psi);
+                    with_constant(&psi, m, T::from_f64(bias), out);
+                }
+            },
             FeatureMap::Nystrom(ny) => ny.features(self, x, n, out),
         }
     }

@@ -200,6 +200,16 @@ pub trait BlockEngine<T>: Send + Sync {
         ))
     }
 
+    /// `beta += by` (`n x T`, column-major, in the rows' own order): the part of `beta = K
+    /// alpha` that rows outside this engine contribute (a distributed fit's other ranks).
+    /// Engines without a `beta` (feature maps) cannot.
+    fn shift_beta(&mut self, by: &[f64]) -> Result<()> {
+        let _ = by;
+        Err(crate::error::JokerError::Unsupported(
+            "this engine keeps no beta = K alpha to shift".into(),
+        ))
+    }
+
     /// The decision values of every row (`n x T`, column-major, in the positions of `order`)
     /// where the engine keeps them all at no cost (`beta` of a cached exact kernel): what a
     /// greedy working set is chosen from. `None` where a row's value needs its own product.
@@ -344,6 +354,16 @@ impl<T: Scalar> FeatureProducts for HostProducts<'_, T> {
 }
 
 /// An engine's block order covers the `n` rows once each in length.
+/// Refuses a shift of `got` values for an engine that keeps `want`.
+pub(crate) fn check_shift(got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(crate::error::JokerError::ShapeMismatch(format!(
+            "a shift of {got} values for an engine that keeps {want}"
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_order(order: &[usize], n: usize) -> Result<()> {
     if order.len() == n {
         Ok(())
@@ -456,6 +476,10 @@ impl<'a, T: Scalar> HostRff<'a, T> {
             let xb = &xb[..len * d];
             let kernel = self.map.kernel();
             self.backend.kernel_tile(kernel, xb, len, xb, len, d, kbb);
+            // the constant feature's kernel: k(x, z) + B^2
+            if let Some(b) = self.map.bias() {
+                kbb.iter_mut().for_each(|v| *v += b * b);
+            }
         } else {
             self.backend.gram(&phi[..len * m], len, m, kbb);
         }
@@ -533,13 +557,7 @@ impl<T: Scalar> BlockEngine<T> for HostRff<'_, T> {
     }
 
     fn shift_theta(&mut self, by: &[f64]) -> Result<()> {
-        if by.len() != self.theta.len() {
-            return Err(crate::error::JokerError::ShapeMismatch(format!(
-                "a theta shift of {} values for a theta of {}",
-                by.len(),
-                self.theta.len()
-            )));
-        }
+        check_shift(by.len(), self.theta.len())?;
         for (t, v) in self.theta.iter_mut().zip(by) {
             *t += v;
         }
@@ -693,6 +711,12 @@ impl<T: Scalar> BlockEngine<T> for HostExact<'_, T> {
 
     fn decision(&mut self) -> Result<Vec<f64>> {
         Ok(self.beta.clone())
+    }
+
+    fn shift_beta(&mut self, by: &[f64]) -> Result<()> {
+        check_shift(by.len(), self.beta.len())?;
+        self.beta.iter_mut().zip(by).for_each(|(b, v)| *b += v);
+        Ok(())
     }
 
     fn theta(&mut self, _out: &mut [f64]) -> Result<()> {

@@ -385,6 +385,16 @@ pub struct TrainArgs {
         help_heading = "Kernel"
     )]
     pub feature_map: FeaturesArg,
+    /// A constant feature B after the random features: an intercept of the decision function,
+    /// regularised like the other weights (LIBLINEAR's -B). 0: none. Random features with
+    /// DBCD-TR only; an exact kernel chosen automatically has none.
+    #[arg(
+        long,
+        value_name = "B",
+        conflicts_with = "exact",
+        help_heading = "Kernel"
+    )]
+    pub bias: Option<f64>,
     /// How the Nystrom centres are chosen (with --features nystrom).
     #[arg(long, value_enum, default_value_t = CentersArg::Leverage, help_heading = "Kernel")]
     pub centers: CentersArg,

@@ -72,8 +72,18 @@ fn print_model(m: &Model, name: &str) -> CliResult<()> {
     outln!("regularisation  {}", describe_lambda(m.lambda));
     match &m.representation {
         Representation::RandomFeatures {
-            n_components, seed, ..
-        } => outln!("representation  {n_components} random Fourier features (seed {seed})"),
+            n_components,
+            seed,
+            bias,
+            ..
+        } => {
+            let bias = if *bias > 0.0 {
+                format!(" and a bias feature B = {bias}")
+            } else {
+                String::new()
+            };
+            outln!("representation  {n_components} random Fourier features (seed {seed}){bias}")
+        }
         Representation::Exact { n_support, .. } => outln!(
             "representation  exact kernel, {n_support} support vectors of {} training samples",
             m.training.n_samples

@@ -155,6 +155,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         })
         .standardize(!a.no_standardize)
         .normalize_target(!a.no_normalize_target)
+        .bias(a.bias.unwrap_or(0.0))
         .block_size(a.block_size.unwrap_or(DEFAULT_BLOCK))
         .kernel_cache(
             a.kernel_cache

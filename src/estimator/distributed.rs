@@ -82,14 +82,14 @@ impl Joker {
                 "distributed fits do not support {what} yet"
             )))
         };
-        if self.n_components.is_none() {
-            return refuse("exact kernels (give n_components for random features)");
-        }
         if self.full_krr.is_some() {
             return refuse("full KRR");
         }
         if self.dsg.is_some() {
             return refuse("the doubly stochastic solvers");
+        }
+        if self.bias > 0.0 {
+            return refuse("the bias feature");
         }
         if opts.warm_start.is_some() {
             return refuse("warm starts");

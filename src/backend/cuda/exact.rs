@@ -301,6 +301,25 @@ impl BlockEngine<f32> for CudaExact<'_> {
         Ok(())
     }
 
+    /// `beta += by` through the host: one download and one upload of `beta`.
+    fn shift_beta(&mut self, by: &[f64]) -> Result<()> {
+        let (n, tt, order) = (self.n(), self.targets, self.order);
+        crate::backend::check_shift(by.len(), n * tt)?;
+        let mut h = vec![0.0; n * tt];
+        let (gpu, beta) = (self.gpu, &mut self.beta);
+        shield("copying beta", || gpu.download(beta, &mut h))?;
+        for t in 0..tt {
+            for (p, &i) in order.iter().enumerate() {
+                h[t * n + p] += by[t * n + i];
+            }
+        }
+        shield("shifting beta", || {
+            gpu.stream
+                .memcpy_htod(&h, beta)
+                .map_err(drv("cuMemcpyHtoD"))
+        })
+    }
+
     /// Blocks of many columns are solved on the device (with the Nystrom metric when one is
     /// asked for), a few columns on the host ([`device_solves`](super::trsolve::device_solves)).
     fn solves_blocks(&self, _p: &TrustRegion) -> bool {

@@ -249,8 +249,9 @@ impl Backend<f32> for Cuda {
         targets: usize,
         block: usize,
     ) -> Result<Option<Box<dyn BlockEngine<f32> + 'a>>> {
-        // a Nystrom map runs in the host engine, with its kernel tiles on the device
-        let Some(map) = map.random() else {
+        // a Nystrom map, or a random map with a constant feature, runs in the host engine,
+        // with its kernel tiles on the device
+        let Some(map) = map.random().filter(|r| r.bias().is_none()) else {
             return Ok(None);
         };
         let e = shield("creating the GPU engine", || {

@@ -1,5 +1,5 @@
 //! Parallel block minimization (Hsieh, Si and Dhillon) with DBCD-TR as the local solver, over
-//! random features.
+//! random features or exact kernels.
 //!
 //! The rows are split among `K` ranks, rank `r` holding `S_r` and its dual variables
 //! `alpha_r`; `theta = sum_r Phi_r^T alpha_r` is replicated. An outer step:
@@ -23,6 +23,15 @@
 //! With [`PbmConfig::checkpoint`] the dual coefficients are written in global row order, and
 //! [`PbmConfig::resume`] starts from them on any number of ranks.
 //!
+//! Exact kernels keep `beta_r = (K alpha)_{S_r}` on each rank instead of `theta`. Every rank
+//! holds all the rows (gathered once, in rank order: `n d` values, the paper's setting, where
+//! any machine can form any kernel entry), so that step 2 is `u = K(X, X_{S_r}) d_r` on each
+//! rank (`n_r n` kernel values, an epoch's worth over the ranks) and one sum of the `n x T`
+//! vectors, of which rank `r` keeps its rows: `(K d)_{S_r}`, the paper's reduce-scatter of `Q
+//! d`. The quadratic part along the direction is then a sum over the ranks too
+//! (`alpha^T K d = sum_r beta_r^T d_r`, `d^T K d = sum_r d_r^T (K d)_{S_r}`), and step 4 is
+//! `beta_r += beta (K d)_{S_r}`.
+//!
 //! Then the objectives and the duality gap are summed over the ranks, and rank 0 decides
 //! whether to stop, for everyone. On one rank the block-diagonal model is the whole problem:
 //! the step is 1 and the iterates are those of [`super::solve`].
@@ -35,10 +44,13 @@ use super::{
     apply_update, check_shapes, coord, engine_of, start_state, tally,
 };
 use crate::backend::Backend;
+use crate::backend::predict::Predictor;
+use crate::data::{DenseMatrix, Features};
 use crate::distributed::Collective;
 use crate::distributed::checkpoint::{self, CheckpointConfig};
 use crate::distributed::partition::Partition;
 use crate::error::{JokerError, Result};
+use crate::kernel::Kernel;
 use crate::loss::Loss;
 
 use crate::scalar::Scalar;
@@ -156,15 +168,19 @@ fn rank_seed(seed: u64, rank: usize) -> u64 {
 ///
 /// A failure on this rank is reported to the others ([`Collective::fail`]) before it is
 /// returned, so that no rank waits for it.
+///
+/// Exact kernels need `everyone`, every rank's rows in rank order ([`all_rows`]; `None` on one
+/// rank), and return the dual coefficients of every rank, in that order.
 pub fn solve<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &Problem<T>,
+    everyone: Option<&Features<T>>,
     cfg: &SolverConfig,
     pbm: &PbmConfig,
     comm: &dyn Collective,
     hooks: &mut Hooks<T>,
 ) -> Result<Solution> {
-    let out = run(backend, prob, cfg, pbm, comm, hooks);
+    let out = run(backend, prob, everyone, cfg, pbm, comm, hooks);
     if let Err(e) = &out
         && !matches!(e, JokerError::Distributed(_))
     {
@@ -176,22 +192,33 @@ pub fn solve<T: Scalar>(
 fn run<T: Scalar>(
     backend: &dyn Backend<T>,
     prob: &Problem<T>,
+    everyone: Option<&Features<T>>,
     cfg: &SolverConfig,
     pbm: &PbmConfig,
     comm: &dyn Collective,
     hooks: &mut Hooks<T>,
 ) -> Result<Solution> {
     let start = Instant::now();
-    if !matches!(prob.repr, Repr::Features(_)) {
-        return Err(JokerError::Unsupported(
-            "distributed fits need random features (n_components); exact kernels are not distributed"
-                .into(),
-        ));
-    }
     let (n, tt) = (prob.x.nrows(), prob.targets);
     let b = cfg.block_size.min(n);
     check_shapes(prob, b)?;
     let (rank, ranks) = (comm.rank(), comm.size());
+    // exact kernels: the kernel and every rank's rows (this rank's own on one rank)
+    let exact = match prob.repr {
+        Repr::Exact(kernel) => Some(Exact {
+            kernel,
+            everyone: match everyone {
+                Some(all) => all,
+                None if ranks == 1 => prob.x,
+                None => {
+                    return Err(JokerError::Unsupported(
+                        "a distributed exact-kernel fit needs every rank's rows".into(),
+                    ));
+                }
+            },
+        }),
+        Repr::Features(_) => None,
+    };
     let adding = ranks > 1 && pbm.combine.resolve(prob.loss) == Combine::Add;
     let mut local = SolverConfig {
         block_size: b,
@@ -221,17 +248,36 @@ fn run<T: Scalar>(
     }
     let mut timings = Timings::default();
     let mut last_checkpoint = Instant::now();
+    let cross = |v: &[f64]| -> Result<Vec<f64>> {
+        let e = exact.as_ref().expect("exact kernels only");
+        e.own_rows_of_product(backend, prob.x, v, tt, first_row, comm)
+    };
 
-    // theta over all ranks; the engine keeps it, shifted by the other ranks' part
+    // theta over all ranks, or beta = (K alpha)_{S_r}; the engine keeps it, shifted by the
+    // other ranks' part
     let tc = Instant::now();
     st.pull_theta()?;
     let mut theta = st.theta.clone();
     comm.sum(&mut theta)?;
     if ranks > 1 {
-        let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
-        engine_of(&mut st.engine)?.shift_theta(&shift)?;
-        st.theta.copy_from_slice(&theta);
+        match &exact {
+            None => {
+                let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
+                engine_of(&mut st.engine)?.shift_theta(&shift)?;
+                st.theta.copy_from_slice(&theta);
+            }
+            Some(_) => {
+                let beta = cross(&st.alpha)?;
+                let own = engine_of(&mut st.engine)?.decision()?;
+                let shift: Vec<f64> = beta.iter().zip(&own).map(|(g, l)| g - l).collect();
+                engine_of(&mut st.engine)?.shift_beta(&shift)?;
+            }
+        }
     }
+    // every rank needs all the dual coefficients where rank 0 validates an exact model
+    let mut validating = [f64::from(u8::from(hooks.validate.is_some()))];
+    comm.decide(&mut validating)?;
+    let validating = exact.is_some() && ranks > 1 && validating[0] != 0.0;
     timings.communicate += tc.elapsed().as_secs_f64();
 
     let per_step = if pbm.local_iters == 0 {
@@ -250,6 +296,11 @@ fn run<T: Scalar>(
         outer += 1;
         let alpha0 = st.alpha.clone();
         let theta0 = theta.clone();
+        // beta at the start of the step (exact kernels on several ranks)
+        let beta0 = match &exact {
+            Some(_) if ranks > 1 => engine_of(&mut st.engine)?.decision()?,
+            _ => Vec::new(),
+        };
         let mut interrupted = false;
         for _ in 0..per_step {
             if iter >= cfg.max_iter {
@@ -274,7 +325,14 @@ fn run<T: Scalar>(
         st.pull_theta()?;
         if ranks > 1 {
             let tc = Instant::now();
-            theta = combine(&mut st, (&alpha0, &theta0), comm, adding, &mut last_step)?;
+            let global = match &exact {
+                None => Global::Theta(&theta0),
+                Some(_) => Global::Beta {
+                    beta0: &beta0,
+                    product: &cross,
+                },
+            };
+            theta = combine(&mut st, &alpha0, global, comm, adding, &mut last_step)?;
             timings.communicate += tc.elapsed().as_secs_f64();
         } else {
             theta.copy_from_slice(&st.theta);
@@ -289,7 +347,19 @@ fn run<T: Scalar>(
         }
 
         let tc = Instant::now();
-        let p = check(&mut st, comm, hooks, (iter, accepted, b), start, &timings)?;
+        let everything = match &exact {
+            Some(e) if validating => Some((e, gather_alpha(&st.alpha, n, tt, comm)?)),
+            _ => None,
+        };
+        let p = check(
+            &mut st,
+            comm,
+            hooks,
+            everything.as_ref().map(|(e, a)| e.predictor(a)),
+            (iter, accepted, b),
+            start,
+            &timings,
+        )?;
         timings.check += tc.elapsed().as_secs_f64();
         // rank 0 decides for everyone
         let mut code = [Decision::GoOn as i64 as f64];
@@ -314,11 +384,19 @@ fn run<T: Scalar>(
         };
         break;
     }
-    // every rank leaves with rank 0's theta, bit for bit
-    comm.broadcast(0, &mut theta)?;
+    // every rank leaves with rank 0's theta, bit for bit; an exact fit with every rank's dual
+    // coefficients
+    let (theta, alpha) = match &exact {
+        None => {
+            comm.broadcast(0, &mut theta)?;
+            (Some(theta), st.alpha)
+        }
+        Some(_) if ranks > 1 => (None, gather_alpha(&st.alpha, n, tt, comm)?),
+        Some(_) => (None, st.alpha),
+    };
     Ok(Solution {
-        theta: Some(theta),
-        alpha: st.alpha,
+        theta,
+        alpha,
         iters: iter,
         stop,
         history,
@@ -329,34 +407,190 @@ fn run<T: Scalar>(
     })
 }
 
-/// Step 2 to 4 of an outer step: sums the ranks' changes of `theta`, finds the step along the
-/// combined direction and moves `alpha` and the engine's `theta` there. Returns the new
-/// `theta` (also in `st.theta`). For KRR, whose dual is a quadratic without a box, the step
-/// is taken in the plane of the new direction and the last step (`last`, updated here).
+/// An exact-kernel fit's kernel and every rank's rows, in rank order.
+struct Exact<'e, T> {
+    kernel: &'e Kernel,
+    everyone: &'e Features<T>,
+}
+
+/// Columns of this rank's rows per product tile of [`Exact::own_rows_of_product`].
+const CROSS_COLUMNS: usize = 512;
+/// Rows of all the ranks' rows per product tile.
+const CROSS_ROWS: usize = 2048;
+
+impl<T: Scalar> Exact<'_, T> {
+    /// `(K v)_{S_r}` for `v` given on every rank's own rows (`n_r x T`, column-major): this
+    /// rank forms `K(X, X_{S_r}) v_r` over all `n` rows, the ranks sum those `n x T` vectors,
+    /// and this rank keeps its rows `first .. first + n_r`.
+    fn own_rows_of_product(
+        &self,
+        backend: &dyn Backend<T>,
+        mine: &Features<T>,
+        v: &[f64],
+        tt: usize,
+        first: usize,
+        comm: &dyn Collective,
+    ) -> Result<Vec<f64>> {
+        let all = self.everyone;
+        let (n, nr, d) = (all.nrows(), mine.nrows(), all.ncols());
+        let mut out = vec![0.0; n * tt];
+        let mut xb = vec![T::default(); CROSS_COLUMNS.min(nr) * d];
+        let mut xc = vec![T::default(); CROSS_ROWS.min(n) * d];
+        for c0 in (0..nr).step_by(CROSS_COLUMNS) {
+            let nb = CROSS_COLUMNS.min(nr - c0);
+            let vb: Vec<f64> = (0..tt)
+                .flat_map(|t| v[t * nr + c0..t * nr + c0 + nb].iter().copied())
+                .collect();
+            if vb.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            mine.gather_range(c0, &mut xb[..nb * d]);
+            for r0 in (0..n).step_by(CROSS_ROWS) {
+                let rows = CROSS_ROWS.min(n - r0);
+                all.gather_range(r0, &mut xc[..rows * d]);
+                backend.kernel_matvec(
+                    self.kernel,
+                    &xc[..rows * d],
+                    rows,
+                    &xb[..nb * d],
+                    nb,
+                    d,
+                    &vb,
+                    tt,
+                    &mut out[r0..],
+                    n,
+                );
+            }
+        }
+        comm.sum(&mut out)?;
+        Ok((0..tt)
+            .flat_map(|t| out[t * n + first..t * n + first + nr].iter().copied())
+            .collect())
+    }
+
+    /// The predictor of the whole model from every rank's dual coefficients `alpha`.
+    fn predictor<'p>(&'p self, alpha: &'p [f64]) -> Predictor<'p, T> {
+        Predictor::Exact {
+            kernel: self.kernel,
+            support: self.everyone,
+            rows: None,
+            alpha,
+        }
+    }
+}
+
+/// Every rank's rows, in rank order, on every rank (an exact-kernel fit forms `K(X, X_{S_r})`):
+/// `n d` values each, sent once; sparse rows are sent and kept dense.
+pub fn all_rows<T: Scalar>(x: &Features<T>, comm: &dyn Collective) -> Result<Features<T>> {
+    let (nr, d) = (x.nrows(), x.ncols());
+    let mut mine = vec![T::default(); nr * d];
+    x.gather_range(0, &mut mine);
+    let local: Vec<f64> = mine.iter().map(|v| v.to_f64()).collect();
+    let parts = comm.gather(&local)?;
+    let values: Vec<T> = parts.iter().flatten().map(|&v| T::from_f64(v)).collect();
+    let n = values.len() / d.max(1);
+    Ok(Features::Dense(DenseMatrix::new(n, d, values)?))
+}
+
+/// Every rank's dual coefficients (`n_r x T` column-major each) as one `n x T` column-major
+/// array in rank order, on every rank.
+fn gather_alpha(alpha: &[f64], nr: usize, tt: usize, comm: &dyn Collective) -> Result<Vec<f64>> {
+    let parts = comm.gather(alpha)?;
+    let mut out = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for t in 0..tt {
+        for part in &parts {
+            let n_q = part.len() / tt.max(1);
+            out.extend_from_slice(&part[t * n_q..(t + 1) * n_q]);
+        }
+    }
+    debug_assert!(parts.iter().any(|p| p.len() == nr * tt));
+    Ok(out)
+}
+
+/// What the ranks share besides the dual coefficients: `theta` (random features; the value at
+/// the step's start, the same on every rank), or for exact kernels `beta0 = (K alpha)_{S_r}`
+/// at the step's start and the product `v -> (K v)_{S_r}` over the ranks.
+enum Global<'g> {
+    Theta(&'g [f64]),
+    Beta {
+        beta0: &'g [f64],
+        product: &'g dyn Fn(&[f64]) -> Result<Vec<f64>>,
+    },
+}
+
+/// Step 2 to 4 of an outer step: combines the ranks' changes `d = alpha - alpha0` (of `theta`
+/// for random features, of `K alpha` for exact kernels), finds the step along the combined
+/// direction and moves `alpha` and the engine's `theta` or `beta` there. Returns the new
+/// `theta` (also in `st.theta`; empty for exact kernels). For KRR, whose dual is a quadratic
+/// without a box, the step is taken in the plane of the new direction and the last step
+/// (`last`: its change of `alpha` and its image, of `theta` or of `K alpha`, updated here).
 fn combine<T: Scalar>(
     st: &mut super::State<T>,
-    (alpha0, theta0): (&[f64], &[f64]),
+    alpha0: &[f64],
+    global: Global<'_>,
     comm: &dyn Collective,
     adding: bool,
     last: &mut Option<(Vec<f64>, Vec<f64>)>,
 ) -> Result<Vec<f64>> {
-    // the engine moved theta by `scale` times this rank's change
-    let s = st.scale;
-    let mut dtheta: Vec<f64> = st
-        .theta
-        .iter()
-        .zip(theta0)
-        .map(|(a, b)| (a - b) / s)
-        .collect();
-    comm.sum(&mut dtheta)?;
     let d: Vec<f64> = st.alpha.iter().zip(alpha0).map(|(a, b)| a - b).collect();
+    // the direction's image: the summed change of theta (the engine moved it by `scale`
+    // times this rank's), or (K d)_{S_r}
+    let image = match &global {
+        Global::Theta(theta0) => {
+            let s = st.scale;
+            let mut dtheta: Vec<f64> = st
+                .theta
+                .iter()
+                .zip(theta0.iter())
+                .map(|(a, b)| (a - b) / s)
+                .collect();
+            comm.sum(&mut dtheta)?;
+            dtheta
+        }
+        Global::Beta { product, .. } => product(&d)?,
+    };
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // the quadratic part 1/2 alpha^T K alpha along d and the last step s: its gradient at
+    // alpha0 and its curvature, over all ranks
+    let quadratic = |s_image: &[f64], s: &[f64]| -> Result<[f64; 5]> {
+        match &global {
+            Global::Theta(theta0) => Ok([
+                dot(theta0, &image),
+                dot(theta0, s_image),
+                dot(&image, &image),
+                dot(&image, s_image),
+                dot(s_image, s_image),
+            ]),
+            Global::Beta { beta0, .. } => {
+                let mut q = [
+                    dot(beta0, &d),
+                    dot(beta0, s),
+                    dot(&d, &image),
+                    dot(s, &image),
+                    dot(s, s_image),
+                ];
+                comm.sum(&mut q)?;
+                Ok(q)
+            }
+        }
+    };
     let (beta, gamma) = if adding {
         (1.0, 0.0)
     } else if quadratic_dual(st.prob.loss) {
-        let last = last.as_ref().map(|(a, t)| (&a[..], &t[..]));
-        plane_search(st, (alpha0, theta0), (&d, &dtheta), last, comm)?
+        let zero = vec![0.0; d.len()];
+        let (s, s_image) = last
+            .as_ref()
+            .map_or((&zero[..], &[][..]), |(a, t)| (&a[..], &t[..]));
+        let q = if last.is_some() {
+            quadratic(s_image, s)?
+        } else {
+            let q = quadratic(&[], &zero)?;
+            [q[0], 0.0, q[2], 0.0, 0.0]
+        };
+        plane_search(st, alpha0, &d, last.as_ref().map(|(a, _)| &a[..]), q, comm)?
     } else {
-        (line_search(st, alpha0, theta0, &dtheta, comm)?, 0.0)
+        let q = quadratic(&[], &vec![0.0; d.len()])?;
+        (line_search(st, alpha0, (q[0], q[2]), comm)?, 0.0)
     };
     let (n, prob) = (st.n, st.prob);
     let mut step_alpha = vec![0.0; d.len()];
@@ -371,16 +605,33 @@ fn combine<T: Scalar>(
         }
         step_alpha[k] = *a - a0;
     }
-    let step_theta: Vec<f64> = dtheta
+    let step_image: Vec<f64> = image
         .iter()
         .enumerate()
-        .map(|(j, dt)| beta * dt + last.as_ref().map_or(0.0, |(_, sth)| gamma * sth[j]))
+        .map(|(j, v)| beta * v + last.as_ref().map_or(0.0, |(_, si)| gamma * si[j]))
         .collect();
-    let theta: Vec<f64> = theta0.iter().zip(&step_theta).map(|(t, d)| t + d).collect();
-    let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
-    engine_of(&mut st.engine)?.shift_theta(&shift)?;
-    st.theta.copy_from_slice(&theta);
-    *last = Some((step_alpha, step_theta));
+    let engine = engine_of(&mut st.engine)?;
+    let theta = match global {
+        Global::Theta(theta0) => {
+            let theta: Vec<f64> = theta0.iter().zip(&step_image).map(|(t, d)| t + d).collect();
+            let shift: Vec<f64> = theta.iter().zip(&st.theta).map(|(g, l)| g - l).collect();
+            engine.shift_theta(&shift)?;
+            st.theta.copy_from_slice(&theta);
+            theta
+        }
+        Global::Beta { beta0, .. } => {
+            let now = engine.decision()?;
+            let shift: Vec<f64> = beta0
+                .iter()
+                .zip(&step_image)
+                .zip(&now)
+                .map(|((b0, s), b)| b0 + s - b)
+                .collect();
+            engine.shift_beta(&shift)?;
+            Vec::new()
+        }
+    };
+    *last = Some((step_alpha, step_image));
     Ok(theta)
 }
 
@@ -396,19 +647,21 @@ fn quadratic_dual(loss: Loss) -> bool {
 /// For duals quadratic on their box ([`quadratic_dual`]): the step `(beta, gamma)` along the
 /// new direction `d` and the last step `s` (`None`: the first step, along `d` only). The
 /// minimiser over the plane comes from five sums over the ranks (the dual terms' gradient
-/// and curvature along `d` and `s`); where it leaves the box it is shortened to the box's
-/// edge, and the better of that and the exact minimiser along `d` on `[0, 1]` (inside the
-/// box, since both ends are) is taken. Rank 0's choice, on every rank.
+/// and curvature along `d` and `s`) and the quadratic part's `q` (`alpha0^T K d`,
+/// `alpha0^T K s`, `d^T K d`, `d^T K s`, `s^T K s`, over all ranks); where it leaves the box
+/// it is shortened to the box's edge, and the better of that and the exact minimiser along `d`
+/// on `[0, 1]` (inside the box, since both ends are) is taken. Rank 0's choice, on every rank.
 fn plane_search<T: Scalar>(
     st: &super::State<T>,
-    (alpha0, theta0): (&[f64], &[f64]),
-    (d, dtheta): (&[f64], &[f64]),
-    last: Option<(&[f64], &[f64])>,
+    alpha0: &[f64],
+    d: &[f64],
+    last: Option<&[f64]>,
+    q: [f64; 5],
     comm: &dyn Collective,
 ) -> Result<(f64, f64)> {
     let (n, prob) = (st.n, st.prob);
     let zero = vec![0.0; d.len()];
-    let (s, stheta) = last.unwrap_or((&zero, &zero[..0]));
+    let s = last.unwrap_or(&zero);
     // sums of the dual terms' gradient and curvature along d and s
     let mut t = [0.0; 5];
     for k in 0..d.len() {
@@ -424,8 +677,7 @@ fn plane_search<T: Scalar>(
         t[4] += h * s[k] * s[k];
     }
     comm.sum(&mut t)?;
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    let (g_d, h_dd) = (t[0] + dot(theta0, dtheta), t[2] + dot(dtheta, dtheta));
+    let (g_d, h_dd) = (t[0] + q[0], t[2] + q[2]);
     let value = |b: f64, gm: f64, g_s: f64, h_ds: f64, h_ss: f64| {
         b * g_d + gm * g_s + 0.5 * (b * b * h_dd + 2.0 * b * gm * h_ds + gm * gm * h_ss)
     };
@@ -439,11 +691,7 @@ fn plane_search<T: Scalar>(
     };
     let mut best = (along, 0.0);
     if last.is_some() {
-        let (g_s, h_ds, h_ss) = (
-            t[1] + dot(theta0, stheta),
-            t[3] + dot(dtheta, stheta),
-            t[4] + dot(stheta, stheta),
-        );
+        let (g_s, h_ds, h_ss) = (t[1] + q[1], t[3] + q[3], t[4] + q[4]);
         let det = h_dd * h_ss - h_ds * h_ds;
         if h_dd > 0.0 && det > 1e-12 * h_dd * h_ss {
             let b = -(h_ss * g_d - h_ds * g_s) / det;
@@ -476,14 +724,14 @@ fn plane_search<T: Scalar>(
     Ok((step[0], step[1]))
 }
 
-/// The step `beta` in `[0, 1]` that minimises the dual objective along `alpha0 + beta d`,
-/// `theta0 + beta dtheta` (`d = st.alpha - alpha0` on this rank), rank 0's value on every
-/// rank; 0 when no point of the segment decreases the objective.
+/// The step `beta` in `[0, 1]` that minimises the dual objective along `alpha0 + beta d`
+/// (`d = st.alpha - alpha0` on this rank), whose quadratic part `1/2 alpha^T K alpha` changes
+/// by `beta lin + beta^2 quad / 2` (`lin = alpha0^T K d`, `quad = d^T K d`, over all ranks);
+/// rank 0's value on every rank; 0 when no point of the segment decreases the objective.
 fn line_search<T: Scalar>(
     st: &super::State<T>,
     alpha0: &[f64],
-    theta0: &[f64],
-    dtheta: &[f64],
+    (lin, quad): (f64, f64),
     comm: &dyn Collective,
 ) -> Result<f64> {
     let (n, prob) = (st.n, st.prob);
@@ -495,8 +743,6 @@ fn line_search<T: Scalar>(
         .filter(|(_, (a, a0))| a != a0)
         .map(|(k, (a, a0))| (k, *a0, a - a0))
         .collect();
-    let lin: f64 = theta0.iter().zip(dtheta).map(|(t, d)| t * d).sum();
-    let quad: f64 = dtheta.iter().map(|d| d * d).sum();
     // the change of the dual terms at beta on this rank
     let terms = |beta: f64| -> f64 {
         moving
@@ -536,25 +782,33 @@ fn line_search<T: Scalar>(
 }
 
 /// The objectives and gap over all ranks, and rank 0's validation metric.
+/// `whole`: the predictor of the whole model where this rank's own is not (an exact kernel
+/// on several ranks).
 fn check<T: Scalar>(
     st: &mut super::State<T>,
     comm: &dyn Collective,
     hooks: &mut Hooks<T>,
+    whole: Option<Predictor<'_, T>>,
     (iter, accepted, b): (usize, usize, usize),
     start: Instant,
     timings: &Timings,
 ) -> Result<Progress> {
     let train_seconds = start.elapsed().as_secs_f64() - timings.check;
     let local = st.objective_terms()?;
-    let mut sums = [local.lsum, local.fsum];
+    // ||w||^2 is theta^T theta on every rank, or the sum of the ranks' alpha_r^T beta_r
+    let exact = matches!(st.prob.repr, Repr::Exact(_));
+    let mut sums = [local.lsum, local.fsum, if exact { local.sq } else { 0.0 }];
     comm.sum(&mut sums)?;
     let (primal, dual, gap) = Terms {
-        sq: local.sq,
+        sq: if exact { sums[2] } else { local.sq },
         lsum: sums[0],
         fsum: sums[1],
     }
     .objectives();
-    let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+    let validation = hooks.validate.as_mut().map(|f| match &whole {
+        Some(p) => f(p),
+        None => f(&st.predictor()),
+    });
     Ok(Progress {
         iter,
         epoch: (iter * b) as f64 / st.n as f64,
