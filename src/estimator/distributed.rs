@@ -25,14 +25,16 @@ impl Joker {
     /// The classes, the standardisation, the target scaling and the class weights are taken
     /// over all rows, as a single process would; a bandwidth heuristic looks at rank 0's rows.
     /// On one rank the model is that of [`fit_with`](Joker::fit_with), iterate for iterate.
+    /// With the exact kernel every rank receives a copy of every rank's rows (to form
+    /// `K(X, X_r)`), and the model's support rows are all of them.
     /// Each rank fits on the device the parameters resolve to, as [`fit_with`](Joker::fit_with)
     /// does (ranks that share a machine share its GPU unless each is given its own
     /// [`Device::Cuda`](crate::Device::Cuda)); a device that fails mid-fit is an error, not a
     /// fall back to the CPU.
     ///
     /// # Errors
-    /// [`JokerError::Unsupported`] for exact kernels, full KRR, the doubly stochastic solvers
-    /// and warm starts; the errors of [`fit_with`](Joker::fit_with); and
+    /// [`JokerError::Unsupported`] for full KRR, the doubly stochastic solvers, the bias
+    /// feature and warm starts; the errors of [`fit_with`](Joker::fit_with); and
     /// [`JokerError::Distributed`] when another rank failed. A rank that fails tells the others
     /// ([`Collective::fail`]: over MPI that aborts the job), so that none waits for it.
     pub fn fit_distributed<U: Scalar>(
