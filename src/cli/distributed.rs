@@ -113,8 +113,13 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
         t.stop,
         t.gap
     );
+    let products = if t.timings.products > 0.0 {
+        format!(", kernel products {:.2} s", t.timings.products)
+    } else {
+        String::new()
+    };
     outln!(
-        "time        {:.2} s (rank 0: local solves {:.2} s, communication {:.3} s, checks {:.2} s)",
+        "time        {:.2} s (rank 0: local solves {:.2} s{products}, communication {:.3} s, checks {:.2} s)",
         t.seconds,
         t.timings.block + t.timings.solve + t.timings.update,
         t.timings.communicate,

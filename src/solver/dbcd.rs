@@ -277,6 +277,11 @@ pub struct Timings {
     /// the decisions); 0 in a single process.
     #[serde(default)]
     pub communicate: f64,
+    /// A distributed exact fit's kernel products `K(X, X_{S_r}) v_r` for the ranks' combined
+    /// changes (counted apart from `communicate`, which their sum over the ranks is in); 0
+    /// otherwise.
+    #[serde(default)]
+    pub products: f64,
     /// Block solves (per target column) of the kernel model ([`TrModel::Kernel`]) whose
     /// ratio test kept rejecting, solved again with the Gram.
     #[serde(default)]
@@ -300,6 +305,7 @@ impl std::ops::AddAssign for Timings {
         self.tr_iters += o.tr_iters;
         self.cg_iters += o.cg_iters;
         self.communicate += o.communicate;
+        self.products += o.products;
         self.gram_fallbacks += o.gram_fallbacks;
     }
 }

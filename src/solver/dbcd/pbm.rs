@@ -248,9 +248,11 @@ fn run<T: Scalar>(
     }
     let mut timings = Timings::default();
     let mut last_checkpoint = Instant::now();
+    // the products' own time, apart from the communication they are part of
+    let products = std::cell::Cell::new(0.0);
     let cross = |v: &[f64]| -> Result<Vec<f64>> {
         let e = exact.as_ref().expect("exact kernels only");
-        e.own_rows_of_product(backend, prob.x, v, tt, first_row, comm)
+        e.own_rows_of_product(backend, prob.x, v, tt, (first_row, &products), comm)
     };
 
     // theta over all ranks, or beta = (K alpha)_{S_r}; the engine keeps it, shifted by the
@@ -394,6 +396,8 @@ fn run<T: Scalar>(
         Some(_) if ranks > 1 => (None, gather_alpha(&st.alpha, n, tt, comm)?),
         Some(_) => (None, st.alpha),
     };
+    timings.products = products.get();
+    timings.communicate -= timings.products;
     Ok(Solution {
         theta,
         alpha,
@@ -428,9 +432,10 @@ impl<T: Scalar> Exact<'_, T> {
         mine: &Features<T>,
         v: &[f64],
         tt: usize,
-        first: usize,
+        (first, seconds): (usize, &std::cell::Cell<f64>),
         comm: &dyn Collective,
     ) -> Result<Vec<f64>> {
+        let started = Instant::now();
         let all = self.everyone;
         let (n, nr, d) = (all.nrows(), mine.nrows(), all.ncols());
         let mut out = vec![0.0; n * tt];
@@ -462,6 +467,7 @@ impl<T: Scalar> Exact<'_, T> {
                 );
             }
         }
+        seconds.set(seconds.get() + started.elapsed().as_secs_f64());
         comm.sum(&mut out)?;
         Ok((0..tt)
             .flat_map(|t| out[t * n + first..t * n + first + nr].iter().copied())
