@@ -18,7 +18,8 @@ extern "C" {
 
 /**
  * Trains one model on the rows of every rank of `comm` by parallel block minimization with
- * DBCD-TR on each rank's rows (random features only). Every rank of `comm` calls it with the
+ * DBCD-TR on each rank's rows (random features, or the exact kernel, for which every rank
+ * receives a copy of every rank's rows). Every rank of `comm` calls it with the
  * same parameters and its own rows in `train` (at least one; the ranks' shares in rank order
  * are the training set's rows in order). `comm` is duplicated inside and stays the caller's.
  * Every rank receives the same model in `*out` (free it with joker_model_free).
@@ -26,7 +27,8 @@ extern "C" {
  * A failure on any rank aborts the MPI job (MPI_Abort, after one line on standard error naming
  * the rank and the reason): the other ranks would otherwise wait for it forever. Errors found
  * before any communication (the same parameters on every rank) are returned as usual:
- * JOKER_STATUS_UNSUPPORTED for exact kernels, full KRR or the doubly stochastic solvers.
+ * JOKER_STATUS_UNSUPPORTED for full KRR, the doubly stochastic solvers or a bias feature.
+ * Under JOKER_DEVICE_AUTO the ranks that share a machine take its GPUs in turn.
  */
 JokerStatus joker_fit_mpi(const struct JokerParams *params,
                           const struct JokerData *train,

@@ -127,6 +127,23 @@ pub const MIN_DRIVER_VERSION: i32 = 12000;
 
 static PROBE: OnceLock<Probe> = OnceLock::new();
 
+/// Which usable GPU [`Device::Auto`] takes in this process ([`spread_auto`]).
+static AUTO_SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Makes [`Device::Auto`] in this process take the usable GPU at position `slot` modulo their
+/// number instead of the first. A rank of a distributed job passes its place among the ranks
+/// on its machine, so that the ranks spread over the machine's GPUs (more ranks than GPUs
+/// share them in turn).
+pub fn spread_auto(slot: usize) {
+    AUTO_SLOT.store(slot, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The GPU [`Device::Auto`] takes from `probe` with [`spread_auto`]'s `slot`.
+pub fn auto_gpu(probe: &Probe, slot: usize) -> Option<&GpuInfo> {
+    let n = probe.devices.len();
+    (n > 0).then(|| &probe.devices[slot % n])
+}
+
 /// Whether this process has queried the CUDA driver ([`probe`]): fits on [`Device::Cpu`]
 /// never do.
 pub fn probed() -> bool {
@@ -294,7 +311,8 @@ pub fn resolve_with(
             if let Err(why) = supported {
                 return cpu(format!("auto: {why}"));
             }
-            match probe.devices.first() {
+            let slot = AUTO_SLOT.load(std::sync::atomic::Ordering::Relaxed);
+            match auto_gpu(probe, slot) {
                 Some(g) => Ok(Resolved {
                     placement: Placement::Cuda(g.index),
                     reason: format!("auto: {}", g.name),
@@ -380,6 +398,27 @@ mod tests {
         let r = resolve_with(&one(), Device::Auto, Ok(())).unwrap();
         assert_eq!(r.placement, Placement::Cuda(0));
         assert!(r.to_string().starts_with("cuda:0"), "{r}");
+    }
+
+    /// Ranks on one machine take its usable GPUs in turn (ordinals as the probe lists them,
+    /// which may skip unusable devices).
+    #[test]
+    fn auto_spreads_ranks_over_the_usable_gpus() {
+        let three = Probe {
+            devices: [0, 2, 3]
+                .map(|index| GpuInfo {
+                    index,
+                    ..one().devices[0].clone()
+                })
+                .to_vec(),
+            note: None,
+        };
+        let picks: Vec<usize> = (0..7)
+            .map(|slot| auto_gpu(&three, slot).unwrap().index)
+            .collect();
+        assert_eq!(picks, [0, 2, 3, 0, 2, 3, 0]);
+        assert_eq!(auto_gpu(&one(), 5).unwrap().index, 0);
+        assert!(auto_gpu(&none(), 1).is_none());
     }
 
     #[test]

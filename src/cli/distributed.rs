@@ -26,6 +26,8 @@ pub fn train(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
     };
     abort_on_panic();
     let comm = Mpi::world(&universe);
+    // ranks that share a machine take its GPUs in turn under --device auto
+    joker::device::spread_auto(comm.local_rank());
     let out = match est.precision {
         Precision::F32 => rank_fit::<f32>(a, est, model_path, &comm),
         Precision::F64 => rank_fit::<f64>(a, est, model_path, &comm),

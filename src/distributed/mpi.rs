@@ -51,6 +51,13 @@ impl Mpi {
         }
     }
 
+    /// This rank's place among the ranks that share its machine (`MPI_Comm_split_type` with
+    /// `MPI_COMM_TYPE_SHARED`, ordered by rank): what spreads them over the machine's GPUs
+    /// ([`crate::device::spread_auto`]).
+    pub fn local_rank(&self) -> usize {
+        self.comm.split_shared(self.comm.rank()).rank() as usize
+    }
+
     /// A duplicate of the host's communicator `raw` (for the C ABI).
     ///
     /// # Safety

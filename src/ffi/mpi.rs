@@ -18,8 +18,9 @@ use crate::solver::PbmConfig;
 /// A failure on any rank aborts the MPI job (`MPI_Abort`, after one line on standard error
 /// naming the rank and the reason): the other ranks would otherwise wait for it forever.
 /// Errors found before any communication (the same parameters on every rank) are returned
-/// as usual: `JOKER_STATUS_UNSUPPORTED` for exact kernels, full KRR or the doubly stochastic
-/// solvers.
+/// as usual: `JOKER_STATUS_UNSUPPORTED` for full KRR, the doubly stochastic solvers or a
+/// bias feature. With the exact kernel every rank receives a copy of every rank's rows. Under
+/// `JOKER_DEVICE_AUTO` the ranks that share a machine take its GPUs in turn.
 ///
 /// # Safety
 /// `comm` must be a valid communicator of an initialised MPI, the same implementation
@@ -47,6 +48,7 @@ pub unsafe extern "C" fn joker_fit_mpi(
         }
         // SAFETY: `comm` is a valid communicator of an initialised MPI (function contract).
         let comm = unsafe { Mpi::from_raw(comm) }?;
+        crate::device::spread_auto(comm.local_rank());
         let pbm = PbmConfig::default();
         let model = match &tr.set {
             DataSet::F32(d) => p.fit_distributed(d, &comm, &pbm, FitOptions::default()),
