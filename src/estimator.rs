@@ -455,12 +455,7 @@ impl JokerBuilder {
 /// The solver settings' ranges (the block, iteration caps, tolerances, trust region).
 /// The bias feature: finite and `>= 0`, and only where a random map is trained by DBCD-TR.
 fn validate_bias(p: &Joker) -> Result<()> {
-    if !(p.bias.is_finite() && p.bias >= 0.0) {
-        return Err(invalid(
-            "bias",
-            format!("the bias feature B must be finite and >= 0, got {}", p.bias),
-        ));
-    }
+    crate::features::check_bias(p.bias)?;
     if p.bias == 0.0 {
         return Ok(());
     }

@@ -130,6 +130,18 @@ pub fn phase(spec: &FeatureSpec, j: usize) -> f64 {
     std::f64::consts::TAU * uniform_open(blk[0], blk[1])
 }
 
+/// Refuses a bias feature `B` ([`RandomMap::with_bias`]) that is negative or not finite.
+pub fn check_bias(bias: f64) -> Result<()> {
+    if bias.is_finite() && bias >= 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(
+            "bias",
+            format!("the bias feature B must be finite and >= 0, got {bias}"),
+        ))
+    }
+}
+
 /// A feature map with `W` and `b` materialised in the working precision (the CPU caches
 /// them: `M d` values, far smaller than a feature block).
 #[derive(Clone, Debug)]
@@ -184,12 +196,7 @@ impl<T: Scalar> RandomMap<T> {
     /// # Errors
     /// `B` negative or not finite.
     pub fn with_bias(mut self, bias: f64) -> Result<Self> {
-        if !(bias.is_finite() && bias >= 0.0) {
-            return Err(invalid(
-                "bias",
-                format!("the bias feature B must be finite and >= 0, got {bias}"),
-            ));
-        }
+        check_bias(bias)?;
         self.bias = (bias > 0.0).then_some(bias);
         Ok(self)
     }

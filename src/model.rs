@@ -559,10 +559,8 @@ impl Model {
                 bias,
                 ..
             } => {
-                if !(bias.is_finite() && *bias >= 0.0) {
-                    return bad(format!(
-                        "the bias feature B is {bias}; it must be finite and >= 0"
-                    ));
+                if let Err(e) = crate::features::check_bias(*bias) {
+                    return bad(e.to_string());
                 }
                 let width = n_components + usize::from(*bias > 0.0);
                 if *n_components == 0 || width.checked_mul(t) != Some(theta.len()) {

@@ -99,12 +99,13 @@ pub(crate) fn random_features<T: Scalar>(map: &RandomMap<T>, x: &[T], n: usize, 
 
 /// `out = [psi, B]`: the rows of `psi` (`m` features each) with the constant `b` appended.
 fn with_constant<T: Scalar>(psi: &[T], m: usize, b: T, out: &mut [T]) {
-    debug_assert_eq!(psi.len() / m.max(1) * (m + 1), out.len());
+    // m >= 1: a random map has at least one feature
+    debug_assert_eq!(psi.len() / m * (m + 1), out.len());
     out.par_chunks_mut((m + 1) * ROWS_PER_TASK)
-        .zip(psi.par_chunks(m.max(1) * ROWS_PER_TASK))
+        .zip(psi.par_chunks(m * ROWS_PER_TASK))
         .for_each(|(o, p)| {
-            for (row, src) in o.chunks_exact_mut(m + 1).zip(p.chunks_exact(m.max(1))) {
-                row[..m].copy_from_slice(&src[..m]);
+            for (row, src) in o.chunks_exact_mut(m + 1).zip(p.chunks_exact(m)) {
+                row[..m].copy_from_slice(src);
                 row[m] = b;
             }
         });
