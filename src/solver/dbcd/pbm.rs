@@ -25,10 +25,10 @@
 //!
 //! Exact kernels keep `beta_r = (K alpha)_{S_r}` on each rank instead of `theta`. Every rank
 //! holds all the rows (gathered once, in rank order: `n d` values, the paper's setting, where
-//! any machine can form any kernel entry), so that step 2 is `u = K(X, X_{S_r}) d_r` on each
-//! rank (`n_r n` kernel values, an epoch's worth over the ranks) and one sum of the `n x T`
-//! vectors, of which rank `r` keeps its rows: `(K d)_{S_r}`, the paper's reduce-scatter of `Q
-//! d`. The quadratic part along the direction is then a sum over the ranks too
+//! any machine can form any kernel entry), so that step 2 is `u = K(X_{S_q}, X_{S_r}) d_r` for
+//! the other ranks' rows on each rank (`n_r (n - n_r)` kernel values; `K_{S_r S_r} d_r` is
+//! what its engine applied) and one sum of the `n x T` vectors, of which rank `r` keeps its
+//! rows: `(K d)_{S_r}`, the paper's reduce-scatter of `Q d`. The quadratic part along the direction is then a sum over the ranks too
 //! (`alpha^T K d = sum_r beta_r^T d_r`, `d^T K d = sum_r d_r^T (K d)_{S_r}`), and step 4 is
 //! `beta_r += beta (K d)_{S_r}`.
 //!
@@ -250,9 +250,9 @@ fn run<T: Scalar>(
     let mut last_checkpoint = Instant::now();
     // the products' own time, apart from the communication they are part of
     let products = std::cell::Cell::new(0.0);
-    let cross = |v: &[f64]| -> Result<Vec<f64>> {
+    let cross = |v: &[f64], own: &[f64]| -> Result<Vec<f64>> {
         let e = exact.as_ref().expect("exact kernels only");
-        e.own_rows_of_product(backend, prob.x, v, tt, (first_row, &products), comm)
+        e.own_rows_of_product(backend, prob.x, (v, own), tt, (first_row, &products), comm)
     };
 
     // theta over all ranks, or beta = (K alpha)_{S_r}; the engine keeps it, shifted by the
@@ -269,8 +269,9 @@ fn run<T: Scalar>(
                 st.theta.copy_from_slice(&theta);
             }
             Some(_) => {
-                let beta = cross(&st.alpha)?;
+                // the engine holds its own rows' part, K_{S_r S_r} alpha_r
                 let own = engine_of(&mut st.engine)?.decision()?;
+                let beta = cross(&st.alpha, &own)?;
                 let shift: Vec<f64> = beta.iter().zip(&own).map(|(g, l)| g - l).collect();
                 engine_of(&mut st.engine)?.shift_beta(&shift)?;
             }
@@ -423,14 +424,15 @@ const CROSS_COLUMNS: usize = 512;
 const CROSS_ROWS: usize = 2048;
 
 impl<T: Scalar> Exact<'_, T> {
-    /// `(K v)_{S_r}` for `v` given on every rank's own rows (`n_r x T`, column-major): this
-    /// rank forms `K(X, X_{S_r}) v_r` over all `n` rows, the ranks sum those `n x T` vectors,
-    /// and this rank keeps its rows `first .. first + n_r`.
+    /// `(K v)_{S_r}` for `v` given on every rank's own rows (`n_r x T`, column-major), with
+    /// this rank's own part `own = K_{S_r S_r} v_r` known (its engine applied it): this rank
+    /// forms `K(X_{S_q}, X_{S_r}) v_r` for the other ranks' rows `S_q`, the ranks sum those
+    /// `n x T` vectors, and this rank keeps its rows `first .. first + n_r` plus `own`.
     fn own_rows_of_product(
         &self,
         backend: &dyn Backend<T>,
         mine: &Features<T>,
-        v: &[f64],
+        (v, own): (&[f64], &[f64]),
         tt: usize,
         (first, seconds): (usize, &std::cell::Cell<f64>),
         comm: &dyn Collective,
@@ -438,6 +440,8 @@ impl<T: Scalar> Exact<'_, T> {
         let started = Instant::now();
         let all = self.everyone;
         let (n, nr, d) = (all.nrows(), mine.nrows(), all.ncols());
+        // the other ranks' rows: before and after this rank's
+        let others = [(0, first), (first + nr, n)];
         let mut out = vec![0.0; n * tt];
         let mut xb = vec![T::default(); CROSS_COLUMNS.min(nr) * d];
         let mut xc = vec![T::default(); CROSS_ROWS.min(n) * d];
@@ -450,8 +454,11 @@ impl<T: Scalar> Exact<'_, T> {
                 continue;
             }
             mine.gather_range(c0, &mut xb[..nb * d]);
-            for r0 in (0..n).step_by(CROSS_ROWS) {
-                let rows = CROSS_ROWS.min(n - r0);
+            let starts = others
+                .iter()
+                .flat_map(|&(lo, hi)| (lo..hi).step_by(CROSS_ROWS).map(move |r0| (r0, hi)));
+            for (r0, hi) in starts {
+                let rows = CROSS_ROWS.min(hi - r0);
                 all.gather_range(r0, &mut xc[..rows * d]);
                 backend.kernel_matvec(
                     self.kernel,
@@ -471,6 +478,8 @@ impl<T: Scalar> Exact<'_, T> {
         comm.sum(&mut out)?;
         Ok((0..tt)
             .flat_map(|t| out[t * n + first..t * n + first + nr].iter().copied())
+            .zip(own)
+            .map(|(o, s)| o + s)
             .collect())
     }
 
@@ -514,12 +523,12 @@ fn gather_alpha(alpha: &[f64], tt: usize, comm: &dyn Collective) -> Result<Vec<f
 
 /// What the ranks share besides the dual coefficients: `theta` (random features; the value at
 /// the step's start, the same on every rank), or for exact kernels `beta0 = (K alpha)_{S_r}`
-/// at the step's start and the product `v -> (K v)_{S_r}` over the ranks.
+/// at the step's start and the product `(v, K_{S_r S_r} v_r) -> (K v)_{S_r}` over the ranks.
 enum Global<'g> {
     Theta(&'g [f64]),
     Beta {
         beta0: &'g [f64],
-        product: &'g dyn Fn(&[f64]) -> Result<Vec<f64>>,
+        product: &'g dyn Fn(&[f64], &[f64]) -> Result<Vec<f64>>,
     },
 }
 
@@ -552,7 +561,17 @@ fn combine<T: Scalar>(
             comm.sum(&mut dtheta)?;
             dtheta
         }
-        Global::Beta { product, .. } => product(&d)?,
+        Global::Beta { beta0, product } => {
+            // the engine applied this rank's own part: beta moved by `scale K_{S_r S_r} d_r`
+            let s = st.scale;
+            let now = engine_of(&mut st.engine)?.decision()?;
+            let own: Vec<f64> = now
+                .iter()
+                .zip(beta0.iter())
+                .map(|(a, b)| (a - b) / s)
+                .collect();
+            product(&d, &own)?
+        }
     };
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
     // the quadratic part 1/2 alpha^T K alpha along d and the last step s: its gradient at
