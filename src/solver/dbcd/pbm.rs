@@ -521,6 +521,9 @@ fn gather_alpha(alpha: &[f64], tt: usize, comm: &dyn Collective) -> Result<Vec<f
     Ok(out)
 }
 
+/// `(v, K_{S_r S_r} v_r) -> (K v)_{S_r}` over the ranks ([`Exact::own_rows_of_product`]).
+type Product<'p> = dyn Fn(&[f64], &[f64]) -> Result<Vec<f64>> + 'p;
+
 /// What the ranks share besides the dual coefficients: `theta` (random features; the value at
 /// the step's start, the same on every rank), or for exact kernels `beta0 = (K alpha)_{S_r}`
 /// at the step's start and the product `(v, K_{S_r S_r} v_r) -> (K v)_{S_r}` over the ranks.
@@ -528,7 +531,7 @@ enum Global<'g> {
     Theta(&'g [f64]),
     Beta {
         beta0: &'g [f64],
-        product: &'g dyn Fn(&[f64], &[f64]) -> Result<Vec<f64>>,
+        product: &'g Product<'g>,
     },
 }
 
