@@ -322,7 +322,11 @@ fn check_writable(path: &Path) -> CliResult<()> {
         .open(path)
         .map_err(err)?;
     if !existed {
-        std::fs::remove_file(path).map_err(err)?;
+        match std::fs::remove_file(path) {
+            // the ranks of `--mpi` all check the path at once: another one removed it
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other.map_err(err)?,
+        }
     }
     Ok(())
 }
