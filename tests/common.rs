@@ -102,6 +102,33 @@ pub fn dense_solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Vec<f64> {
     x
 }
 
+/// The dual of kernel ridge regression, `a = (K + lambda I)^-1 y` for the `n x n` kernel
+/// `k(i, j)`, by [`dense_solve`].
+pub fn krr_dual(n: usize, k: impl Fn(usize, usize) -> f64, lambda: f64, y: &[f64]) -> Vec<f64> {
+    let mut a = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            a[i * n + j] = k(i, j) + if i == j { lambda } else { 0.0 };
+        }
+    }
+    dense_solve(a, y.to_vec())
+}
+
+/// Converts the LIBSVM file `svm` into a directory of CSR arrays `csr` (`joker convert
+/// --csr`).
+pub fn write_csr(svm: &std::path::Path, csr: &std::path::Path) {
+    let format = joker::io::stream::TextFormat::Libsvm(Default::default());
+    joker::io::npy::convert(
+        svm,
+        &format,
+        csr,
+        joker::io::npy::Layout::Csr,
+        1 << 20,
+        |_, _| {},
+    )
+    .unwrap();
+}
+
 /// Writes `data`'s dense rows to `path` (`.npy`, float32) and its labels beside them
 /// (`joker::io::npy::labels_path`).
 pub fn write_npy(path: &std::path::Path, data: &Dataset<f32>) {

@@ -319,13 +319,7 @@ fn exact_kernels_over_ranks_reach_the_single_process_optimum() {
         gamma,
     };
     let n = x.len();
-    let mut a = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            a[i * n + j] = kernel.eval(&x[i], &x[j]) + if i == j { lambda } else { 0.0 };
-        }
-    }
-    let want = common::dense_solve(a, reg.y.clone());
+    let want = common::krr_dual(n, |i, j| kernel.eval(&x[i], &x[j]), lambda, &reg.y);
     let pbm = PbmConfig {
         max_outer: 400,
         ..PbmConfig::default()

@@ -169,16 +169,7 @@ fn npy_rows_are_shared_among_the_ranks() {
     common::write_npy(&dense, &f32_data);
     let csr = dir.join("train.csr");
     let svm = write_set(&dir, "train.svm", &data);
-    let format = joker::io::stream::TextFormat::Libsvm(Default::default());
-    joker::io::npy::convert(
-        &svm,
-        &format,
-        &csr,
-        joker::io::npy::Layout::Csr,
-        1 << 20,
-        |_, _| {},
-    )
-    .unwrap();
+    common::write_csr(&svm, &csr);
     for rows in [dense, csr] {
         shared_rows_fit_as_one(&dir, &rows);
     }

@@ -589,16 +589,7 @@ fn shares_of_csr_rows_are_the_rows() {
     let svm = d.join("rows.svm");
     std::fs::write(&svm, text).unwrap();
     let csr = d.join("rows.csr");
-    let format = joker::io::stream::TextFormat::Libsvm(Default::default());
-    joker::io::npy::convert(
-        &svm,
-        &format,
-        &csr,
-        joker::io::npy::Layout::Csr,
-        1 << 20,
-        |_, _| {},
-    )
-    .unwrap();
+    common::write_csr(&svm, &csr);
     let whole = read_npy::<f32>(&csr, None).unwrap();
     assert_eq!(joker::io::npy::npy_rows(&csr).unwrap(), 101);
     let mut all = vec![0.0f32; 101 * 30];

@@ -47,13 +47,7 @@ fn exact_krr_matches_dense_solve() {
         kind: KernelKind::Gaussian,
         gamma,
     };
-    let mut a = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            a[i * n + j] = kernel.eval(&x[i], &x[j]) + if i == j { lambda } else { 0.0 };
-        }
-    }
-    let want = common::dense_solve(a, data.y.clone());
+    let want = common::krr_dual(n, |i, j| kernel.eval(&x[i], &x[j]), lambda, &data.y);
     let got = model.dual.as_ref().unwrap();
     let err: f64 = got
         .iter()
@@ -1097,13 +1091,7 @@ fn a_bias_feature_is_a_constant_feature() {
         .collect();
     let n = phi.len();
     let k = |i: usize, j: usize| -> f64 { phi[i].iter().zip(&phi[j]).map(|(p, q)| p * q).sum() };
-    let mut a = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            a[i * n + j] = k(i, j) + if i == j { lambda } else { 0.0 };
-        }
-    }
-    let want = common::dense_solve(a, data.y.clone());
+    let want = common::krr_dual(n, k, lambda, &data.y);
     let got = model.dual.as_ref().unwrap();
     let err = got
         .iter()

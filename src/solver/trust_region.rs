@@ -128,15 +128,6 @@ pub enum TrNorm {
 }
 
 impl TrNorm {
-    /// The name used by the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            TrNorm::Euclidean => "euclidean",
-            TrNorm::Diagonal => "diagonal",
-            TrNorm::Auto => "auto",
-        }
-    }
-
     /// Whether a block solve of `loss` measures its steps in the diagonal norm.
     pub fn is_diagonal(self, loss: Loss) -> bool {
         match self {

@@ -550,6 +550,11 @@ fn combine<T: Scalar>(
     last: &mut Option<(Vec<f64>, Vec<f64>)>,
 ) -> Result<Vec<f64>> {
     let d: Vec<f64> = st.alpha.iter().zip(alpha0).map(|(a, b)| a - b).collect();
+    // an exact engine's beta: beta0 moved by `scale K_{S_r S_r} d_r` in the local solves
+    let now = match &global {
+        Global::Theta(_) => Vec::new(),
+        Global::Beta { .. } => engine_of(&mut st.engine)?.decision()?,
+    };
     // the direction's image: the summed change of theta (the engine moved it by `scale`
     // times this rank's), or (K d)_{S_r}
     let image = match &global {
@@ -565,9 +570,8 @@ fn combine<T: Scalar>(
             dtheta
         }
         Global::Beta { beta0, product } => {
-            // the engine applied this rank's own part: beta moved by `scale K_{S_r S_r} d_r`
+            // this rank's own part, which its engine applied
             let s = st.scale;
-            let now = engine_of(&mut st.engine)?.decision()?;
             let own: Vec<f64> = now
                 .iter()
                 .zip(beta0.iter())
@@ -647,7 +651,6 @@ fn combine<T: Scalar>(
             theta
         }
         Global::Beta { beta0, .. } => {
-            let now = engine.decision()?;
             let shift: Vec<f64> = beta0
                 .iter()
                 .zip(&step_image)
