@@ -924,9 +924,10 @@ JokerStatus joker_params_set_max_memory(struct JokerParams *params, size_t bytes
 JokerStatus joker_params_set_nystrom_rank(struct JokerParams *params, size_t rank);
 
 /**
- * Sets the memory (bytes) the exact kernel matrix `K(X, X)` may take when it is formed once
- * and kept (default 2 GiB; 0: the kernel is evaluated block by block always). A fit caches it
- * only where its `n^2` values fit this and the memory limit.
+ * Sets the memory (bytes) the exact kernel matrix `K(X, X)`, or a Nystrom map's features
+ * `psi(X)`, may take when formed once and kept (default 2 GiB; 0: formed block by block
+ * always). A fit keeps them only where their `n^2` (or `n M`) values fit this and the memory
+ * limit.
  *
  * # Safety
  * As for `joker_params_set_loss`.

@@ -28,6 +28,7 @@ use crate::backend::Backend;
 use crate::backend::cached::cached_kernel_bytes;
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
+use crate::backend::stored::stored_feature_bytes;
 use crate::data::{Dataset, Features};
 use crate::device::{Device, Placement, Resolved, resolve};
 use crate::distributed::{Collective, Single, union_sorted};
@@ -267,8 +268,9 @@ impl JokerBuilder {
         self.p.solver.block_size = b;
         self
     }
-    /// Bytes the exact kernel matrix may take when it is formed once and kept (default 2 GiB;
-    /// 0 evaluates the kernel block by block always). See `SolverConfig::kernel_cache`.
+    /// Bytes the exact kernel matrix (or a Nystrom map's features) may take when formed once
+    /// and kept (default 2 GiB; 0 forms them block by block always). See
+    /// `SolverConfig::kernel_cache`.
     pub fn kernel_cache(mut self, bytes: usize) -> Self {
         self.p.solver.kernel_cache = bytes;
         self
@@ -1084,9 +1086,18 @@ impl Joker {
                 "",
             ),
         };
+        // how a Nystrom map's features are kept (the doubly stochastic solvers refuse one)
+        let map_note = match &map {
+            Some(FeatureMap::Nystrom(ny)) => {
+                let rows = self.kernel_rows(&data.y, scheme);
+                crate::backend::stored::storage_note::<T>(rows, ny.m(), solver.kernel_cache)
+            }
+            _ => String::new(),
+        };
         let fitted = Fitted {
             sol,
             tt,
+            map_note,
             solver_name,
             kernel,
             standardizer,
@@ -1270,7 +1281,8 @@ impl Joker {
                 multiclass: scheme,
                 solver: f.solver_name.into(),
                 feature_map: match map {
-                    Some(FeatureMap::Nystrom(ny)) => ny.describe(),
+                    Some(FeatureMap::Nystrom(ny)) if f.map_note.is_empty() => ny.describe(),
+                    Some(FeatureMap::Nystrom(ny)) => format!("{}; {}", ny.describe(), f.map_note),
                     _ => String::new(),
                 },
             },
@@ -1480,11 +1492,15 @@ impl Joker {
         Ok(need)
     }
 
-    /// The kernel cache this fit may use: the configured budget, or none where the cached
-    /// kernel would take the fit (`need` bytes without it) over its memory limit. Exact DBCD-TR
-    /// fits use it, on a GPU too (the kernel is kept in host memory).
+    /// The kernel cache this fit may use: the configured budget, or none where what it would
+    /// keep there takes the fit (`need` bytes without it) over its memory limit. Exact DBCD-TR
+    /// fits keep the `n x n` kernel of `n` rows (on a GPU too, in host memory), Nystrom maps
+    /// their `n x M` features.
     fn kernel_cache_for<T>(&self, n: usize, need: usize) -> usize {
-        let bytes = cached_kernel_bytes::<T>(n);
+        let bytes = match (self.n_components, self.feature_map) {
+            (Some(m), FeatureKind::Nystrom(_)) => stored_feature_bytes::<T>(n, m),
+            _ => cached_kernel_bytes::<T>(n),
+        };
         let within = self
             .max_memory
             .bytes()
@@ -1530,6 +1546,9 @@ struct Fitted {
     tt: usize,
     /// The doubly stochastic solver's name; empty for a dual (DBCD-TR or full KRR) fit.
     solver_name: &'static str,
+    /// How the fit kept its feature map's features, where that is worth saying (a Nystrom
+    /// map's), else empty.
+    map_note: String,
     kernel: Kernel,
     standardizer: Standardizer,
     targets: Targets,

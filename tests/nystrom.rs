@@ -74,6 +74,61 @@ fn all_rows_as_centres_give_the_exact_model() {
     }
 }
 
+/// The features formed once and kept (within the kernel cache) and formed per block in the
+/// centres' coefficients (a cache of 0) are two engines for one problem: both reach its
+/// optimum, for one and for several target columns, and say which they were.
+#[test]
+fn stored_and_per_block_features_reach_one_optimum() {
+    let sets = [
+        (
+            Loss::SquaredError,
+            common::regression(300, 3, 7),
+            common::regression(80, 3, 8),
+        ),
+        (
+            Loss::SquaredHinge,
+            common::binary(300, 2, 9),
+            common::binary(80, 2, 10),
+        ),
+        (
+            Loss::SquaredHinge,
+            common::three_classes(300, 11),
+            common::three_classes(80, 12),
+        ),
+    ];
+    for (loss, train, test) in &sets {
+        let fit = |cache: usize| {
+            let b = Joker::builder()
+                .n_components(50)
+                .feature_map(FeatureKind::Nystrom(Centers::KMeans))
+                .kernel_cache(cache);
+            tight(b, *loss).fit(train).unwrap()
+        };
+        let (stored, per_block) = (fit(1 << 30), fit(0));
+        assert!(
+            stored
+                .training
+                .feature_map
+                .contains("formed once and kept (300 x "),
+            "{}",
+            stored.training.feature_map
+        );
+        assert!(
+            per_block.training.feature_map.contains("formed per block"),
+            "{}",
+            per_block.training.feature_map
+        );
+        for m in [&stored, &per_block] {
+            assert!(m.training.gap < 1e-9, "{loss:?}: gap {}", m.training.gap);
+        }
+        let d = max_diff(
+            &stored.decision_function(&test.x).unwrap(),
+            &per_block.decision_function(&test.x).unwrap(),
+        );
+        assert!(d < 1e-6, "{loss:?}: the engines' models differ by {d}");
+    }
+}
+
 /// Growing the centres from 20 to 60 (the uniform rule's 20 are the first 20 of its 60)
 /// warm-started reaches the optimum of a cold fit at 60 centres.
 #[test]

@@ -26,6 +26,7 @@ pub mod cuda;
 pub mod nystrom;
 pub mod predict;
 pub mod selfcheck;
+pub mod stored;
 
 use crate::data::Features;
 use crate::error::Result;
@@ -292,6 +293,14 @@ pub trait BlockEngine<T>: Send + Sync {
     /// either way (measured in `docs/solver.md`). [`TrModel::Auto`](crate::solver::trust_region::TrModel)
     /// keeps the Gram on such an engine.
     fn gram_is_cheap(&self) -> bool {
+        false
+    }
+
+    /// Whether the block Gram `Phi_B Phi_B^T` first has to form the block's features, at a
+    /// cost above the kernel model's at any size (a Nystrom map in the centres' coefficients:
+    /// `b M^2` flops). [`TrModel::Auto`](crate::solver::trust_region::TrModel) then takes the
+    /// kernel model.
+    fn gram_needs_features(&self) -> bool {
         false
     }
 

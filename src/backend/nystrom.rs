@@ -225,6 +225,10 @@ impl<T: Scalar> BlockEngine<T> for HostNystrom<'_, T> {
         true
     }
 
+    fn gram_needs_features(&self) -> bool {
+        true
+    }
+
     fn block_products(&self) -> Option<&dyn FeatureProducts> {
         self.kernel_model.then_some(self as &dyn FeatureProducts)
     }

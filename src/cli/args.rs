@@ -473,8 +473,8 @@ pub struct TrainArgs {
     )]
     pub resume: Option<PathBuf>,
 
-    /// Memory for the exact kernel matrix, formed once and kept when it fits (n^2 values);
-    /// 0 evaluates it block by block [default: 2048].
+    /// Memory for what is formed once and kept when it fits: the exact kernel matrix (n^2
+    /// values) or a Nystrom map's features (n x M); 0 forms them block by block [default: 2048].
     #[arg(long, value_name = "MiB", help_heading = "Solver")]
     pub kernel_cache: Option<usize>,
     /// Block size |B| [default: 512, or the number of samples if smaller].

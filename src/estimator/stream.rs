@@ -190,6 +190,7 @@ impl Joker {
         let fitted = Fitted {
             sol,
             tt,
+            map_note: String::new(),
             solver_name: cfg.variant.name(),
             kernel,
             standardizer: standardizer.clone(),

@@ -33,6 +33,7 @@ use super::trust_region::{
 use crate::backend::cached::{CachedExact, caches_kernel};
 use crate::backend::nystrom::HostNystrom;
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
+use crate::backend::stored::{StoredFeatures, stores_features};
 use crate::backend::{
     Backend, BlockEngine, BlockFeatures, BlockSolve, FeatureProducts, HostExact, HostProducts,
     HostRff,
@@ -80,8 +81,9 @@ pub struct SolverConfig {
     /// Bytes the exact kernel matrix `K(X, X)` may take when it is formed once and kept
     /// ([`CachedExact`]: `n^2` values in the working precision, in host memory, formed by the
     /// backend's kernel tiles, on a GPU by the device's); larger problems evaluate the kernel
-    /// block by block (on a GPU, by the device's resident engine). 0 never caches. The fit's
-    /// memory limit applies to the cache too.
+    /// block by block (on a GPU, by the device's resident engine). A Nystrom map's features
+    /// `psi(X)` (`n M` values, [`StoredFeatures`]) are kept under the same budget. 0 never
+    /// caches. The fit's memory limit applies to the cache too.
     #[serde(default = "kernel_cache_default")]
     pub kernel_cache: usize,
     /// Blocks of consecutive rows instead of rows drawn by the seeded shuffle. `None` (the
@@ -641,9 +643,9 @@ impl Curvature {
         } else {
             format!("{tt} target columns")
         };
-        // a Nystrom map's Gram needs its block features, `b r^2` flops to form, where the
-        // kernel model's block is `b^2 d` and its products `b r + r^2`
-        let nystrom = matches!(map, FeatureMap::Nystrom(_));
+        // a Nystrom map's Gram in the centres' coefficients needs the block's features, `b r^2`
+        // flops to form, where the kernel model's block is `b^2 d` and its products `b r + r^2`
+        let nystrom = engine.gram_needs_features();
         let wanted = match p.model {
             TrModel::Auto if nystrom => true,
             model => model.uses_kernel(b, m, d, tt, std::mem::size_of::<T>()),
@@ -1410,8 +1412,15 @@ fn start_state<'a, T: Scalar>(
                 )));
             }
             st.theta = vec![0.0; map.m() * tt];
+            // A Nystrom map's features are formed once where they fit the kernel cache: a
+            // block is then a slice, where forming it costs `b M d + b M^2` (or, in the
+            // centres' coefficients, several passes over the `M x M` factor).
+            let store = stores_features::<T>(n, map.m(), kernel_cache);
             st.engine = Some(match (backend.rff_engine(map, prob.x, perm, tt, b)?, map) {
                 (Some(e), _) => e,
+                (None, FeatureMap::Nystrom(_)) if store => {
+                    Box::new(StoredFeatures::new(backend, map, prob.x, perm, tt, b)?)
+                }
                 (None, FeatureMap::Nystrom(ny)) => {
                     Box::new(HostNystrom::new(backend, ny, prob.x, perm, tt, b)?)
                 }

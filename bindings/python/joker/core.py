@@ -717,8 +717,8 @@ class Joker:
     ``krr_blocks`` blocks, Nystrom rank ``krr_rank``, stopping at relative residual ``krr_tol``
     or after ``max_iter`` iterations; ``krr_store_preconditioners`` keeps the block
     preconditioners instead of a fresh sketch per step. ``kernel_cache``: bytes the exact kernel
-    matrix may take when it is formed once and kept (default 2 GiB; 0: evaluated block by
-    block). ``working_set``: how each block is chosen, "auto" (the default: "shrinking" where
+    matrix (or a Nystrom map's features) may take when formed once and kept (default 2 GiB; 0:
+    formed block by block). ``working_set``: how each block is chosen, "auto" (the default: "shrinking" where
     the exact kernel is cached, "random" otherwise), "shrinking" (drawn from the coordinates that
     violate their optimality conditions), "greedy" (the largest violations) or "random" (fixed
     blocks). ``auto_exact``: train on the exact kernel instead of ``n_components`` random

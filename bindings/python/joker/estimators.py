@@ -390,7 +390,8 @@ _COMMON_DOC = """
     tr_model : {"auto", "gram", "kernel"}, default="auto"
         The trust region's model curvature with random features.
     kernel_cache : int, default=2 GiB
-        Bytes the exact kernel matrix may take when formed once and kept.
+        Bytes the exact kernel matrix (or a Nystrom map's features) may take when formed
+        once and kept.
     working_set : {"auto", "random", "shrinking", "greedy"}, default="auto"
         How the solver picks each block.
     auto_exact : bool, default=False

@@ -345,8 +345,8 @@ Validated training parameters (as the Python `joker.Joker`); invalid values thro
 (needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
 samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
 memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
-limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix may
-take when it is formed once and kept (0: evaluated block by block). `features`: "rff" (random
+limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix (or a
+Nystrom map's features) may take when formed once and kept (0: formed block by block). `features`: "rff" (random
 Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen by `centers`:
 "leverage", "kmeans" or "uniform"; the model predicts as an exact-kernel model over them).
 `working_set`: "auto" (shrinking where the exact kernel is cached, random otherwise),
