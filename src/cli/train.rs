@@ -554,6 +554,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         if !model.training.representation.is_empty() {
             eprintln!("representation: {}", model.training.representation);
         }
+        if !model.training.feature_map.is_empty() {
+            eprintln!("feature map: {}", model.training.feature_map);
+        }
         if !model.training.multiclass.is_empty() {
             eprintln!("multiclass: {}", model.training.multiclass);
         }
