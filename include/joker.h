@@ -958,7 +958,10 @@ JokerStatus joker_params_set_working_set(struct JokerParams *params, int32_t rul
 /**
  * With `on` nonzero, a fit with random features trains on the exact kernel instead where the
  * whole kernel matrix fits the kernel cache (`joker_params_set_kernel_cache`) and the memory
- * limit; the model file's `training.representation` says which it took and why. Default off.
+ * limit; beyond, on a Nystrom map of `n_components` leverage-score centres where its
+ * `n x n_components` features fit them and the fit runs on the CPU; on the random features
+ * otherwise. The model file's `training.representation` says which it took and why. Default
+ * off.
  *
  * # Safety
  * As for `joker_params_set_loss`.

@@ -145,7 +145,7 @@ pub struct TrainingInfo {
     /// absent from the file, and empty, for the other solvers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub working_set: String,
-    /// Where the fit chose between the exact kernel and random features itself
+    /// Where the fit chose between the exact kernel, a Nystrom map and random features itself
     /// ([`Joker::auto_exact`](crate::Joker)): which it took and why (absent from the file,
     /// and empty, otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -572,3 +572,83 @@ fn nystrom_rank_gives_the_same_solution() {
         }
     }
 }
+
+/// The automatic representation (`auto_exact`, on in `joker train`): the exact kernel where
+/// its matrix fits the kernel cache, a Nystrom map of `n_components` centres where only its
+/// `n x M` features fit, random features where neither does or a bias feature is asked for;
+/// each choice said in `training.representation`.
+#[test]
+fn the_automatic_representation_follows_the_kernel_cache() {
+    let data = common::binary(600, 3, 21);
+    let fit = |cache: usize, bias: f64| {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(64)
+            .auto_exact(true)
+            .kernel_cache(cache)
+            .bias(bias)
+            .max_iter(50)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap()
+    };
+    // 600^2 f32 values and the rows: 1.45 MB; the features 600 x 64 f32: 153,600 bytes
+    let exact = fit(4 << 20, 0.0);
+    assert!(
+        exact
+            .training
+            .representation
+            .starts_with("exact kernel (auto: the 600 x 600"),
+        "{}",
+        exact.training.representation
+    );
+    assert!(exact.training.feature_map.is_empty());
+    let nystrom = fit(500_000, 0.0);
+    assert!(
+        nystrom
+            .training
+            .representation
+            .starts_with("64 Nystrom centres (auto: the 600 x 600")
+            && nystrom
+                .training
+                .representation
+                .contains("its 600 x 64 Nystrom features, 0 MiB, fit it"),
+        "{}",
+        nystrom.training.representation
+    );
+    let map = &nystrom.training.feature_map;
+    assert!(
+        map.contains(" leverage centres") && map.contains("features formed once and kept (600 x "),
+        "{}",
+        nystrom.training.feature_map
+    );
+    let random = fit(100_000, 0.0);
+    assert!(
+        random
+            .training
+            .representation
+            .starts_with("64 random features (auto: ")
+            && random
+                .training
+                .representation
+                .contains("exceed the kernel cache of 0 MiB too"),
+        "{}",
+        random.training.representation
+    );
+    assert!(random.training.feature_map.is_empty());
+    let biased = fit(500_000, 1.0);
+    assert!(
+        biased
+            .training
+            .representation
+            .contains("random features for the bias feature asked for"),
+        "{}",
+        biased.training.representation
+    );
+    // every choice is a classifier of the same data
+    for m in [&exact, &nystrom, &random, &biased] {
+        let acc = joker::model::accuracy(&m.predict(&data.x).unwrap(), &data.y);
+        assert!(acc > 0.8, "{}: {acc}", m.training.representation);
+    }
+}

@@ -13,7 +13,7 @@ Medians over --repeats runs (default 3) for every set up to --repeat-rows traini
 20,000), one run above, said in the table.
 
 usage: .venv-bench/bin/python scripts/peers/defaults.py [--repeats R] [--repeat-rows N]
-       [--sets a,b,...] [--skip-peers-above N]
+       [--sets a,b,...] [--skip-peers-above N] [--joker-args "ARGS"]
 (from the repository root after `cargo build --release` and `bash scripts/peers/install-bench.sh`;
 data from $JOKER_DATA_DIR or ../shared/datasets). Prints a markdown table and writes every run
 to target/defaults.json."""
@@ -33,6 +33,8 @@ REPEATS = arg("--repeats", 3)
 REPEAT_ROWS = arg("--repeat-rows", 20000)
 PEERS_UP_TO = arg("--skip-peers-above", 60000)
 ONLY = set(arg("--sets", "").split(",")) - {""}
+# options added to every `joker train` (for measuring a choice against the default)
+JOKER_ARGS = arg("--joker-args", "").split()
 
 # name, task, loader: () -> (Xtrain, ytrain, Xtest, ytest)
 def svmlight(train, test=None, every=5):
@@ -137,6 +139,7 @@ def joker(tmp, task):
     args = ["/usr/bin/time", "-f", "RSS %M", J, "train", "--quiet", f"{tmp}/train", model]
     if task == "reg":
         args += ["--task", "regression"]
+    args += JOKER_ARGS
     t0 = time.perf_counter()
     r = subprocess.run(args, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0

@@ -364,8 +364,9 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value_t = BandwidthArg::Median, help_heading = "Kernel")]
     pub bandwidth: BandwidthArg,
     /// Number of features M: random Fourier features, or Nystrom centres [default: 2048].
-    /// Without -m, --exact or a Nystrom map, the fit takes the exact kernel where its n x n
-    /// matrix fits --kernel-cache, and 2048 random features beyond.
+    /// Without -m, --exact, --features or --grow, the fit takes the exact kernel where its n x n
+    /// matrix fits --kernel-cache; beyond, 2048 Nystrom centres (leverage scores) where their
+    /// n x 2048 features fit it, and 2048 random features beyond that or on a GPU.
     #[arg(
         short = 'm',
         long,
@@ -376,15 +377,15 @@ pub struct TrainArgs {
     )]
     pub n_components: Option<usize>,
     /// The feature map: random Fourier features, or a Nystrom map (psi(x) = L^-1 k(C, x) over
-    /// M centres C chosen from the training rows; closer to the exact kernel at equal M).
+    /// M centres C chosen from the training rows; closer to the exact kernel at equal M)
+    /// [default: rff with -m or --grow; else chosen, see -m].
     #[arg(
         long = "features",
         value_enum,
-        default_value_t = FeaturesArg::Rff,
         conflicts_with = "exact",
         help_heading = "Kernel"
     )]
-    pub feature_map: FeaturesArg,
+    pub feature_map: Option<FeaturesArg>,
     /// A constant feature B after the random features: an intercept of the decision function,
     /// regularised like the other weights (LIBLINEAR's -B). 0: none. Random features with
     /// DBCD-TR only; an exact kernel chosen automatically has none.

@@ -204,10 +204,11 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         // the exact kernel where it fits the cache, unless features were asked for
         let auto = a.n_components.is_none()
             && a.grow.is_empty()
-            && a.feature_map == FeaturesArg::Rff
+            && a.feature_map.is_none()
             && a.solver == SolverArg::Dbcd;
+        let map = a.feature_map.unwrap_or(FeaturesArg::Rff);
         b.n_components(a.n_components.unwrap_or(DEFAULT_COMPONENTS))
-            .feature_map(feature_kind(a.feature_map, a.centers))
+            .feature_map(feature_kind(map, a.centers))
             .auto_exact(auto)
     };
     if let Some(t) = a.task {

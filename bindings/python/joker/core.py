@@ -722,7 +722,9 @@ class Joker:
     the exact kernel is cached, "random" otherwise), "shrinking" (drawn from the coordinates that
     violate their optimality conditions), "greedy" (the largest violations) or "random" (fixed
     blocks). ``auto_exact``: train on the exact kernel instead of ``n_components`` random
-    features where its matrix fits ``kernel_cache`` (then ``Model.n_components`` is None).
+    features where its matrix fits ``kernel_cache`` (then ``Model.n_components`` is None), and
+    beyond on a Nystrom map of ``n_components`` centres where its features fit it (on the CPU;
+    the model predicts as an exact-kernel model over the centres).
     ``stall``: also stop (``Model.stop == "stalled"``) once the relative gap is within
     ``10 * tol`` and the dual objective rose by less than ``tol / 10`` of its size per pass over
     the last three passes (default True; False runs until the gap reaches ``tol``).

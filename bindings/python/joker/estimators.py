@@ -395,7 +395,8 @@ _COMMON_DOC = """
     working_set : {"auto", "random", "shrinking", "greedy"}, default="auto"
         How the solver picks each block.
     auto_exact : bool, default=False
-        Train on the exact kernel where its matrix fits ``kernel_cache``.
+        Train on the exact kernel where its matrix fits ``kernel_cache``; beyond, on a
+        Nystrom map of ``n_components`` centres where its features fit it (on the CPU).
     stall : bool, default=True
         Also stop when the gap is within ``10 * tol`` and no longer improving.
     random_state : int, RandomState instance or None, default=None

@@ -351,7 +351,8 @@ Fourier features) or "nystrom" (a Nystrom map over `n_components` centres chosen
 "leverage", "kmeans" or "uniform"; the model predicts as an exact-kernel model over them).
 `working_set`: "auto" (shrinking where the exact kernel is cached, random otherwise),
 "shrinking", "greedy" or "random". `auto_exact`: the exact kernel instead of `n_components`
-random features where its matrix fits `kernel_cache`. `stall`: also stop ("stalled") once the
+random features where its matrix fits `kernel_cache`; beyond, a Nystrom map of `n_components`
+centres where its features fit it (on the CPU). `stall`: also stop ("stalled") once the
 relative gap is within `10 tol` and the dual objective rose by less than `tol / 10` of its size
 per pass over the last three passes (`false`: run until the gap reaches `tol`).
 `multiclass`: more than two classes "ovr" (one-vs-rest), "ovo" (one-vs-one: a column per pair
