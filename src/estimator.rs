@@ -349,6 +349,12 @@ impl JokerBuilder {
         self.p.solver.stall = on;
         self
     }
+    /// Whether KRR on a feature map of at most 4,096 features starts from its exact optimum,
+    /// solved in the primal (default on; see [`SolverConfig::direct_krr`]).
+    pub fn direct_krr(mut self, on: bool) -> Self {
+        self.p.solver.direct_krr = on;
+        self
+    }
     /// How DBCD-TR chooses each block (default: from the violating coordinates where the exact
     /// kernel is cached, random otherwise; see [`WorkingSet`]).
     pub fn working_set(mut self, rule: WorkingSet) -> Self {

@@ -6,8 +6,8 @@ mod common;
 use joker::loss::Coord;
 use joker::model::Representation;
 use joker::{
-    Bandwidth, Dataset, DenseMatrix, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model,
-    Multiclass, Precision, StopReason, TrNorm, WorkingSet,
+    Bandwidth, Centers, Dataset, DenseMatrix, FeatureKind, Features, FitOptions, Joker, JokerError,
+    Kernel, KernelKind, Loss, Model, Multiclass, Precision, StopReason, Task, TrNorm, WorkingSet,
 };
 
 fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
@@ -466,6 +466,8 @@ fn kernel_model_never_increases_the_objective() {
     ] {
         let mut cfg = joker::SolverConfig::default();
         cfg.trust_region.model = joker::TrModel::Kernel;
+        // DBCD-TR's own steps: KRR would otherwise start at its optimum (direct_krr)
+        cfg.direct_krr = false;
         let model = Joker::builder()
             .solver(cfg)
             .loss(loss)
@@ -511,6 +513,7 @@ fn automatic_trust_region_model() {
         Joker::builder()
             .tr_model(joker::TrModel::Auto)
             .device(joker::Device::Cpu)
+            .direct_krr(false)
             .loss(loss)
             .n_components(1200)
             .gamma(gamma)
@@ -1130,4 +1133,74 @@ fn a_bias_feature_is_a_constant_feature() {
     refuse(Joker::builder().dsg(joker::solver::dsg::DsgConfig::default()));
     let e = Joker::builder().bias(-1.0).build().unwrap_err();
     assert!(e.to_string().contains("bias"), "{e}");
+}
+
+/// KRR on a feature map starts from the exact optimum of its primal system: the first check
+/// certifies it (no iteration, a gap at rounding level), and DBCD-TR from zero - another
+/// algorithm - converges to the same model; with sample weights, several target columns, a
+/// Nystrom map and random features.
+#[test]
+fn krr_on_features_starts_from_its_exact_optimum() {
+    let w: Vec<f64> = (0..200).map(|i| 0.5 + (i % 3) as f64).collect();
+    let sets = [
+        (
+            common::regression(200, 3, 31),
+            common::regression(90, 3, 32),
+            Task::Regression,
+        ),
+        (
+            common::three_classes(150, 33),
+            common::three_classes(90, 34),
+            Task::Classification,
+        ),
+    ];
+    for map in [FeatureKind::Random, FeatureKind::Nystrom(Centers::Uniform)] {
+        for (train, test, task) in &sets {
+            let weighted = *task == Task::Regression;
+            let fit = |direct: bool, tol: f64| {
+                Joker::builder()
+                    .loss(Loss::SquaredError)
+                    .task(*task)
+                    .n_components(60)
+                    .feature_map(map)
+                    .gamma(0.7)
+                    .lambda(0.02)
+                    .precision(Precision::F64)
+                    .block_size(64)
+                    .max_iter(100_000)
+                    .tol(tol)
+                    .stall(false)
+                    .direct_krr(direct)
+                    .build()
+                    .unwrap()
+                    .fit_with(
+                        train,
+                        FitOptions {
+                            sample_weight: weighted.then_some(&w[..]),
+                            ..Default::default()
+                        },
+                    )
+                    .unwrap()
+            };
+            let direct = fit(true, 1e-3);
+            assert_eq!(direct.training.iterations, 0, "{map:?} {task:?}");
+            assert!(
+                direct.training.gap < 1e-10,
+                "{map:?} {task:?}: gap {}",
+                direct.training.gap
+            );
+            let iterative = fit(false, 1e-10);
+            assert!(iterative.training.iterations > 0);
+            let (a, b) = (
+                direct.decision_function(&test.x).unwrap(),
+                iterative.decision_function(&test.x).unwrap(),
+            );
+            let d = a
+                .iter()
+                .zip(&b)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0, f64::max);
+            assert!(d < 1e-5, "{map:?} {task:?}: the models differ by {d}");
+        }
+    }
 }

@@ -497,6 +497,10 @@ pub struct TrainArgs {
     /// last 3 passes stops, as "stalled"; distributed fits, --mpi, always run to --tol).
     #[arg(long, help_heading = "Solver")]
     pub no_stall: bool,
+    /// Solve KRR on features (M up to 4096) by DBCD-TR from zero instead of starting from the
+    /// exact optimum of the M x M primal system (one pass over the data).
+    #[arg(long, help_heading = "Solver")]
+    pub no_direct_krr: bool,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS", help_heading = "Solver")]
     pub time_limit: Option<f64>,

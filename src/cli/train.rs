@@ -185,6 +185,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         })
         .seed(a.seed)
         .stall(!a.no_stall)
+        .direct_krr(!a.no_direct_krr)
         .device(a.device);
     b = match (a.c, a.lambda) {
         (Some(c), _) => {

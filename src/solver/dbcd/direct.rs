@@ -1,0 +1,111 @@
+//! Kernel ridge regression on a feature map, solved exactly in the primal.
+//!
+//! With `M` features the KRR primal `min 1/2 ||theta||^2 + sum_i c_i (y_i - phi_i^T theta)^2 / 2`
+//! (`c_i = 1 / lambda_i`) is an `M x M` linear system, `(I + Phi^T C Phi) theta = Phi^T C y`:
+//! one pass over the rows forms it (`n M^2` flops), a Cholesky factor solves it (`M^3 / 3`), and
+//! the dual optimum follows from the optimality of each coordinate, `a_i = c_i (y_i - u_i)` with
+//! `u = Phi theta`. Block coordinate descent needs many passes for the same answer where the
+//! kernel's spectrum is wide (measured in `docs/nystrom.md`); from this start DBCD-TR's first
+//! check certifies the optimum by its duality gap.
+
+use faer::linalg::matmul::triangular::BlockStructure;
+use faer::{Accum, Mat, MatMut, MatRef};
+
+use super::{Problem, Repr, State, engine_of};
+use crate::backend::Backend;
+use crate::backend::predict::chunk_rows;
+use crate::error::{JokerError, Result};
+use crate::loss::Loss;
+use crate::memory::try_filled;
+use crate::scalar::Scalar;
+
+/// The largest feature map solved directly: its `M x M` system takes 128 MiB in f64 at 4,096,
+/// and forming it costs `n M^2` flops, about what DBCD-TR spends on `M / 8` passes.
+pub const MAX_FEATURES: usize = 4096;
+
+/// Whether `prob` is KRR on a feature map small enough to solve directly.
+pub(super) fn applies<T: Scalar>(prob: &Problem<T>) -> bool {
+    matches!(prob.loss, Loss::SquaredError)
+        && matches!(prob.repr, Repr::Features(map) if map.m() <= MAX_FEATURES)
+}
+
+/// Moves `st` (its `alpha` and its engine) to the exact KRR optimum on its feature map.
+pub(super) fn krr_optimum<T: Scalar>(
+    st: &mut State<'_, T>,
+    backend: &dyn Backend<T>,
+) -> Result<()> {
+    let prob = st.prob;
+    let Repr::Features(map) = prob.repr else {
+        return Err(JokerError::Unsupported(
+            "the direct KRR solve needs a feature map".into(),
+        ));
+    };
+    let (n, d, m, tt) = (prob.x.nrows(), prob.x.ncols(), map.m(), prob.targets);
+    // A = I + Phi^T C Phi (lower triangle) and R = Phi^T C Y, over chunks of rows
+    let mut a = Mat::<f64>::identity(m, m);
+    let mut r = Mat::<f64>::zeros(m, tt);
+    let chunk = chunk_rows(d + m, 8).min(n.max(1));
+    let mut xc = try_filled(chunk * d, T::default(), "rows for the direct KRR solve")?;
+    let mut phi = try_filled(chunk * m, T::default(), "features for the direct KRR solve")?;
+    for start in (0..n).step_by(chunk) {
+        let rows = chunk.min(n - start);
+        prob.x.gather_range(start, &mut xc[..rows * d]);
+        backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+        let p = Mat::<f64>::from_fn(rows, m, |i, j| phi[i * m + j].to_f64());
+        let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[start + i]).collect();
+        let cp = Mat::<f64>::from_fn(rows, m, |i, j| c[i] * p[(i, j)]);
+        let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + start + i]);
+        let par = crate::backend::cpu::par_for(m, m, rows);
+        faer::linalg::matmul::triangular::matmul(
+            a.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            p.transpose(),
+            BlockStructure::Rectangular,
+            cp.as_ref(),
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+        faer::linalg::matmul::matmul(r.as_mut(), Accum::Add, p.transpose(), cy.as_ref(), 1.0, par);
+        crate::backend::cpu::clear_upper_state();
+    }
+    let theta = solve_lower_spd(a.as_ref(), r)?;
+    // the engine at theta: its decision values u = Phi theta, then a = C (y - u)
+    let mut by = vec![0.0; m * tt];
+    for t in 0..tt {
+        for j in 0..m {
+            by[t * m + j] = theta[(j, t)];
+        }
+    }
+    let engine = engine_of(&mut st.engine)?;
+    engine.set_alpha(&vec![0.0; n * tt])?;
+    engine.shift_theta(&by)?;
+    let u = engine.decision()?;
+    for t in 0..tt {
+        for i in 0..n {
+            st.alpha[t * n + i] = (prob.y[t * n + i] - u[t * n + i]) / prob.lam[i];
+        }
+    }
+    // theta = Phi^T a again, from the duals the solver keeps (equal up to rounding)
+    engine_of(&mut st.engine)?.set_alpha(&st.alpha)
+}
+
+/// `A^-1 R` for `A` symmetric positive definite, given by its lower triangle.
+fn solve_lower_spd(a: MatRef<'_, f64>, mut r: Mat<f64>) -> Result<Mat<f64>> {
+    let llt = a.llt(faer::Side::Lower).map_err(|_| {
+        JokerError::Numerical(
+            "the direct KRR system I + Phi^T C Phi is not positive definite (non-finite features?)"
+                .into(),
+        )
+    })?;
+    let l = llt.L();
+    let rm: MatMut<'_, f64> = r.as_mut();
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, rm, faer::Par::Seq);
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+        l.transpose(),
+        r.as_mut(),
+        faer::Par::Seq,
+    );
+    Ok(r)
+}
