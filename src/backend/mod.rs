@@ -296,6 +296,13 @@ pub trait BlockEngine<T>: Send + Sync {
         false
     }
 
+    /// Every row's features where the engine keeps them ([`stored::StoredFeatures`]): `Phi`
+    /// row-major `n x M`, row `p` the features of row `order[p]`, with that order. `None`
+    /// where features are formed per block.
+    fn stored_features(&self) -> Option<(&[T], &[usize])> {
+        None
+    }
+
     /// Whether the block Gram `Phi_B Phi_B^T` first has to form the block's features, at a
     /// cost above the kernel model's at any size (a Nystrom map in the centres' coefficients:
     /// `b M^2` flops). [`TrModel::Auto`](crate::solver::trust_region::TrModel) then takes the

@@ -216,6 +216,10 @@ impl<T: Scalar> BlockEngine<T> for StoredFeatures<'_, T> {
     fn block_products(&self) -> Option<&dyn FeatureProducts> {
         self.kernel_model.then_some(self as &dyn FeatureProducts)
     }
+
+    fn stored_features(&self) -> Option<(&[T], &[usize])> {
+        Some((&self.phi, self.order))
+    }
 }
 
 impl<T: Scalar> FeatureProducts for StoredFeatures<'_, T> {

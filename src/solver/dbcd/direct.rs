@@ -45,16 +45,32 @@ pub(super) fn krr_optimum<T: Scalar>(
     let mut a = Mat::<f64>::identity(m, m);
     let mut r = Mat::<f64>::zeros(m, tt);
     let chunk = chunk_rows(d + m, 8).min(n.max(1));
-    let mut xc = try_filled(chunk * d, T::default(), "rows for the direct KRR solve")?;
-    let mut phi = try_filled(chunk * m, T::default(), "features for the direct KRR solve")?;
+    let stored = st.engine.as_deref().and_then(|e| e.stored_features());
+    // rows in chunks: the engine's kept features (rows in its order), or features formed here
+    let mut xc = Vec::new();
+    let mut formed = Vec::new();
+    if stored.is_none() {
+        xc = try_filled(chunk * d, T::default(), "rows for the direct KRR solve")?;
+        formed = try_filled(chunk * m, T::default(), "features for the direct KRR solve")?;
+    }
     for start in (0..n).step_by(chunk) {
         let rows = chunk.min(n - start);
-        prob.x.gather_range(start, &mut xc[..rows * d]);
-        backend.features(map, &xc[..rows * d], rows, &mut phi[..rows * m]);
+        // the original row of each chunk row
+        let (phi, row_of): (&[T], Box<dyn Fn(usize) -> usize>) = match stored {
+            Some((phi, order)) => (
+                &phi[start * m..(start + rows) * m],
+                Box::new(move |i| order[start + i]),
+            ),
+            None => {
+                prob.x.gather_range(start, &mut xc[..rows * d]);
+                backend.features(map, &xc[..rows * d], rows, &mut formed[..rows * m]);
+                (&formed[..rows * m], Box::new(move |i| start + i))
+            }
+        };
         let p = Mat::<f64>::from_fn(rows, m, |i, j| phi[i * m + j].to_f64());
-        let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[start + i]).collect();
+        let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[row_of(i)]).collect();
         let cp = Mat::<f64>::from_fn(rows, m, |i, j| c[i] * p[(i, j)]);
-        let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + start + i]);
+        let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + row_of(i)]);
         let par = crate::backend::cpu::par_for(m, m, rows);
         faer::linalg::matmul::triangular::matmul(
             a.as_mut(),
