@@ -1552,6 +1552,11 @@ impl Joker {
         .saturating_add(match (self.n_components, self.feature_map) {
             (Some(m), FeatureKind::Nystrom(_)) => crate::features::nystrom::memory(n, m, d),
             _ => 0,
+        })
+        .saturating_add(match self.n_components {
+            // the direct KRR solve's system and right-hand sides, in f64
+            Some(m) if self.direct_krr_applies(m) => m.saturating_mul(m + tt).saturating_mul(8),
+            _ => 0,
         });
         self.max_memory.check(need, || {
             let what = match &self.full_krr {
@@ -1597,6 +1602,15 @@ impl Joker {
             .bytes()
             .is_none_or(|limit| need.saturating_add(bytes) <= limit);
         if within { self.solver.kernel_cache } else { 0 }
+    }
+
+    /// Whether a DBCD-TR fit with `m` features starts KRR at its exact optimum
+    /// ([`SolverConfig::direct_krr`]).
+    fn direct_krr_applies(&self, m: usize) -> bool {
+        self.solver.direct_krr
+            && self.loss == Loss::SquaredError
+            && self.dsg.is_none()
+            && m <= crate::solver::dbcd::DIRECT_KRR_MAX_FEATURES
     }
 
     /// The dual coefficients of a warm-start model, checked to belong to this problem.

@@ -21,6 +21,8 @@
 mod direct;
 pub mod pbm;
 
+pub use direct::MAX_FEATURES as DIRECT_KRR_MAX_FEATURES;
+
 use crate::memory::try_filled;
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -103,7 +105,7 @@ pub struct SolverConfig {
     /// (measured in `docs/solver.md`). Off, a fit runs until the gap reaches `tol`.
     #[serde(default = "stall_default")]
     pub stall: bool,
-    /// Kernel ridge regression on a feature map of at most [`direct::MAX_FEATURES`] features
+    /// Kernel ridge regression on a feature map of at most [`DIRECT_KRR_MAX_FEATURES`] features
     /// starts from its exact optimum, solved in the primal (`(I + Phi^T C Phi) theta =
     /// Phi^T C y`, one pass over the data and an `M x M` Cholesky factor); DBCD-TR then only
     /// certifies it (the first check's gap) or polishes what rounding left. Off, DBCD-TR
