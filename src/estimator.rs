@@ -858,9 +858,10 @@ impl Joker {
     /// Where the exact kernel does not fit: a Nystrom map of `m` centres where its `n x m`
     /// features fit the kernel cache and the memory limit and the fit runs on the CPU, random
     /// features otherwise, and why. Measured over the shared sets beyond the exact kernel's
-    /// cache (`docs/bench/defaults.md`): the Nystrom map was as accurate or more (kin40k's RMSE
-    /// 5% lower), and from 3x faster (w8a, whose 300 sparse columns make random features
-    /// dear) to 60% slower (sets of 8-22 columns).
+    /// cache (`docs/bench/defaults.md`): the Nystrom map was as accurate or more on six of seven
+    /// (kin40k's RMSE 6% lower) and faster on five (w8a, whose 300 sparse columns make random
+    /// features dear, and the regression sets, where KRR on it is solved directly), 6% slower
+    /// on ijcnn1.
     fn features_beyond_exact(
         &self,
         n: usize,
