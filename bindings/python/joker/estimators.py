@@ -201,7 +201,9 @@ class _JokerEstimator(BaseEstimator):
         if classifier:
             self.classes_ = classes
         self.model_ = model
-        self.n_iter_ = model.iterations
+        # KRR on features that starts at its exact optimum (a direct solve) runs no DBCD-TR
+        # iteration; the solve counts as one, as scikit-learn asks of iterative estimators
+        self.n_iter_ = max(model.iterations, 1)
         if self.verbose:
             print(f"{type(self).__name__}: {self.model_.stop_reason} after {self.n_iter_} "
                   f"iterations, gap {self.model_.gap:.3e}, {self.model_.device}")
@@ -415,7 +417,8 @@ _FITTED_DOC = """
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Column names, when X was a DataFrame with string column names.
     n_iter_ : int
-        Solver iterations run."""
+        Solver iterations run (at least 1: a KRR fit started at its exact optimum, which runs
+        none, counts its direct solve as one)."""
 
 
 class KernelSVC(_JokerClassifier):
