@@ -191,8 +191,9 @@ ok(rel_err(predict(krr, xr[401:600, ]), yr[401:600]) < 0.3, "regression predicti
 cat("progress:\n")
 calls <- 0
 # Huber: KRR on features would start at its exact optimum and converge at the first check
-stopped <- joker(xr[1:400, ], yr[1:400], loss = "huber", n_components = 64, block_size = 50,
-                 check_every = 2, progress = function(p) { calls <<- calls + 1; calls < 3 })
+stopped <- joker(xr[1:400, ], yr[1:400], loss = "huber", loss_param = 1, n_components = 64,
+                 block_size = 50, check_every = 2,
+                 progress = function(p) { calls <<- calls + 1; calls < 3 })
 ok(calls == 3 && joker_info(stopped)$stop_reason == "cancelled", "progress returning FALSE stops")
 expect_error(joker(xr[1:400, ], yr[1:400], n_components = 64, block_size = 50,
                    progress = function(p) stop("boom")),
