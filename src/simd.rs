@@ -65,6 +65,22 @@ pub fn cos_f32(x: f32) -> f32 {
 /// (`k` read off the rounding by `1.5 * 2^52`). Relative error within a few units in the last
 /// place for `x` in `[-708, 708]`; `x` is clamped to that range (below it `exp` is 0 to within
 /// 1e-307: kernel values of far pairs).
+/// `1/j!` for `j = 13` down to 2: the series of [`exp_f64`] in Horner order.
+const EXP_SERIES: [f64; 12] = [
+    1.0 / 6_227_020_800.0,
+    1.0 / 479_001_600.0,
+    1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    1.0 / 5_040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+];
+
 #[inline(always)]
 pub fn exp_f64(x: f64) -> f64 {
     const LN2_HI: f64 = 6.931_471_803_691_238e-1;
@@ -74,23 +90,8 @@ pub fn exp_f64(x: f64) -> f64 {
     let t = x * std::f64::consts::LOG2_E + ROUND;
     let k = t - ROUND;
     let r = (x - k * LN2_HI) - k * LN2_LO;
-    // 1/j! for j = 13 down to 2
-    const C: [f64; 12] = [
-        1.0 / 6_227_020_800.0,
-        1.0 / 479_001_600.0,
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-    ];
-    let mut p = C[0];
-    for c in &C[1..] {
+    let mut p = EXP_SERIES[0];
+    for c in &EXP_SERIES[1..] {
         p = p * r + c;
     }
     let er = (p * r + 1.0) * r + 1.0;
@@ -118,7 +119,51 @@ pub fn exp_in_place(v: &mut [f64]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_in_place_avx2(v: &mut [f64]) {
-    v.iter_mut().for_each(|x| *x = exp_f64(*x));
+    // 16 values a step: four independent 4-wide chains of the series, so the fused
+    // multiply-adds overlap instead of waiting on each other's latency
+    let mut chunks = v.chunks_exact_mut(EXP_LANES);
+    for c in &mut chunks {
+        exp_lanes(
+            c.try_into()
+                .expect("chunks_exact_mut gives EXP_LANES values"),
+        );
+    }
+    chunks
+        .into_remainder()
+        .iter_mut()
+        .for_each(|x| *x = exp_f64(*x));
+}
+
+/// Values per step of [`exp_in_place_avx2`].
+const EXP_LANES: usize = 16;
+
+/// [`exp_f64`] of `EXP_LANES` values, written step by step across the lanes (the same
+/// operations in the same order for each value, so the results are bit for bit
+/// [`exp_f64`]'s).
+#[inline(always)]
+fn exp_lanes(v: &mut [f64; EXP_LANES]) {
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+    let mut t = [0.0; EXP_LANES];
+    let mut r = [0.0; EXP_LANES];
+    for i in 0..EXP_LANES {
+        let x = v[i].clamp(-708.0, 708.0);
+        t[i] = x * std::f64::consts::LOG2_E + ROUND;
+        let k = t[i] - ROUND;
+        r[i] = (x - k * LN2_HI) - k * LN2_LO;
+    }
+    let mut p = [EXP_SERIES[0]; EXP_LANES];
+    for c in &EXP_SERIES[1..] {
+        for i in 0..EXP_LANES {
+            p[i] = p[i] * r[i] + c;
+        }
+    }
+    for i in 0..EXP_LANES {
+        let er = (p[i] * r[i] + 1.0) * r[i] + 1.0;
+        let k = (t[i].to_bits() as i64).wrapping_sub(ROUND.to_bits() as i64);
+        v[i] = er * f64::from_bits(((k + 1023) as u64) << 52);
+    }
 }
 
 /// Columns per tile of [`fused_features_f32`]: the tile's slice of `W^T` (`d x 256`) stays
