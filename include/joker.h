@@ -94,6 +94,24 @@
 #define JOKER_WORKING_SET_GREEDY 3
 
 /**
+ * `joker_params_set_tr_norm`: steps measured in the Euclidean norm (CG without a
+ * preconditioner).
+ */
+#define JOKER_TR_NORM_EUCLIDEAN 0
+
+/**
+ * `joker_params_set_tr_norm`: steps measured in the norm of the block curvature's diagonal
+ * (Jacobi-preconditioned CG).
+ */
+#define JOKER_TR_NORM_DIAGONAL 1
+
+/**
+ * `joker_params_set_tr_norm`: the diagonal norm for the losses whose curvature varies along
+ * the box (KLR, Lp), the Euclidean norm otherwise (the default).
+ */
+#define JOKER_TR_NORM_AUTO 2
+
+/**
  * `joker_params_set_device`: a GPU when one is usable and the model runs there (random
  * features in f32), else the CPU. The default.
  */
@@ -967,6 +985,39 @@ JokerStatus joker_params_set_working_set(struct JokerParams *params, int32_t rul
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_auto_exact(struct JokerParams *params, int32_t on);
+
+/**
+ * With `on` nonzero (the default), kernel ridge regression on a feature map of at most 4,096
+ * features (random features or Nystrom centres) starts from its exact optimum: one pass forms
+ * the primal system `(I + Phi^T C Phi) theta = Phi^T C y` (sample weights in `C`), a Cholesky
+ * factor solves it, and DBCD-TR's first check certifies the result by the duality gap (the
+ * model then reports 0 iterations) or polishes it. Zero runs DBCD-TR from zero instead.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_direct_krr(struct JokerParams *params, int32_t on);
+
+/**
+ * Chooses the norm in which the block solves measure their trust-region steps, one of
+ * `JOKER_TR_NORM_*`.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_tr_norm(struct JokerParams *params, int32_t norm);
+
+/**
+ * Appends a constant feature of value `b >= 0` to the random features, so that the decision
+ * function has an intercept (as LIBLINEAR's `-B`; its weight is regularised with the rest). 0,
+ * the default, appends none. Only random-feature fits by DBCD-TR take it: a fit on the exact
+ * kernel or a Nystrom map, or by a doubly stochastic solver, is refused with
+ * JOKER_STATUS_INVALID_ARGUMENT, whichever of the settings comes last.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_bias(struct JokerParams *params, double b);
 
 /**
  * Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,

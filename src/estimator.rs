@@ -475,7 +475,6 @@ impl JokerBuilder {
     }
 }
 
-/// The solver settings' ranges (the block, iteration caps, tolerances, trust region).
 /// The bias feature: finite and `>= 0`, and only where a random map is trained by DBCD-TR.
 fn validate_bias(p: &Joker) -> Result<()> {
     crate::features::check_bias(p.bias)?;
@@ -501,6 +500,7 @@ fn validate_bias(p: &Joker) -> Result<()> {
     }
 }
 
+/// The solver settings' ranges (the block, iteration caps, tolerances, trust region).
 fn validate_solver(s: &SolverConfig) -> Result<()> {
     if s.block_size == 0 {
         return Err(invalid("block_size", "must be >= 1"));

@@ -12,7 +12,7 @@ use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{Precision, Task};
 use crate::preprocess::Multiclass;
-use crate::solver::{TrModel, WorkingSet};
+use crate::solver::{TrModel, TrNorm, WorkingSet};
 
 /// Training parameters: an opaque handle made by `joker_params_new`, freed by
 /// `joker_params_free`.
@@ -908,6 +908,76 @@ pub unsafe extern "C" fn joker_params_set_auto_exact(
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
     guard(|| unsafe { update(params, |j| j.auto_exact = on != 0) })
+}
+
+/// With `on` nonzero (the default), kernel ridge regression on a feature map of at most 4,096
+/// features (random features or Nystrom centres) starts from its exact optimum: one pass forms
+/// the primal system `(I + Phi^T C Phi) theta = Phi^T C y` (sample weights in `C`), a Cholesky
+/// factor solves it, and DBCD-TR's first check certifies the result by the duality gap (the
+/// model then reports 0 iterations) or polishes it. Zero runs DBCD-TR from zero instead.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_direct_krr(
+    params: *mut JokerParams,
+    on: i32,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.direct_krr = on != 0) })
+}
+
+/// `joker_params_set_tr_norm`: steps measured in the Euclidean norm (CG without a
+/// preconditioner).
+pub const JOKER_TR_NORM_EUCLIDEAN: i32 = 0;
+
+/// `joker_params_set_tr_norm`: steps measured in the norm of the block curvature's diagonal
+/// (Jacobi-preconditioned CG).
+pub const JOKER_TR_NORM_DIAGONAL: i32 = 1;
+
+/// `joker_params_set_tr_norm`: the diagonal norm for the losses whose curvature varies along
+/// the box (KLR, Lp), the Euclidean norm otherwise (the default).
+pub const JOKER_TR_NORM_AUTO: i32 = 2;
+
+/// Chooses the norm in which the block solves measure their trust-region steps, one of
+/// `JOKER_TR_NORM_*`.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_tr_norm(
+    params: *mut JokerParams,
+    norm: i32,
+) -> JokerStatus {
+    guard(|| {
+        let norm = match norm {
+            JOKER_TR_NORM_EUCLIDEAN => TrNorm::Euclidean,
+            JOKER_TR_NORM_DIAGONAL => TrNorm::Diagonal,
+            JOKER_TR_NORM_AUTO => TrNorm::Auto,
+            _ => {
+                return Err(Failure::invalid(
+                    "tr_norm",
+                    format!("{norm} is not a JOKER_TR_NORM_* value (0 to 2)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.solver.trust_region.norm = norm) }
+    })
+}
+
+/// Appends a constant feature of value `b >= 0` to the random features, so that the decision
+/// function has an intercept (as LIBLINEAR's `-B`; its weight is regularised with the rest). 0,
+/// the default, appends none. Only random-feature fits by DBCD-TR take it: a fit on the exact
+/// kernel or a Nystrom map, or by a doubly stochastic solver, is refused with
+/// JOKER_STATUS_INVALID_ARGUMENT, whichever of the settings comes last.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_bias(params: *mut JokerParams, b: f64) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.bias = b) })
 }
 
 /// Solves exact kernel ridge regression with a full-KRR method, one of `JOKER_KRR_METHOD_*`,

@@ -6,6 +6,7 @@ use std::ptr::{null, null_mut};
 
 use super::*;
 use crate::rng::Stream;
+use crate::solver::TrNorm;
 
 fn last_error() -> String {
     // SAFETY: joker_last_error returns a valid NUL-terminated string (thread-local).
@@ -789,6 +790,86 @@ fn working_set_and_automatic_exact_kernel() {
             assert_eq!(got == 0, exact, "kernel cache {cache}: {got} components");
             ok(joker_model_free(m));
         }
+        ok(joker_data_free(train));
+        ok(joker_params_free(p));
+    }
+}
+
+/// The direct KRR start, the trust region's norm and the bias feature through the C ABI:
+/// each setter validates its value; KRR on random features starts at its optimum (0
+/// iterations, gap within the tolerance) unless the start is switched off (DBCD-TR iterates); a bias feature is
+/// kept in the model and refused with the exact kernel, whichever is set last.
+#[test]
+fn direct_krr_trust_region_norm_and_bias_feature() {
+    let (n, d) = (300, 3);
+    let (x, y) = binary(n, d, 14);
+    let train = dense(&x, n, d, Some(&y));
+    let fit = |p: *mut JokerParams| -> *mut JokerModel {
+        let mut m = null_mut();
+        // SAFETY: live handles used on this thread.
+        ok(unsafe { joker_fit(p, train, null(), 0, null(), None, null_mut(), &mut m) });
+        m
+    };
+    let p = params(JokerLoss::Krr);
+    // SAFETY: live handles used on this thread.
+    unsafe {
+        ok(joker_params_set_device(p, JOKER_DEVICE_CPU));
+        ok(joker_params_set_max_iter(p, 2000));
+        for (on, direct) in [(1, true), (0, false)] {
+            ok(joker_params_set_direct_krr(p, on));
+            let m = fit(p);
+            let (mut iters, mut gap) = (usize::MAX, f64::NAN);
+            ok(joker_model_iterations(m, &mut iters));
+            ok(joker_model_gap(m, &mut gap));
+            assert_eq!(iters == 0, direct, "direct_krr {on}: {iters} iterations");
+            // DBCD-TR from zero may stop by the stall rule, within ten times the tolerance
+            assert!(
+                gap <= if direct { 1e-3 } else { 1e-2 },
+                "direct_krr {on}: gap {gap}"
+            );
+            ok(joker_model_free(m));
+        }
+
+        expect(
+            joker_params_set_tr_norm(p, 3),
+            JokerStatus::InvalidArgument,
+            "JOKER_TR_NORM_*",
+        );
+        for (code, norm) in [
+            (JOKER_TR_NORM_DIAGONAL, TrNorm::Diagonal),
+            (JOKER_TR_NORM_EUCLIDEAN, TrNorm::Euclidean),
+            (JOKER_TR_NORM_AUTO, TrNorm::Auto),
+        ] {
+            ok(joker_params_set_tr_norm(p, code));
+            assert_eq!((*p).inner.solver.trust_region.norm, norm);
+        }
+
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            expect(
+                joker_params_set_bias(p, bad),
+                JokerStatus::InvalidArgument,
+                "bias",
+            );
+        }
+        ok(joker_params_set_bias(p, 1.0));
+        let m = fit(p);
+        match &(*m).model.representation {
+            crate::model::Representation::RandomFeatures { bias, .. } => assert_eq!(*bias, 1.0),
+            other => panic!("not a random-feature model: {other:?}"),
+        }
+        ok(joker_model_free(m));
+        expect(
+            joker_params_set_exact(p),
+            JokerStatus::InvalidArgument,
+            "bias",
+        );
+        ok(joker_params_set_bias(p, 0.0));
+        ok(joker_params_set_exact(p));
+        expect(
+            joker_params_set_bias(p, 1.0),
+            JokerStatus::InvalidArgument,
+            "bias",
+        );
         ok(joker_data_free(train));
         ok(joker_params_free(p));
     }

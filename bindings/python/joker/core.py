@@ -226,6 +226,9 @@ _sig("joker_params_set_feature_map", _P, c_int32, c_int32)
 _sig("joker_params_set_working_set", _P, c_int32)
 _sig("joker_params_set_auto_exact", _P, c_int32)
 _sig("joker_params_set_stall", _P, c_int32)
+_sig("joker_params_set_direct_krr", _P, c_int32)
+_sig("joker_params_set_tr_norm", _P, c_int32)
+_sig("joker_params_set_bias", _P, c_double)
 _sig("joker_params_set_multiclass", _P, c_int32)
 _sig("joker_params_set_solver", _P, c_int32, c_size_t, c_size_t, c_double, c_double)
 _sig("joker_params_set_full_krr", _P, c_int32, c_size_t, c_size_t, c_size_t, c_double, c_int32)
@@ -262,6 +265,7 @@ PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
 TR_MODELS = {"gram": 0, "kernel": 1, "auto": 2}
+TR_NORMS = {"euclidean": 0, "diagonal": 1, "auto": 2}
 FEATURE_MAPS = {"rff": 0, "nystrom": 1}
 CENTERS = {"uniform": 0, "kmeans": 1, "leverage": 2}
 WORKING_SETS = {"auto": 0, "random": 1, "shrinking": 2, "greedy": 3}
@@ -507,7 +511,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 full_krr, krr_blocks, krr_rank, krr_tol, krr_store_preconditioners,
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
                 auto_exact=False, stall=True, multiclass="auto", solver="dbcd", batch_size=None,
-                feature_block=None, step_theta=None, step_t0=None):
+                feature_block=None, step_theta=None, step_t0=None, direct_krr=True,
+                tr_norm="auto", bias=0.0):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -571,6 +576,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             h, pick(WORKING_SETS, working_set, "working_set")))
         _check(_lib.joker_params_set_auto_exact(h, int(bool(auto_exact))))
         _check(_lib.joker_params_set_stall(h, int(bool(stall))))
+        _check(_lib.joker_params_set_direct_krr(h, int(bool(direct_krr))))
+        _check(_lib.joker_params_set_tr_norm(h, pick(TR_NORMS, tr_norm, "tr_norm")))
         _check(_lib.joker_params_set_multiclass(
             h, pick(MULTICLASS, multiclass, "multiclass")))
         # None: the solver's default (0 and NaN in the C call)
@@ -593,6 +600,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             ),
             _FULL_KRR_NAMES,
         )
+        # last: the bias feature is checked against the map, the exact kernel and the solver
+        _check(_lib.joker_params_set_bias(h, float(bias)))
     except BaseException:
         _lib.joker_params_free(h)
         raise
@@ -736,8 +745,14 @@ class Joker:
     the CPU; ``n_components`` caps the features opened, ``max_iter`` counts steps, and there is
     no duality gap, so the fit runs its step or time budget), with ``batch_size`` rows and
     ``feature_block`` new features per step and the step size ``step_theta / (t + step_t0)``
-    (None: the defaults 256, 64, 1000, 1000; ``docs/dsg.md``).
-    Invalid values raise JokerError here.
+    (None: the defaults 256, 64, 1000, 1000; ``docs/dsg.md``). ``direct_krr``: KRR on a
+    feature map of at most 4,096 features starts from its exact optimum, solved in the primal
+    (default True; the fit then usually ends at its first check with 0 iterations); False runs
+    DBCD-TR from zero. ``tr_norm``: the norm of the block solves' trust-region steps,
+    "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto" (the default: diagonal for KLR
+    and Lp). ``bias``: the value ``B >= 0`` of a constant feature appended to the random
+    features, an intercept as LIBLINEAR's ``-B`` (default 0: none; random features by DBCD-TR
+    only). Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
@@ -785,6 +800,9 @@ class Joker:
         feature_block=None,
         step_theta=None,
         step_t0=None,
+        direct_krr=True,
+        tr_norm="auto",
+        bias=0.0,
     ):
         args = dict(locals())
         del args["self"]

@@ -119,6 +119,7 @@ class _JokerEstimator(BaseEstimator):
     _SAME = ("n_components", "features", "centers", "precision", "standardize", "block_size",
              "max_iter", "tol", "time_limit", "check_every", "max_memory", "device",
              "nystrom_rank", "tr_model", "kernel_cache", "working_set", "auto_exact", "stall",
+             "tr_norm", "bias", "direct_krr",
              "multiclass", "normalize_target", "class_weight", "full_krr", "krr_blocks", "krr_rank",
              "krr_tol",
              "krr_store_preconditioners")
@@ -401,6 +402,14 @@ _COMMON_DOC = """
         Nystrom map of ``n_components`` centres where its features fit it (on the CPU).
     stall : bool, default=True
         Also stop when the gap is within ``10 * tol`` and no longer improving.
+    tr_norm : {"auto", "euclidean", "diagonal"}, default="auto"
+        The norm of the block solves' trust-region steps: "diagonal" (Jacobi-preconditioned
+        CG) for the losses whose curvature varies along the box (KLR, Lp), "euclidean"
+        otherwise under "auto".
+    bias : float, default=0.0
+        Value ``B >= 0`` of a constant feature appended to the random features, as LIBLINEAR's
+        ``-B``: the decision function gets an intercept (0: none). Random features by the
+        default solver only.
     random_state : int, RandomState instance or None, default=None
         Seed of the random features, centres and blocks: an int >= 0 is the seed itself (the
         same fit every time), None or a RandomState draws one at each fit.
@@ -456,7 +465,8 @@ class KernelSVC(_JokerClassifier):
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
                  tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
-                 stall=True, multiclass="auto", decision_function_shape="ovr",
+                 stall=True, tr_norm="auto", bias=0.0, multiclass="auto",
+                 decision_function_shape="ovr",
                  random_state=None, verbose=0):
         self.C = C
         self.loss = loss
@@ -481,6 +491,8 @@ class KernelSVC(_JokerClassifier):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
         self.multiclass = multiclass
         self.decision_function_shape = decision_function_shape
         self.random_state = random_state
@@ -523,6 +535,7 @@ class KernelLogisticRegression(_JokerClassifier):
                  standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 tr_norm="auto", bias=0.0,
                  multiclass="auto", decision_function_shape="ovr", random_state=None,
                  verbose=0):
         self.C = C
@@ -547,6 +560,8 @@ class KernelLogisticRegression(_JokerClassifier):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
         self.multiclass = multiclass
         self.decision_function_shape = decision_function_shape
         self.random_state = random_state
@@ -612,7 +627,11 @@ class KernelRidge(_JokerRegressor):
         relative residual ``krr_tol`` or after ``max_iter`` iterations;
         ``krr_store_preconditioners`` keeps the block preconditioners.
     krr_blocks, krr_rank, krr_tol, krr_store_preconditioners
-        See ``full_krr``.{_COMMON_DOC}
+        See ``full_krr``.
+    direct_krr : bool, default=True
+        With a feature map of at most 4,096 features, start from the exact optimum, solved in
+        the primal (one pass and a Cholesky factor; the fit then usually ends at its first
+        check); False runs the block coordinate descent from zero.{_COMMON_DOC}
 {_FITTED_DOC}
     """
 
@@ -622,7 +641,8 @@ class KernelRidge(_JokerRegressor):
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
                  tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
-                 stall=True, random_state=None, verbose=0):
+                 stall=True, tr_norm="auto", bias=0.0, direct_krr=True, random_state=None,
+                 verbose=0):
         self.alpha = alpha
         self.kernel = kernel
         self.gamma = gamma
@@ -650,6 +670,9 @@ class KernelRidge(_JokerRegressor):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
+        self.direct_krr = direct_krr
         self.random_state = random_state
         self.verbose = verbose
 
@@ -678,6 +701,7 @@ class KernelSVR(_JokerRegressor):
                  standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
         self.epsilon = epsilon
@@ -702,6 +726,8 @@ class KernelSVR(_JokerRegressor):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
         self.random_state = random_state
         self.verbose = verbose
 
@@ -729,6 +755,7 @@ class KernelHuberRegressor(_JokerRegressor):
                  standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
         self.delta = delta
@@ -753,6 +780,8 @@ class KernelHuberRegressor(_JokerRegressor):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
         self.random_state = random_state
         self.verbose = verbose
 
@@ -779,6 +808,7 @@ class KernelLpRegressor(_JokerRegressor):
                  standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
         self.p = p
@@ -803,6 +833,8 @@ class KernelLpRegressor(_JokerRegressor):
         self.working_set = working_set
         self.auto_exact = auto_exact
         self.stall = stall
+        self.tr_norm = tr_norm
+        self.bias = bias
         self.random_state = random_state
         self.verbose = verbose
 

@@ -7,6 +7,7 @@ package (see support.py). Real data when present, synthetic otherwise.
 """
 import copy
 import ctypes
+import json
 import os
 import pickle
 import signal
@@ -230,6 +231,36 @@ class TestApi(unittest.TestCase):
         self.assertIn(loose.stop_reason, ("converged", "stalled"))
         self.assertLessEqual(loose.gap, 1e-4)
         self.assertLessEqual(loose.iterations, strict.iterations)
+
+    def test_direct_krr_trust_region_norm_and_bias(self):
+        # KRR on random features starts at its optimum (0 iterations) unless switched off
+        y = np.where(self.y > 0, 1.0, -1.0) + 0.1 * self.X[:, 0]
+        for direct in (True, False):
+            m = joker.Joker("krr", n_components=256, block_size=64, max_iter=5000,
+                            direct_krr=direct, device="cpu").fit(self.X, y)
+            self.assertEqual(m.iterations == 0, direct, m.iterations)
+            self.assertLessEqual(m.gap, 1e-3 if direct else 1e-2)
+        with self.assertRaises(joker.JokerError) as e:
+            joker.Joker("klr", tr_norm="cholesky")
+        self.assertIn("tr_norm", str(e.exception))
+        for norm in ("euclidean", "diagonal", "auto"):
+            m = joker.Joker("klr", n_components=256, block_size=64, max_iter=300,
+                            tr_norm=norm).fit(self.X, self.y)
+            self.assertGreater(m.score(self.Xt, self.yt), 0.85, norm)
+        # the bias feature: kept in the model file; refused with the exact kernel and below 0
+        for bad in ({"bias": -1.0}, {"bias": 1.0, "n_components": None},
+                    {"bias": 1.0, "features": "nystrom"}):
+            with self.assertRaises(joker.JokerError) as e:
+                joker.Joker("l2-svc", **bad)
+            self.assertIn("bias", str(e.exception), bad)
+        m = joker.Joker("l2-svc", n_components=256, block_size=64, bias=1.0).fit(self.X, self.y)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.json")
+            m.save(path)
+            with open(path) as f:
+                rep = json.load(f)["representation"]
+        self.assertEqual((rep["type"], rep["bias"]), ("random_features", 1.0))
+        self.assertGreater(m.score(self.Xt, self.yt), 0.85)
 
     def test_doubly_stochastic_solvers(self):
         # DSG, UDSG and CDSG train random-feature models for a budget of steps (no gap)

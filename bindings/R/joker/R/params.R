@@ -9,6 +9,7 @@
   task = c("auto" = 0, "classification" = 1, "regression" = 2),
   full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),
   tr_model = c("gram" = 0, "kernel" = 1, "auto" = 2),
+  tr_norm = c("euclidean" = 0, "diagonal" = 1, "auto" = 2),
   features = c("rff" = 0, "nystrom" = 1),
   centers = c("uniform" = 0, "kmeans" = 1, "leverage" = 2),
   working_set = c("auto" = 0, "random" = 1, "shrinking" = 2, "greedy" = 3),
@@ -81,7 +82,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          kernel_cache = 2^31, features = "rff", centers = "leverage",
                          working_set = "auto", auto_exact = FALSE, stall = TRUE,
                          multiclass = "auto", solver = "dbcd", batch_size = NULL,
-                         feature_block = NULL, step_theta = NULL, step_t0 = NULL) {
+                         feature_block = NULL, step_theta = NULL, step_t0 = NULL,
+                         direct_krr = TRUE, tr_norm = "auto", bias = 0) {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -122,6 +124,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("working_set", .joker_code("working_set", working_set))
   set("auto_exact", auto_exact, logical = TRUE)
   set("stall", stall, logical = TRUE)
+  set("direct_krr", direct_krr, logical = TRUE)
+  set("tr_norm", .joker_code("tr_norm", tr_norm))
   set("multiclass", .joker_code("multiclass", multiclass))
   # NULL: the solver's default (0 and NaN in the C call)
   or <- function(v, name, default) if (is.null(v)) default else .joker_scalar(v, name)
@@ -132,6 +136,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
               .joker_scalar(krr_blocks, "krr_blocks"), .joker_scalar(krr_rank, "krr_rank"),
               .joker_scalar(max_iter, "max_iter"), .joker_scalar(krr_tol, "krr_tol"),
               .joker_scalar(krr_store_preconditioners, "krr_store_preconditioners", TRUE) == 1)
+  # last: the bias feature is checked against the map, the exact kernel and the solver
+  set("bias", bias)
   # args: the arguments as given, so that joker() can rebuild them (a factor response sets
   # task = "classification") and summary() can show them.
   structure(list(ptr = p, args = args), class = "joker_params")

@@ -240,6 +240,20 @@ sub <- seq_len(min(1000, nrow(x_test)))
 auto <- joker(x_test[sub, ], yt[sub], loss = "l2-svc", auto_exact = TRUE,
               working_set = "shrinking", max_iter = 200)
 ok(joker_info(auto)$n_components == 0, "auto_exact takes the exact kernel where it fits the cache")
+yr_test <- ifelse(yt == yt[1], 1, -1) + 0.1 * x_test[, 1]
+for (direct in c(TRUE, FALSE)) {
+  dk <- joker(x_test, yr_test, n_components = 64, max_iter = 2000, direct_krr = direct)
+  ok((joker_info(dk)$iterations == 0) == direct,
+     sprintf("direct_krr = %s: %d iterations", direct, joker_info(dk)$iterations))
+  joker_free(dk)
+}
+diag_fit <- joker(x_test, yt, loss = "klr", n_components = 64, max_iter = 50, tr_norm = "diagonal")
+ok(mean(predict(diag_fit, x_test) == yt) > 0.6, "tr_norm = \"diagonal\" fits")
+expect_error(joker_params(tr_norm = "cholesky"), "tr_norm", "unknown trust-region norm")
+with_bias <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 50, bias = 1)
+ok(mean(predict(with_bias, x_test) == yt) > 0.6, "a bias feature fits")
+expect_error(joker_params(bias = 1, n_components = NULL), "bias", "a bias with the exact kernel")
+expect_error(joker_params(bias = -1), "bias", "a negative bias")
 on_cpu <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")
 if (!v$gpu_available) {

@@ -138,6 +138,7 @@ const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
 const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)
 const TR_MODELS = Dict("gram" => 0, "kernel" => 1, "auto" => 2)
+const TR_NORMS = Dict("euclidean" => 0, "diagonal" => 1, "auto" => 2)
 const FEATURE_MAPS = Dict("rff" => 0, "nystrom" => 1)
 const CENTERS = Dict("uniform" => 0, "kmeans" => 1, "leverage" => 2)
 const WORKING_SETS = Dict("auto" => 0, "random" => 1, "shrinking" => 2, "greedy" => 3)
@@ -292,7 +293,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_kernel_cache, Csize_t),
     (:joker_params_set_tr_model, Int32), (:joker_params_set_working_set, Int32),
     (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32),
-    (:joker_params_set_multiclass, Int32)]
+    (:joker_params_set_multiclass, Int32), (:joker_params_set_direct_krr, Int32),
+    (:joker_params_set_tr_norm, Int32), (:joker_params_set_bias, Float64)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -336,7 +338,7 @@ end
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
           features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
           multiclass="auto", solver="dbcd", batch_size=nothing, feature_block=nothing,
-          step_theta=nothing, step_t0=nothing)
+          step_theta=nothing, step_t0=nothing, direct_krr=true, tr_norm="auto", bias=0.0)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -361,7 +363,12 @@ one-vs-rest with features); `multiclass(model)` says which was taken. `solver`: 
 (DBCD-TR, the default) or a doubly stochastic gradient solver, "dsg", "udsg" or "cdsg" (random
 features on the CPU, `max_iter` steps, no duality gap), with `batch_size` rows and
 `feature_block` new features per step and the step size `step_theta / (t + step_t0)`
-(`nothing`: the defaults 256, 64, 1000, 1000).
+(`nothing`: the defaults 256, 64, 1000, 1000). `direct_krr`: KRR on a feature map of at most
+4,096 features starts from its exact optimum, solved in the primal (the fit then usually ends
+at its first check with 0 iterations; `false`: DBCD-TR from zero). `tr_norm`: the norm of the
+block solves' trust-region steps, "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto"
+(diagonal for KLR and Lp). `bias`: the value `B >= 0` of a constant feature appended to the
+random features, an intercept as LIBLINEAR's `-B` (0: none; random features by DBCD-TR only).
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -371,12 +378,14 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
     auto_exact=false, stall=true, multiclass="auto", solver="dbcd", batch_size=nothing,
-    feature_block=nothing, step_theta=nothing, step_t0=nothing)
+    feature_block=nothing, step_theta=nothing, step_t0=nothing, direct_krr=true,
+    tr_norm="auto", bias=0.0)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
-        auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0))
+        auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0,
+        direct_krr, tr_norm, bias))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -386,7 +395,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
     working_set="auto", auto_exact=false, stall=true, multiclass="auto", solver="dbcd",
-    batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing)
+    batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing,
+    direct_krr=true, tr_norm="auto", bias=0.0)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -438,6 +448,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_working_set(h, Int32(pick(WORKING_SETS, working_set, "working_set")))
         joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
         joker_params_set_stall(h, Int32(stall ? 1 : 0))
+        joker_params_set_direct_krr(h, Int32(direct_krr ? 1 : 0))
+        joker_params_set_tr_norm(h, Int32(pick(TR_NORMS, tr_norm, "tr_norm")))
         joker_params_set_multiclass(h, Int32(pick(MULTICLASS, multiclass, "multiclass")))
         # nothing: the solver's default (0 and NaN in the C call)
         check(ccall((:joker_params_set_solver, libjoker), Int32,
@@ -456,6 +468,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
             count_arg("krr_rank", krr_rank), count_arg("max_iter", max_iter), Float64(krr_tol),
             Int32(krr_store_preconditioners)),
             FULL_KRR_NAMES)
+        # last: the bias feature is checked against the map, the exact kernel and the solver
+        joker_params_set_bias(h, Float64(bias))
     catch
         ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), h)
         rethrow()

@@ -48,6 +48,22 @@ end
         @test length(seen) == 15
     end
 
+    @testset "direct KRR start, trust-region norm and bias feature" begin
+        target = y .+ 0.1 .* X[:, 1]
+        for direct in (true, false)
+            m = fit(Joker("krr"; n_components=256, block_size=64, max_iter=5000,
+                    direct_krr=direct, device="cpu"), X, target)
+            @test (LibJoker.iterations(m) == 0) == direct
+        end
+        @test_throws JokerError Joker("klr"; tr_norm="cholesky")
+        @test score(fit(Joker("klr"; n_components=256, block_size=64, max_iter=300,
+            tr_norm="diagonal"), X, y), Xt, yt) > 0.85
+        @test_throws JokerError Joker("l2-svc"; bias=-1.0)
+        @test_throws JokerError Joker("l2-svc"; bias=1.0, n_components=nothing)
+        @test score(fit(Joker("l2-svc"; n_components=256, block_size=64, bias=1.0), X, y),
+            Xt, yt) > 0.85
+    end
+
     @testset "exact kernel, one-vs-rest" begin
         rng = MersenneTwister(4)
         x = 4 .* rand(rng, 450, 2) .- 2
