@@ -8,8 +8,8 @@ use joker::model::Representation;
 use joker::preprocess::{class_pairs, vote};
 use joker::rng::Stream;
 use joker::{
-    Dataset, DenseMatrix, DsgConfig, Features, Joker, JokerError, Kernel, KernelKind, Loss, Model,
-    Multiclass, Precision, Task,
+    Dataset, DenseMatrix, DsgConfig, Features, FitOptions, Joker, JokerError, Kernel, KernelKind,
+    Loss, Model, Multiclass, Precision, StopReason, Task,
 };
 
 /// Four classes by the quadrant of `(x0, x1)` with 5% of the labels moved to the next class,
@@ -343,4 +343,80 @@ fn one_vs_one_where_it_applies() {
         "{}",
         features.training.multiclass
     );
+}
+
+/// Pairs solved several at a time (a fit called outside a rayon pool with more than one
+/// thread) and one after the other (a fit called from a thread of a pool) give the same model
+/// bit for bit; the progress callback runs on the calling thread and sees iterations that never
+/// decrease; a callback that asks to stop ends the whole fit as cancelled and is called once
+/// more, with the whole problem's last check.
+#[test]
+fn pairs_at_once_and_in_turn_give_one_model() {
+    let data = four_classes(800, 9);
+    let params = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .exact()
+        .gamma(0.8)
+        .c(2.0)
+        .block_size(64)
+        .tol(1e-6)
+        .stall(false)
+        .multiclass(Multiclass::OneVsOne)
+        .build()
+        .unwrap();
+    let caller = std::thread::current().id();
+    let (mut iters, mut elsewhere) = (Vec::new(), 0);
+    let at_once = params
+        .fit_with(
+            &data,
+            FitOptions {
+                progress: Some(Box::new(|p| {
+                    elsewhere += usize::from(std::thread::current().id() != caller);
+                    iters.push(p.iter);
+                    true
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(elsewhere, 0, "callbacks off the calling thread");
+    assert!(iters.len() > 6, "{} checks for 6 pairs", iters.len());
+    assert!(iters.windows(2).all(|w| w[0] <= w[1]), "{iters:?}");
+    assert_eq!(*iters.last().unwrap(), at_once.training.iterations);
+    assert_eq!(at_once.training.stop, StopReason::Converged);
+
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    let in_turn = pool.install(|| params.fit(&data)).unwrap();
+    let alpha = |m: &Model| match &m.representation {
+        Representation::Exact { alpha, .. } => alpha.clone(),
+        _ => panic!("an exact model"),
+    };
+    assert_eq!(alpha(&at_once), alpha(&in_turn));
+    assert_eq!(at_once.training.iterations, in_turn.training.iterations);
+
+    for install in [false, true] {
+        let mut seen = 0;
+        let mut fit = || {
+            params.fit_with(
+                &data,
+                FitOptions {
+                    progress: Some(Box::new(|_| {
+                        seen += 1;
+                        seen < 3
+                    })),
+                    ..Default::default()
+                },
+            )
+        };
+        let stopped = if install { pool.install(fit) } else { fit() }.unwrap();
+        assert_eq!(
+            stopped.training.stop,
+            StopReason::Cancelled,
+            "in a pool: {install}"
+        );
+        assert_eq!(seen, 4, "in a pool: {install}");
+    }
 }
