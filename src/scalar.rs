@@ -36,6 +36,9 @@ pub trait Scalar:
     fn scaled_cos(z: &mut [Self], shift: &[Self], scale: Self);
     /// Distance from `x` to the next smaller representable value (`x - prevfloat(x)`).
     fn gap_below(x: f64) -> f64;
+    /// `v = exp(v)` to this precision, for kernel values that are kept in it
+    /// ([`crate::simd::exp_in_place`], [`crate::simd::exp_in_place_single`]).
+    fn exp_in_place(v: &mut [f64]);
     /// `out_i = sum_j a_ij v_j` for a row-major `a` of `out.len() x v.len()`, accumulated in
     /// `f64`, on the calling thread.
     fn rows_dot(a: &[Self], v: &[f64], out: &mut [f64]);
@@ -75,6 +78,9 @@ impl Scalar for f64 {
     fn gap_below(x: f64) -> f64 {
         x - f64::from_bits(x.to_bits() - 1)
     }
+    fn exp_in_place(v: &mut [f64]) {
+        crate::simd::exp_in_place(v);
+    }
     fn rows_dot(a: &[f64], v: &[f64], out: &mut [f64]) {
         crate::linalg::rows_serial(a, v, out);
     }
@@ -113,6 +119,9 @@ impl Scalar for f32 {
     fn gap_below(x: f64) -> f64 {
         let xf = x as f32;
         (xf - f32::from_bits(xf.to_bits() - 1)) as f64
+    }
+    fn exp_in_place(v: &mut [f64]) {
+        crate::simd::exp_in_place_single(v);
     }
     fn rows_dot(a: &[f32], v: &[f64], out: &mut [f64]) {
         crate::linalg::rows_mixed_serial(a, v, out);

@@ -9,7 +9,6 @@ use crate::features::{FeatureMap, RandomMap};
 use crate::kernel::{Kernel, KernelKind};
 use crate::scalar::Scalar;
 pub(crate) use crate::simd::clear_upper_state;
-use crate::simd::exp_in_place;
 
 /// The CPU backend (multi-threaded through rayon's global pool).
 #[derive(Clone, Copy, Debug, Default)]
@@ -296,11 +295,12 @@ impl<T: Scalar> Backend<T> for Cpu {
                             *o = kernel.of_distance(d2.sqrt());
                         }
                     } else {
-                        // exp(-gamma d^2) by the vectorised exp, a row at a time
+                        // exp(-gamma d^2) by the vectorised exp to the working precision, a
+                        // row at a time
                         for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
                             *o = -gamma * (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0);
                         }
-                        exp_in_place(row);
+                        T::exp_in_place(row);
                     }
                 });
             }
