@@ -760,3 +760,88 @@ impl<T: Scalar> BlockEngine<T> for HostExact<'_, T> {
         Ok(())
     }
 }
+
+/// What the engine tests share: one engine's operations against another's on the same map.
+#[cfg(test)]
+pub(crate) mod agreement {
+    use super::BlockEngine;
+    use crate::backend::cpu::Cpu;
+    use crate::rng::Stream;
+
+    /// Asserts `a` and `b` equal to 1e-9 relative.
+    pub(crate) fn close(a: &[f64], b: &[f64], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (p, q)) in a.iter().zip(b).enumerate() {
+            assert!(
+                (p - q).abs() < 1e-9 * (1.0 + q.abs()),
+                "{what}[{i}]: {p} vs {q}"
+            );
+        }
+    }
+
+    /// Every operation of `e` equals the same operation of `h`, an engine that lends its block
+    /// features (the host random-feature engine) over `n` rows, blocks of `b`, `tt` targets
+    /// and a map of `m` features, on random coefficients from `s`: theta, each block's Gram
+    /// and `g` (the kernel model switched on after the block is loaded, with the ratio test's
+    /// products), updates, a shift of theta and the decision values.
+    pub(crate) fn engines_agree(
+        e: &mut dyn BlockEngine<f64>,
+        h: &mut dyn BlockEngine<f64>,
+        (n, b, tt, m): (usize, usize, usize, usize),
+        s: &mut Stream,
+    ) {
+        let alpha: Vec<f64> = (0..n * tt).map(|_| s.uniform() - 0.5).collect();
+        e.set_alpha(&alpha).unwrap();
+        h.set_alpha(&alpha).unwrap();
+        let (mut te, mut th) = (vec![f64::NAN; m * tt], vec![f64::NAN; m * tt]);
+        e.theta(&mut te).unwrap();
+        h.theta(&mut th).unwrap();
+        close(&te, &th, "theta");
+        for start in [0, b, n - n % b] {
+            let len = b.min(n - start);
+            e.load_block(start, len).unwrap();
+            h.load_block(start, len).unwrap();
+            let (mut ke, mut kh) = (vec![f64::NAN; len * len], vec![f64::NAN; len * len]);
+            let (mut ge, mut gh) = (vec![f64::NAN; len * tt], vec![f64::NAN; len * tt]);
+            e.block_gram(Some(&mut ke), &mut ge).unwrap();
+            h.block_gram(Some(&mut kh), &mut gh).unwrap();
+            close(&ke, &kh, "gram");
+            close(&ge, &gh, "g");
+            // kernel model, switched on after the block was loaded
+            assert!(e.set_kernel_model(true) && h.set_kernel_model(true));
+            e.block_gram(Some(&mut ke), &mut ge).unwrap();
+            h.block_gram(Some(&mut kh), &mut gh).unwrap();
+            close(&ke, &kh, "kernel block");
+            let lent = h.lend_features().expect("the reference lends its features");
+            let sv: Vec<f64> = (0..len).map(|_| s.uniform() - 0.5).collect();
+            let uv: Vec<f64> = (0..m).map(|_| s.uniform() - 0.5).collect();
+            let p = e.block_products().expect("products under the kernel model");
+            close(
+                &p.transpose_times(&sv).unwrap(),
+                &lent.transpose_times(&Cpu, &sv),
+                "Phi^T s",
+            );
+            let (mut oe, mut oh) = (vec![f64::NAN; len], vec![f64::NAN; len]);
+            p.times(&uv, &mut oe).unwrap();
+            lent.times(&Cpu, &uv, &mut oh);
+            close(&oe, &oh, "Phi u");
+            let (mut pe, mut ph) = (vec![f64::NAN; len * len], vec![f64::NAN; len * len]);
+            p.gram(&mut pe).unwrap();
+            lent.gram(&Cpu, &mut ph);
+            close(&pe, &ph, "gram of the products");
+            h.return_features(lent);
+            let delta: Vec<f64> = (0..len * tt).map(|_| s.uniform() - 0.5).collect();
+            e.update(&delta).unwrap();
+            h.update(&delta).unwrap();
+            e.theta(&mut te).unwrap();
+            h.theta(&mut th).unwrap();
+            close(&te, &th, "theta after update");
+            e.set_kernel_model(false);
+            h.set_kernel_model(false);
+        }
+        let shift: Vec<f64> = (0..m * tt).map(|_| s.uniform() - 0.5).collect();
+        e.shift_theta(&shift).unwrap();
+        h.shift_theta(&shift).unwrap();
+        close(&e.decision().unwrap(), &h.decision().unwrap(), "decision");
+    }
+}

@@ -258,6 +258,7 @@ impl<T: Scalar> FeatureProducts for HostNystrom<'_, T> {
 mod tests {
     use super::*;
     use crate::backend::HostRff;
+    use crate::backend::agreement::engines_agree;
     use crate::backend::cpu::Cpu;
     use crate::features::{Centers, FeatureMap};
     use crate::kernel::{Kernel, KernelKind};
@@ -282,62 +283,6 @@ mod tests {
         s.shuffle(&mut order);
         let mut e = HostNystrom::new(&Cpu, &ny, &x, &order, tt, b).unwrap();
         let mut h = HostRff::new(&Cpu, &fm, &x, &order, tt, b).unwrap();
-        let alpha: Vec<f64> = (0..n * tt).map(|_| s.uniform() - 0.5).collect();
-        e.set_alpha(&alpha).unwrap();
-        h.set_alpha(&alpha).unwrap();
-        let close = |a: &[f64], b: &[f64], what: &str| {
-            for (i, (p, q)) in a.iter().zip(b).enumerate() {
-                assert!(
-                    (p - q).abs() < 1e-9 * (1.0 + q.abs()),
-                    "{what}[{i}]: {p} vs {q}"
-                );
-            }
-        };
-        let (mut te, mut th) = (vec![f64::NAN; r * tt], vec![f64::NAN; r * tt]);
-        e.theta(&mut te).unwrap();
-        h.theta(&mut th).unwrap();
-        close(&te, &th, "theta");
-        for start in [0, 16, 80] {
-            let len = b.min(n - start);
-            e.load_block(start, len).unwrap();
-            h.load_block(start, len).unwrap();
-            let (mut ke, mut kh) = (vec![f64::NAN; len * len], vec![f64::NAN; len * len]);
-            let (mut ge, mut gh) = (vec![f64::NAN; len * tt], vec![f64::NAN; len * tt]);
-            e.block_gram(Some(&mut ke), &mut ge).unwrap();
-            h.block_gram(Some(&mut kh), &mut gh).unwrap();
-            close(&ke, &kh, "gram");
-            close(&ge, &gh, "g");
-            // kernel model: the exact block, and the products of the ratio test
-            assert!(e.set_kernel_model(true) && h.set_kernel_model(true));
-            e.block_gram(Some(&mut ke), &mut ge).unwrap();
-            h.block_gram(Some(&mut kh), &mut gh).unwrap();
-            close(&ke, &kh, "kernel block");
-            let lent = h.lend_features().unwrap();
-            let sv: Vec<f64> = (0..len).map(|_| s.uniform() - 0.5).collect();
-            let uv: Vec<f64> = (0..r).map(|_| s.uniform() - 0.5).collect();
-            let p = e.block_products().unwrap();
-            close(
-                &p.transpose_times(&sv).unwrap(),
-                &lent.transpose_times(&Cpu, &sv),
-                "Phi^T s",
-            );
-            let (mut oe, mut oh) = (vec![f64::NAN; len], vec![f64::NAN; len]);
-            p.times(&uv, &mut oe).unwrap();
-            lent.times(&Cpu, &uv, &mut oh);
-            close(&oe, &oh, "Phi u");
-            h.return_features(lent);
-            e.set_kernel_model(false);
-            h.set_kernel_model(false);
-            let delta: Vec<f64> = (0..len * tt).map(|_| s.uniform() - 0.5).collect();
-            e.update(&delta).unwrap();
-            h.update(&delta).unwrap();
-            e.theta(&mut te).unwrap();
-            h.theta(&mut th).unwrap();
-            close(&te, &th, "theta after update");
-        }
-        let shift: Vec<f64> = (0..r * tt).map(|_| s.uniform() - 0.5).collect();
-        e.shift_theta(&shift).unwrap();
-        h.shift_theta(&shift).unwrap();
-        close(&e.decision().unwrap(), &h.decision().unwrap(), "decision");
+        engines_agree(&mut e, &mut h, (n, b, tt, r), &mut s);
     }
 }

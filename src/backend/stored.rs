@@ -249,21 +249,12 @@ impl<T: Scalar> FeatureProducts for StoredFeatures<'_, T> {
 mod tests {
     use super::*;
     use crate::backend::HostRff;
+    use crate::backend::agreement::engines_agree;
     use crate::backend::cpu::Cpu;
     use crate::data::DenseMatrix;
     use crate::features::{Centers, FeatureSpec, NystromMap, RandomMap};
     use crate::kernel::{Kernel, KernelKind};
     use crate::rng::Stream;
-
-    fn close(a: &[f64], b: &[f64], what: &str) {
-        assert_eq!(a.len(), b.len(), "{what}: lengths");
-        for (i, (p, q)) in a.iter().zip(b).enumerate() {
-            assert!(
-                (p - q).abs() < 1e-9 * (1.0 + q.abs()),
-                "{what}[{i}]: {p} vs {q}"
-            );
-        }
-    }
 
     /// Every operation on stored features equals the same operation of the engine that forms
     /// each block's features anew, for a Nystrom map and for random features with a bias, over
@@ -292,59 +283,8 @@ mod tests {
             s.shuffle(&mut order);
             let mut e = StoredFeatures::new(&Cpu, &map, &x, &order, tt, b).unwrap();
             let mut h = HostRff::new(&Cpu, &map, &x, &order, tt, b).unwrap();
-            let alpha: Vec<f64> = (0..n * tt).map(|_| s.uniform() - 0.5).collect();
-            e.set_alpha(&alpha).unwrap();
-            h.set_alpha(&alpha).unwrap();
-            let (mut te, mut th) = (vec![f64::NAN; m * tt], vec![f64::NAN; m * tt]);
-            e.theta(&mut te).unwrap();
-            h.theta(&mut th).unwrap();
-            close(&te, &th, "theta");
-            for start in [0, 16, 80] {
-                let len = b.min(n - start);
-                e.load_block(start, len).unwrap();
-                h.load_block(start, len).unwrap();
-                let (mut ke, mut kh) = (vec![f64::NAN; len * len], vec![f64::NAN; len * len]);
-                let (mut ge, mut gh) = (vec![f64::NAN; len * tt], vec![f64::NAN; len * tt]);
-                e.block_gram(Some(&mut ke), &mut ge).unwrap();
-                h.block_gram(Some(&mut kh), &mut gh).unwrap();
-                close(&ke, &kh, "gram");
-                close(&ge, &gh, "g");
-                // kernel model, switched on after the block was loaded
-                assert!(e.set_kernel_model(true) && h.set_kernel_model(true));
-                e.block_gram(Some(&mut ke), &mut ge).unwrap();
-                h.block_gram(Some(&mut kh), &mut gh).unwrap();
-                close(&ke, &kh, "kernel block");
-                let lent = h.lend_features().unwrap();
-                let sv: Vec<f64> = (0..len).map(|_| s.uniform() - 0.5).collect();
-                let uv: Vec<f64> = (0..m).map(|_| s.uniform() - 0.5).collect();
-                let p = e.block_products().unwrap();
-                close(
-                    &p.transpose_times(&sv).unwrap(),
-                    &lent.transpose_times(&Cpu, &sv),
-                    "Phi^T s",
-                );
-                let (mut oe, mut oh) = (vec![f64::NAN; len], vec![f64::NAN; len]);
-                p.times(&uv, &mut oe).unwrap();
-                lent.times(&Cpu, &uv, &mut oh);
-                close(&oe, &oh, "Phi u");
-                let (mut pe, mut ph) = (vec![f64::NAN; len * len], vec![f64::NAN; len * len]);
-                p.gram(&mut pe).unwrap();
-                lent.gram(&Cpu, &mut ph);
-                close(&pe, &ph, "gram of the products");
-                h.return_features(lent);
-                let delta: Vec<f64> = (0..len * tt).map(|_| s.uniform() - 0.5).collect();
-                e.update(&delta).unwrap();
-                h.update(&delta).unwrap();
-                e.theta(&mut te).unwrap();
-                h.theta(&mut th).unwrap();
-                close(&te, &th, "theta after update");
-                e.set_kernel_model(false);
-                h.set_kernel_model(false);
-            }
-            let shift: Vec<f64> = (0..m * tt).map(|_| s.uniform() - 0.5).collect();
-            e.shift_theta(&shift).unwrap();
-            h.shift_theta(&shift).unwrap();
-            close(&e.decision().unwrap(), &h.decision().unwrap(), "decision");
+            engines_agree(&mut e, &mut h, (n, b, tt, m), &mut s);
+            let shift = vec![0.5; m * tt];
             assert!(e.shift_theta(&shift[1..]).is_err());
             assert!(e.load_block(n - 4, 8).is_err());
             assert!(e.load_block(0, b + 1).is_err());

@@ -918,10 +918,7 @@ pub fn solve<T: Scalar>(
         let tc = Instant::now();
         let p = monitor(&mut st, hooks, 0, 0, start, timings.check, b)?;
         timings.check += tc.elapsed().as_secs_f64();
-        let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-        let verdict = verdict(&p, &history, cfg, go_on);
-        history.push(p);
-        if let Some(reason) = verdict? {
+        if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
             stop = reason;
             done = true;
         }
@@ -963,10 +960,7 @@ pub fn solve<T: Scalar>(
                 }
             };
             timings.check += tc.elapsed().as_secs_f64();
-            let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-            let verdict = verdict(&p, &history, cfg, go_on);
-            history.push(p);
-            if let Some(reason) = verdict? {
+            if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
                 stop = reason;
                 break;
             }
@@ -1347,6 +1341,20 @@ fn final_verdict<T>(p: &Progress, hooks: &mut Hooks<T>, tol: f64, stop: StopReas
     } else {
         stop
     }
+}
+
+/// Passes a check to the progress callback and records it in `history`; what it says of
+/// stopping ([`verdict`]).
+fn judge<T>(
+    p: Progress,
+    hooks: &mut Hooks<T>,
+    history: &mut Vec<Progress>,
+    cfg: &SolverConfig,
+) -> Result<Option<StopReason>> {
+    let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
+    let verdict = verdict(&p, history, cfg, go_on);
+    history.push(p);
+    verdict
 }
 
 /// What a check says: stop (converged, stalled, or the progress callback asked to), go on,
