@@ -270,7 +270,8 @@ impl std::fmt::Display for StopReason {
     }
 }
 
-/// Where the time of a fit went, in seconds.
+/// Where the time of a fit went, in seconds. A one-vs-one fit sums its pairs' timings, so
+/// where pairs run side by side the sums exceed the fit's wall time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
     /// Forming `K_BB` and `gbar` (feature block, Gram, projection; or exact kernel tiles).
