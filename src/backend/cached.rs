@@ -34,6 +34,9 @@ pub fn caches_kernel<T>(n: usize, budget: usize) -> bool {
     cached_kernel_bytes::<T>(n) <= budget
 }
 
+/// Rows of `K_BB` per task when a block's kernel is gathered from the cache.
+const GATHER_ROWS: usize = 32;
+
 /// [`BlockEngine`] over a cached exact kernel. Positions are those of `order` (a block is a
 /// contiguous range of them): `K[p][q] = k(x_order[p], x_order[q])`, and `beta = K alpha` is
 /// kept in the same order, so a block's `g` and its columns of `K` are contiguous.
@@ -276,20 +279,25 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
         };
         let nb = pos.len();
         if let Some(kbb) = kbb {
-            for (r, &p) in pos.iter().enumerate() {
-                let row = &k[p * n..(p + 1) * n];
-                let out = &mut kbb[r * nb..(r + 1) * nb];
-                match &self.cur {
-                    Current::Range(start, _) => out
-                        .iter_mut()
-                        .zip(&row[*start..start + nb])
-                        .for_each(|(o, v)| *o = v.to_f64()),
-                    Current::Positions(_) => out
-                        .iter_mut()
-                        .zip(pos.iter())
-                        .for_each(|(o, &q)| *o = row[q].to_f64()),
-                }
-            }
+            // a row of K_BB per task: each reads its own cached row (out of cache for large n)
+            let cur = &self.cur;
+            kbb[..nb * nb]
+                .par_chunks_mut(nb.max(1))
+                .zip(pos.par_iter())
+                .with_min_len(GATHER_ROWS)
+                .for_each(|(out, &p)| {
+                    let row = &k[p * n..(p + 1) * n];
+                    match cur {
+                        Current::Range(start, _) => out
+                            .iter_mut()
+                            .zip(&row[*start..start + nb])
+                            .for_each(|(o, v)| *o = v.to_f64()),
+                        Current::Positions(_) => out
+                            .iter_mut()
+                            .zip(pos.iter())
+                            .for_each(|(o, &q)| *o = row[q].to_f64()),
+                    }
+                });
         }
         for t in 0..self.targets {
             let beta = &self.beta[t * n..(t + 1) * n];
