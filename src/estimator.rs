@@ -689,14 +689,17 @@ impl Joker {
         }
     }
 
-    /// The multi-class scheme of a fit in words, with why (empty for fewer than three classes).
-    fn describe_scheme(&self, targets: &Targets, distributed: bool) -> String {
+    /// The multi-class scheme of a fit in words, with why (empty for fewer than three classes);
+    /// `at_once`: one-vs-one's pairs solved side by side.
+    fn describe_scheme(&self, targets: &Targets, distributed: bool, at_once: usize) -> String {
         let k = targets.classes.as_ref().map_or(0, |c| c.len());
         if k < 3 {
             return String::new();
         }
         let what = match targets.multiclass {
-            Multiclass::OneVsOne => format!("one-vs-one, {} pairs", k * (k - 1) / 2),
+            Multiclass::OneVsOne => {
+                format!("one-vs-one, {} pairs, {at_once} at a time", k * (k - 1) / 2)
+            }
             Multiclass::OneVsRest => format!("one-vs-rest, {k} columns"),
         };
         let why = match (self.multiclass, targets.multiclass) {
@@ -1325,7 +1328,7 @@ impl Joker {
         let tt = f.tt;
         let doubly_stochastic = !f.solver_name.is_empty();
         let multiclass = f.targets.multiclass;
-        let scheme = self.describe_scheme(&f.targets, f.distributed);
+        let scheme = self.describe_scheme(&f.targets, f.distributed, sol.pairs_at_once);
         let theta = sol.theta.take();
         let representation = representation_of(theta, &sol.alpha, map, x, self.solver.seed, tt);
         let last = sol.history.last().cloned();
@@ -1589,20 +1592,23 @@ impl Joker {
         Ok(need)
     }
 
-    /// The kernel cache this fit may use: the configured budget, or none where what it would
-    /// keep there takes the fit (`need` bytes without it) over its memory limit. Exact DBCD-TR
-    /// fits keep the `n x n` kernel of `n` rows (on a GPU too, in host memory), Nystrom maps
-    /// their `n x M` features.
+    /// The kernel cache this fit may use: the configured budget capped at what the memory
+    /// limit leaves beside the fit (`need` bytes without the cache), or none where what it
+    /// would keep there does not fit that. Exact DBCD-TR fits keep the `n x n` kernel of `n`
+    /// rows (on a GPU too, in host memory; one-vs-one as many pairs' kernels at once as the
+    /// cache holds), Nystrom maps their `n x M` features.
     fn kernel_cache_for<T>(&self, n: usize, need: usize) -> usize {
         let bytes = match (self.n_components, self.feature_map) {
             (Some(m), FeatureKind::Nystrom(_)) => stored_feature_bytes::<T>(n, m),
             _ => cached_kernel_bytes::<T>(n),
         };
-        let within = self
-            .max_memory
-            .bytes()
-            .is_none_or(|limit| need.saturating_add(bytes) <= limit);
-        if within { self.solver.kernel_cache } else { 0 }
+        match self.max_memory.bytes() {
+            None => self.solver.kernel_cache,
+            Some(limit) if need.saturating_add(bytes) <= limit => {
+                self.solver.kernel_cache.min(limit - need)
+            }
+            Some(_) => 0,
+        }
     }
 
     /// Whether a DBCD-TR fit with `m` features starts KRR at its exact optimum
@@ -1900,6 +1906,7 @@ fn full_krr<T: Scalar>(
         iters: sol.iters,
         stop,
         fell_back: None,
+        pairs_at_once: 0,
         history,
         timings: Default::default(),
         tr_model: "none (full KRR has no trust region)".into(),

@@ -1083,7 +1083,8 @@ fn multiclass_schemes_are_chosen_and_reported() {
     };
     let auto = train(&[], "auto.json");
     assert!(
-        auto.contains("multiclass: one-vs-one, 3 pairs (auto: the exact kernel"),
+        auto.contains("multiclass: one-vs-one, 3 pairs, ")
+            && auto.contains(" at a time (auto: the exact kernel"),
         "{auto}"
     );
     let info = stdout(&ok(joker(&t.0, &["info", "auto.json"])));

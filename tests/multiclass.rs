@@ -326,7 +326,11 @@ fn one_vs_one_where_it_applies() {
         exact
             .training
             .multiclass
-            .starts_with("one-vs-one, 6 pairs (auto: the exact kernel"),
+            .starts_with("one-vs-one, 6 pairs, ")
+            && exact
+                .training
+                .multiclass
+                .contains(" at a time (auto: the exact kernel"),
         "{}",
         exact.training.multiclass
     );
@@ -396,6 +400,36 @@ fn pairs_at_once_and_in_turn_give_one_model() {
     };
     assert_eq!(alpha(&at_once), alpha(&in_turn));
     assert_eq!(at_once.training.iterations, in_turn.training.iterations);
+    let at_a_time = |m: &Model| {
+        let t = &m.training.multiclass;
+        let (head, _) = t.split_once(" at a time").expect(t);
+        head.rsplit(' ').next().unwrap().parse::<usize>().expect(t)
+    };
+    assert_eq!(at_a_time(&at_once), rayon::current_num_threads().min(6));
+    assert_eq!(at_a_time(&in_turn), 1);
+    // a kernel cache that holds the largest pair's kernel once, not twice: one at a time
+    let mut counts = [0usize; 4];
+    data.y
+        .iter()
+        .for_each(|&l| counts[((l - 3.0) / 2.0) as usize] += 1);
+    counts.sort_unstable();
+    let largest = counts[2] + counts[3];
+    let one_pair = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .exact()
+        .gamma(0.8)
+        .c(2.0)
+        .block_size(64)
+        .tol(1e-6)
+        .stall(false)
+        .multiclass(Multiclass::OneVsOne)
+        .kernel_cache(largest * largest * 4 * 3 / 2)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    assert_eq!(at_a_time(&one_pair), 1);
+    assert_eq!(alpha(&one_pair), alpha(&at_once));
 
     for install in [false, true] {
         let mut seen = 0;

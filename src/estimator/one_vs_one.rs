@@ -68,7 +68,8 @@ impl Joker {
         let mut relay = Relay::new(hooks, pairs);
         // On a thread of a rayon pool the pairs run one after the other: waiting there for the
         // pool's other threads could wait on work queued behind this one.
-        let (slots, timed_out) = if concurrent > 1 && rayon::current_thread_index().is_none() {
+        let side_by_side = concurrent > 1 && rayon::current_thread_index().is_none();
+        let (slots, timed_out) = if side_by_side {
             ctx.run_concurrent(&rows, concurrent, &mut relay)
         } else {
             ctx.run_in_turn(&rows, &mut relay)
@@ -90,6 +91,7 @@ impl Joker {
             tr_model: String::new(),
             working_set: String::new(),
             fell_back: None,
+            pairs_at_once: if side_by_side { concurrent } else { 1 },
         };
         let (mut primal, mut dual, mut epochs, mut accepted) = (0.0, 0.0, 0.0, 0);
         let mut first = true;
@@ -424,7 +426,7 @@ impl<'h, 'a, T> Relay<'h, 'a, T> {
 
 /// How many pairs run at once: one per thread on the CPU (a pair's problem is small, so its
 /// own loops leave threads idle), as many as the kernel cache holds the largest pair's cached
-/// kernel; one at a time on a GPU.
+/// kernel (the fit's cache is capped at what its memory limit leaves); one at a time on a GPU.
 fn pair_concurrency<T: Scalar>(
     backend: &dyn Backend<T>,
     rows: &[Vec<usize>],

@@ -349,6 +349,8 @@ pub struct Solution {
     pub working_set: String,
     /// Where and why the fit left its device for the fallback backend, if it did.
     pub fell_back: Option<String>,
+    /// One-vs-one: how many pairs were solved side by side (0 for other fits).
+    pub pairs_at_once: usize,
 }
 
 /// How the kernel is represented.
@@ -1006,6 +1008,7 @@ pub fn solve<T: Scalar>(
         tr_model: schedule.curvature.note,
         working_set: schedule.choice.note,
         fell_back: resume.note,
+        pairs_at_once: 0,
     })
 }
 

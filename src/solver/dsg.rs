@@ -908,6 +908,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
             tr_model: String::new(),
             working_set: String::new(),
             fell_back: None,
+            pairs_at_once: 0,
         }
     }
 }

@@ -409,6 +409,7 @@ fn run<T: Scalar>(
         tr_model: schedule.curvature.note,
         working_set: schedule.choice.note,
         fell_back: None,
+        pairs_at_once: 0,
     })
 }
 
