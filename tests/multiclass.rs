@@ -430,6 +430,27 @@ fn pairs_at_once_and_in_turn_give_one_model() {
         .unwrap();
     assert_eq!(at_a_time(&one_pair), 1);
     assert_eq!(alpha(&one_pair), alpha(&at_once));
+    // a time limit spent before the pairs begin: stopped by it, not cancelled
+    let timed = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .exact()
+        .multiclass(Multiclass::OneVsOne)
+        .time_limit(std::time::Duration::from_nanos(1))
+        .build()
+        .unwrap();
+    for install in [false, true] {
+        let m = if install {
+            pool.install(|| timed.fit(&data))
+        } else {
+            timed.fit(&data)
+        }
+        .unwrap();
+        assert_eq!(
+            m.training.stop,
+            StopReason::TimeLimit,
+            "in a pool: {install}"
+        );
+    }
 
     for install in [false, true] {
         let mut seen = 0;

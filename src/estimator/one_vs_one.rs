@@ -312,8 +312,16 @@ impl<T: Scalar> PairContext<'_, '_, T> {
                             &mut |c| tx.send(c).is_ok() && !self.stop.load(Ordering::Relaxed),
                             &mut || self.stop.load(Ordering::Relaxed),
                         );
-                        let (ends, was_late) = ends_the_fit(&sol);
-                        if ends {
+                        // an error or a cancelled pair stops the others; the time limit
+                        // stops each running pair by itself (they share its deadline), and
+                        // the pairs not begun find no time left
+                        let (_, was_late) = ends_the_fit(&sol);
+                        let cancelled = match &sol {
+                            Err(_) => true,
+                            Ok(Some(s)) => s.stop == StopReason::Cancelled,
+                            Ok(None) => false,
+                        };
+                        if cancelled {
                             self.stop.store(true, Ordering::Relaxed);
                         }
                         if was_late {
