@@ -1,8 +1,8 @@
 //! One-vs-one: a binary problem per pair of classes, on the rows of its two classes only,
-//! solved with the fit's features, kernel and settings, several pairs at once on the CPU. Each problem has
-//! about `2 n / K` rows, so its cached kernel is `(2 n / K)^2` entries and its passes are short;
-//! the `K (K - 1) / 2` columns together form one separable problem, whose objectives are the
-//! sums of the pairs'. The model holds a decision column per pair (zero coefficients outside the
+//! solved with the fit's features, kernel and settings, several pairs at once on the CPU. Each
+//! problem has about `2 n / K` rows, so its cached kernel is `(2 n / K)^2` entries and its
+//! passes are short; the `K (K - 1) / 2` columns together form one separable problem, whose
+//! objectives are the sums of the pairs'. The model holds a decision column per pair (zero coefficients outside the
 //! pair) and predicts by votes ([`crate::preprocess::vote`]).
 
 use std::cell::RefCell;
@@ -189,8 +189,9 @@ struct PairContext<'a, 'p, T: Scalar> {
 }
 
 impl<T: Scalar> PairContext<'_, '_, T> {
-    /// Pair `p`'s problem on its `rows`, solved with the fit's settings; its checks go to `tx`.
-    /// `None`: the time limit ran out before it started.
+    /// Pair `p`'s problem on its `rows`, solved with the fit's settings; each check goes to
+    /// `report` (its answer: go on), and `interrupt` is polled every iteration. `None`: the time
+    /// limit ran out before it started.
     fn solve(
         &self,
         p: usize,
