@@ -357,17 +357,18 @@ fn one_vs_one_where_it_applies() {
 #[test]
 fn pairs_at_once_and_in_turn_give_one_model() {
     let data = four_classes(800, 9);
-    let params = Joker::builder()
-        .loss(Loss::SquaredHinge)
-        .exact()
-        .gamma(0.8)
-        .c(2.0)
-        .block_size(64)
-        .tol(1e-6)
-        .stall(false)
-        .multiclass(Multiclass::OneVsOne)
-        .build()
-        .unwrap();
+    let builder = || {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .exact()
+            .gamma(0.8)
+            .c(2.0)
+            .block_size(64)
+            .tol(1e-6)
+            .stall(false)
+            .multiclass(Multiclass::OneVsOne)
+    };
+    let params = builder().build().unwrap();
     let caller = std::thread::current().id();
     let (mut iters, mut elsewhere) = (Vec::new(), 0);
     let at_once = params
@@ -414,15 +415,7 @@ fn pairs_at_once_and_in_turn_give_one_model() {
         .for_each(|&l| counts[((l - 3.0) / 2.0) as usize] += 1);
     counts.sort_unstable();
     let largest = counts[2] + counts[3];
-    let one_pair = Joker::builder()
-        .loss(Loss::SquaredHinge)
-        .exact()
-        .gamma(0.8)
-        .c(2.0)
-        .block_size(64)
-        .tol(1e-6)
-        .stall(false)
-        .multiclass(Multiclass::OneVsOne)
+    let one_pair = builder()
         .kernel_cache(largest * largest * 4 * 3 / 2)
         .build()
         .unwrap()
