@@ -355,6 +355,13 @@ impl JokerBuilder {
         self.p.solver.direct_krr = on;
         self
     }
+    /// Whether L2-SVC on a feature map of at most 4,096 features starts from its optimum,
+    /// found in the primal by a finite Newton method (default on; see
+    /// [`SolverConfig::newton_start`]).
+    pub fn newton_start(mut self, on: bool) -> Self {
+        self.p.solver.newton_start = on;
+        self
+    }
     /// How DBCD-TR chooses each block (default: from the violating coordinates where the exact
     /// kernel is cached, random otherwise; see [`WorkingSet`]).
     pub fn working_set(mut self, rule: WorkingSet) -> Self {
@@ -1372,6 +1379,7 @@ impl Joker {
                 },
                 tr_model: sol.tr_model,
                 working_set: sol.working_set,
+                start: sol.start,
                 representation: String::new(),
                 multiclass: scheme,
                 solver: f.solver_name.into(),
@@ -1560,6 +1568,10 @@ impl Joker {
         .saturating_add(match self.n_components {
             // the direct KRR solve's system and right-hand sides, in f64
             Some(m) if self.direct_krr_applies(m) => m.saturating_mul(m + tt).saturating_mul(8),
+            // the finite Newton start's systems, sample and per-row state
+            Some(m) if self.newton_start_applies(m, tt) => {
+                crate::solver::dbcd::newton_memory(n, m, tt, std::mem::size_of::<T>())
+            }
             _ => 0,
         });
         self.max_memory.check(need, || {
@@ -1618,6 +1630,15 @@ impl Joker {
             && self.loss == Loss::SquaredError
             && self.dsg.is_none()
             && m <= crate::solver::dbcd::DIRECT_KRR_MAX_FEATURES
+    }
+
+    /// Whether a DBCD-TR fit with `m` features and `targets` columns starts L2-SVC at its
+    /// primal optimum ([`SolverConfig::newton_start`]).
+    fn newton_start_applies(&self, m: usize, targets: usize) -> bool {
+        self.solver.newton_start
+            && self.loss == Loss::SquaredHinge
+            && self.dsg.is_none()
+            && crate::solver::dbcd::newton_fits(m, targets)
     }
 
     /// The dual coefficients of a warm-start model, checked to belong to this problem.
@@ -1907,6 +1928,7 @@ fn full_krr<T: Scalar>(
         stop,
         fell_back: None,
         pairs_at_once: 0,
+        start: String::new(),
         history,
         timings: Default::default(),
         tr_model: "none (full KRR has no trust region)".into(),

@@ -163,6 +163,11 @@ pub struct TrainingInfo {
     /// model is stored as an exact-kernel model over its centres.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub feature_map: String,
+    /// Where DBCD-TR started when it solved the problem in the primal first: `direct KRR
+    /// solve` or `finite Newton, ...` on a feature map (absent from the file, and empty,
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub start: String,
 }
 
 /// A trained Joker model.

@@ -93,6 +93,8 @@ pub mod streams {
     pub const DEMO_DATA: u32 = 0xDE70;
     /// The row sample and the starting centres of a k-means partition of a distributed fit.
     pub const PARTITION: u32 = 0x9A27;
+    /// The row sample a finite Newton start of L2-SVC finds its first active set on.
+    pub const NEWTON_SAMPLE: u32 = 0x4E57;
 }
 
 impl Stream {

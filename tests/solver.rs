@@ -1204,3 +1204,109 @@ fn krr_on_features_starts_from_its_exact_optimum() {
         }
     }
 }
+
+/// L2-SVC on a feature map starts from its optimum, found in the primal by a finite Newton
+/// method: the first check certifies it (no iteration, a gap at rounding level), the model
+/// file says how it started, and DBCD-TR from zero - another algorithm - converges to the same
+/// model; two classes with sample weights and three one-vs-rest, a Nystrom map (its features
+/// kept, and formed per block beyond a zero cache) and random features, in f64 and in f32
+/// (whose products the method refines against the exact residual).
+#[test]
+fn l2_svc_on_features_starts_from_its_primal_optimum() {
+    let w: Vec<f64> = (0..400).map(|i| 0.5 + (i % 3) as f64).collect();
+    let sets = [
+        (common::binary(400, 4, 41), common::binary(150, 4, 42), true),
+        (
+            common::three_classes(400, 43),
+            common::three_classes(150, 44),
+            false,
+        ),
+    ];
+    let maps = [
+        (FeatureKind::Random, 2048),
+        (FeatureKind::Nystrom(Centers::Uniform), 2048),
+        (FeatureKind::Nystrom(Centers::Uniform), 0),
+    ];
+    for (map, cache) in maps {
+        for precision in [Precision::F64, Precision::F32] {
+            for (train, test, weighted) in &sets {
+                let fit = |newton: bool, tol: f64| {
+                    Joker::builder()
+                        .loss(Loss::SquaredHinge)
+                        .n_components(40)
+                        .feature_map(map)
+                        .gamma(0.5)
+                        .lambda(0.05)
+                        .precision(precision)
+                        .kernel_cache(cache << 20)
+                        .block_size(64)
+                        .max_iter(200_000)
+                        .tol(tol)
+                        .stall(false)
+                        .newton_start(newton)
+                        .build()
+                        .unwrap()
+                        .fit_with(
+                            train,
+                            FitOptions {
+                                sample_weight: weighted.then_some(&w[..]),
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap()
+                };
+                let what = format!("{map:?} cache {cache} {precision:?} weighted {weighted}");
+                let newton = fit(true, 1e-3);
+                assert_eq!(newton.training.iterations, 0, "{what}");
+                let bound = if precision == Precision::F64 {
+                    1e-10
+                } else {
+                    1e-6
+                };
+                assert!(
+                    newton.training.gap < bound,
+                    "{what}: gap {}",
+                    newton.training.gap
+                );
+                assert!(
+                    newton.training.start.starts_with("finite Newton"),
+                    "{what}: {}",
+                    newton.training.start
+                );
+                assert!(!newton.training.start.contains("stopped"), "{what}");
+                let iterative = fit(
+                    false,
+                    if precision == Precision::F64 {
+                        1e-12
+                    } else {
+                        1e-8
+                    },
+                );
+                assert!(iterative.training.iterations > 0, "{what}");
+                assert!(iterative.training.start.is_empty(), "{what}");
+                let (a, b) = (
+                    newton.decision_function(&test.x).unwrap(),
+                    iterative.decision_function(&test.x).unwrap(),
+                );
+                let d = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(p, q)| (p - q).abs())
+                    .fold(0.0, f64::max);
+                // the primal is 1-strongly convex in theta and |phi(x)| <= 1: each model's
+                // decision values lie within sqrt(2 (P - D)) of the optimum's
+                let off = |m: &joker::Model| {
+                    let t = &m.training;
+                    (2.0 * t.gap * t.primal.abs().max(t.dual.abs())).sqrt()
+                };
+                let rounding = if precision == Precision::F64 {
+                    1e-9
+                } else {
+                    1e-5
+                };
+                let tol = 1.05 * (off(&newton) + off(&iterative)) + rounding;
+                assert!(d < tol, "{what}: the models differ by {d} (bound {tol})");
+            }
+        }
+    }
+}

@@ -501,6 +501,10 @@ pub struct TrainArgs {
     /// exact optimum of the M x M primal system (one pass over the data).
     #[arg(long, help_heading = "Solver")]
     pub no_direct_krr: bool,
+    /// Solve L2-SVC on features (M up to 4096) by DBCD-TR from zero instead of starting from
+    /// its optimum found in the primal by a finite Newton method.
+    #[arg(long, help_heading = "Solver")]
+    pub no_newton_start: bool,
     /// Stop after this many seconds.
     #[arg(long, value_name = "SECONDS", help_heading = "Solver")]
     pub time_limit: Option<f64>,

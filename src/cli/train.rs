@@ -186,6 +186,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .seed(a.seed)
         .stall(!a.no_stall)
         .direct_krr(!a.no_direct_krr)
+        .newton_start(!a.no_newton_start)
         .device(a.device);
     b = match (a.c, a.lambda) {
         (Some(c), _) => {
@@ -564,6 +565,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
         if !model.training.working_set.is_empty() {
             eprintln!("working set: {}", model.training.working_set);
+        }
+        if !model.training.start.is_empty() {
+            eprintln!("start: {}", model.training.start);
         }
     }
     model.save(model_path)?;

@@ -92,6 +92,7 @@ impl Joker {
             working_set: String::new(),
             fell_back: None,
             pairs_at_once: if side_by_side { concurrent } else { 1 },
+            start: String::new(),
         };
         let (mut primal, mut dual, mut epochs, mut accepted) = (0.0, 0.0, 0.0, 0);
         let mut first = true;

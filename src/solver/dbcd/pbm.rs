@@ -410,6 +410,7 @@ fn run<T: Scalar>(
         working_set: schedule.choice.note,
         fell_back: None,
         pairs_at_once: 0,
+        start: String::new(),
     })
 }
 
