@@ -999,6 +999,18 @@ JokerStatus joker_params_set_auto_exact(struct JokerParams *params, int32_t on);
 JokerStatus joker_params_set_direct_krr(struct JokerParams *params, int32_t on);
 
 /**
+ * With `on` nonzero (the default), L2-SVC (`JOKER_LOSS_L2_SVC`) on a feature map of at most
+ * 4,096 features starts from its optimum, found in the primal by a finite Newton method (each
+ * step a ridge solve on the rows inside the margin, then an exact line search); DBCD-TR's
+ * first check certifies the result by the duality gap (the model then reports 0 iterations)
+ * or polishes it. Zero runs DBCD-TR from zero instead.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_newton_start(struct JokerParams *params, int32_t on);
+
+/**
  * Chooses the norm in which the block solves measure their trust-region steps, one of
  * `JOKER_TR_NORM_*`.
  *

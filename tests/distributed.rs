@@ -89,6 +89,8 @@ fn one_rank_is_the_single_process_fit_iterate_for_iterate() {
             .max_iter(120)
             .tol(1e-6)
             .stall(false)
+            // distributed fits start from zero
+            .newton_start(false)
             .build()
             .unwrap();
         let single = est.fit(&data).unwrap();

@@ -167,6 +167,8 @@ fn growing_the_centres_reaches_the_cold_optimum() {
                 .block_size(32)
                 .tol(1e-6)
                 .stall(false)
+                // DBCD-TR from zero (a cold L2-SVC fit would start at its optimum)
+                .newton_start(false)
                 .build()
                 .unwrap()
         };

@@ -366,6 +366,8 @@ fn overlapped_blocks_give_the_same_iterates() {
         let fit = |overlap: bool| {
             let cfg = joker::SolverConfig {
                 overlap,
+                // the iterates of DBCD-TR itself, from zero
+                newton_start: false,
                 ..Default::default()
             };
             let builder = Joker::builder();
@@ -466,8 +468,9 @@ fn kernel_model_never_increases_the_objective() {
     ] {
         let mut cfg = joker::SolverConfig::default();
         cfg.trust_region.model = joker::TrModel::Kernel;
-        // DBCD-TR's own steps: KRR would otherwise start at its optimum (direct_krr)
+        // DBCD-TR's own steps: KRR and L2-SVC would otherwise start at their optimum
         cfg.direct_krr = false;
+        cfg.newton_start = false;
         let model = Joker::builder()
             .solver(cfg)
             .loss(loss)
@@ -674,6 +677,8 @@ fn a_device_failure_mid_fit_finishes_on_the_cpu() {
         max_iter: 4000,
         tol: 1e-7,
         stall: false,
+        // DBCD-TR's iterations, where the device fails
+        newton_start: false,
         ..joker::SolverConfig::default()
     };
     let hooks = || Hooks::<f64> {

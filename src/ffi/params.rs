@@ -927,6 +927,23 @@ pub unsafe extern "C" fn joker_params_set_direct_krr(
     guard(|| unsafe { update(params, |j| j.solver.direct_krr = on != 0) })
 }
 
+/// With `on` nonzero (the default), L2-SVC (`JOKER_LOSS_L2_SVC`) on a feature map of at most
+/// 4,096 features starts from its optimum, found in the primal by a finite Newton method (each
+/// step a ridge solve on the rows inside the margin, then an exact line search); DBCD-TR's
+/// first check certifies the result by the duality gap (the model then reports 0 iterations)
+/// or polishes it. Zero runs DBCD-TR from zero instead.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_newton_start(
+    params: *mut JokerParams,
+    on: i32,
+) -> JokerStatus {
+    // SAFETY: see the function's contract.
+    guard(|| unsafe { update(params, |j| j.solver.newton_start = on != 0) })
+}
+
 /// `joker_params_set_tr_norm`: steps measured in the Euclidean norm (CG without a
 /// preconditioner).
 pub const JOKER_TR_NORM_EUCLIDEAN: i32 = 0;

@@ -550,8 +550,10 @@ fn fit_predict_save_load_round_trip() {
         );
         assert!(m.is_null());
 
-        // progress callback with a validation set, stopping after 3 checks
+        // progress callback with a validation set, stopping after 3 checks of DBCD-TR's
+        // iterations (from zero: the Newton start would converge at iteration 0)
         ok(joker_params_set_check_every(p, 5));
+        ok(joker_params_set_newton_start(p, 0));
         let mut calls = Calls {
             n: 0,
             stop_after: 3,
@@ -829,6 +831,21 @@ fn direct_krr_trust_region_norm_and_bias_feature() {
             );
             ok(joker_model_free(m));
         }
+
+        let svc = params(JokerLoss::L2Svc);
+        ok(joker_params_set_device(svc, JOKER_DEVICE_CPU));
+        ok(joker_params_set_max_iter(svc, 2000));
+        for on in [1, 0] {
+            ok(joker_params_set_newton_start(svc, on));
+            let m = fit(svc);
+            let mut iters = usize::MAX;
+            ok(joker_model_iterations(m, &mut iters));
+            assert_eq!(iters == 0, on == 1, "newton_start {on}: {iters} iterations");
+            let start = &(*m).model.training.start;
+            assert_eq!(start.is_empty(), on == 0, "{start}");
+            ok(joker_model_free(m));
+        }
+        ok(joker_params_free(svc));
 
         expect(
             joker_params_set_tr_norm(p, 3),

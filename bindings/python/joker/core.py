@@ -227,6 +227,7 @@ _sig("joker_params_set_working_set", _P, c_int32)
 _sig("joker_params_set_auto_exact", _P, c_int32)
 _sig("joker_params_set_stall", _P, c_int32)
 _sig("joker_params_set_direct_krr", _P, c_int32)
+_sig("joker_params_set_newton_start", _P, c_int32)
 _sig("joker_params_set_tr_norm", _P, c_int32)
 _sig("joker_params_set_bias", _P, c_double)
 _sig("joker_params_set_multiclass", _P, c_int32)
@@ -512,7 +513,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
                 auto_exact=False, stall=True, multiclass="auto", solver="dbcd", batch_size=None,
                 feature_block=None, step_theta=None, step_t0=None, direct_krr=True,
-                tr_norm="auto", bias=0.0):
+                tr_norm="auto", bias=0.0, newton_start=True):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -577,6 +578,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_auto_exact(h, int(bool(auto_exact))))
         _check(_lib.joker_params_set_stall(h, int(bool(stall))))
         _check(_lib.joker_params_set_direct_krr(h, int(bool(direct_krr))))
+        _check(_lib.joker_params_set_newton_start(h, int(bool(newton_start))))
         _check(_lib.joker_params_set_tr_norm(h, pick(TR_NORMS, tr_norm, "tr_norm")))
         _check(_lib.joker_params_set_multiclass(
             h, pick(MULTICLASS, multiclass, "multiclass")))
@@ -748,7 +750,11 @@ class Joker:
     (None: the defaults 256, 64, 1000, 1000; ``docs/dsg.md``). ``direct_krr``: KRR on a
     feature map of at most 4,096 features starts from its exact optimum, solved in the primal
     (default True; the fit then usually ends at its first check with 0 iterations); False runs
-    DBCD-TR from zero. ``tr_norm``: the norm of the block solves' trust-region steps,
+    DBCD-TR from zero. ``newton_start``: L2-SVC on such a feature map starts from its optimum,
+    found in the primal by a finite Newton method (default True; the fit then usually ends at
+    its first check with 0 iterations; the model file's ``training.start`` says how); False
+    runs DBCD-TR from zero.
+    ``tr_norm``: the norm of the block solves' trust-region steps,
     "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto" (the default: diagonal for KLR
     and Lp). ``bias``: the value ``B >= 0`` of a constant feature appended to the random
     features, an intercept as LIBLINEAR's ``-B`` (default 0: none; random features by DBCD-TR
@@ -803,6 +809,7 @@ class Joker:
         direct_krr=True,
         tr_norm="auto",
         bias=0.0,
+        newton_start=True,
     ):
         args = dict(locals())
         del args["self"]

@@ -119,7 +119,7 @@ class _JokerEstimator(BaseEstimator):
     _SAME = ("n_components", "features", "centers", "precision", "standardize", "block_size",
              "max_iter", "tol", "time_limit", "check_every", "max_memory", "device",
              "nystrom_rank", "tr_model", "kernel_cache", "working_set", "auto_exact", "stall",
-             "tr_norm", "bias", "direct_krr",
+             "tr_norm", "bias", "direct_krr", "newton_start",
              "multiclass", "normalize_target", "class_weight", "full_krr", "krr_blocks", "krr_rank",
              "krr_tol",
              "krr_store_preconditioners")
@@ -452,7 +452,11 @@ class KernelSVC(_JokerClassifier):
         features; the scheme taken is ``model_.multiclass``.
     decision_function_shape : {{"ovr", "ovo"}}, default="ovr"
         The columns of ``decision_function`` for a one-vs-one model: one per class (votes
-        and summed decision values, as scikit-learn's ``SVC``) or one per pair.{_COMMON_DOC}
+        and summed decision values, as scikit-learn's ``SVC``) or one per pair.
+    newton_start : bool, default=True
+        The squared hinge with a feature map of at most 4,096 features: start from its optimum,
+        found in the primal by a finite Newton method (the fit then usually ends at its first
+        check); False runs the block coordinate descent from zero.{_COMMON_DOC}
 {_FITTED_DOC}
     classes_ : ndarray of shape (n_classes,)
         The class labels.
@@ -466,7 +470,7 @@ class KernelSVC(_JokerClassifier):
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
                  tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
                  stall=True, tr_norm="auto", bias=0.0, multiclass="auto",
-                 decision_function_shape="ovr",
+                 decision_function_shape="ovr", newton_start=True,
                  random_state=None, verbose=0):
         self.C = C
         self.loss = loss
@@ -495,6 +499,7 @@ class KernelSVC(_JokerClassifier):
         self.bias = bias
         self.multiclass = multiclass
         self.decision_function_shape = decision_function_shape
+        self.newton_start = newton_start
         self.random_state = random_state
         self.verbose = verbose
 

@@ -240,6 +240,12 @@ class TestApi(unittest.TestCase):
                             direct_krr=direct, device="cpu").fit(self.X, y)
             self.assertEqual(m.iterations == 0, direct, m.iterations)
             self.assertLessEqual(m.gap, 1e-3 if direct else 1e-2)
+        # L2-SVC on random features starts at its primal optimum by Newton unless switched off
+        for newton in (True, False):
+            m = joker.Joker("l2-svc", n_components=256, block_size=64, max_iter=5000,
+                            newton_start=newton, device="cpu").fit(self.X, self.y)
+            self.assertEqual(m.iterations == 0, newton, m.iterations)
+            self.assertLessEqual(m.gap, 1e-3 if newton else 1e-2)
         with self.assertRaises(joker.JokerError) as e:
             joker.Joker("klr", tr_norm="cholesky")
         self.assertIn("tr_norm", str(e.exception))

@@ -83,7 +83,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          working_set = "auto", auto_exact = FALSE, stall = TRUE,
                          multiclass = "auto", solver = "dbcd", batch_size = NULL,
                          feature_block = NULL, step_theta = NULL, step_t0 = NULL,
-                         direct_krr = TRUE, tr_norm = "auto", bias = 0) {
+                         direct_krr = TRUE, tr_norm = "auto", bias = 0,
+                         newton_start = TRUE) {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -125,6 +126,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("auto_exact", auto_exact, logical = TRUE)
   set("stall", stall, logical = TRUE)
   set("direct_krr", direct_krr, logical = TRUE)
+  set("newton_start", newton_start, logical = TRUE)
   set("tr_norm", .joker_code("tr_norm", tr_norm))
   set("multiclass", .joker_code("multiclass", multiclass))
   # NULL: the solver's default (0 and NaN in the C call)

@@ -247,6 +247,13 @@ for (direct in c(TRUE, FALSE)) {
      sprintf("direct_krr = %s: %d iterations", direct, joker_info(dk)$iterations))
   joker_free(dk)
 }
+for (newton in c(TRUE, FALSE)) {
+  nt <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 2000,
+              newton_start = newton)
+  ok((joker_info(nt)$iterations == 0) == newton,
+     sprintf("newton_start = %s: %d iterations", newton, joker_info(nt)$iterations))
+  joker_free(nt)
+}
 diag_fit <- joker(x_test, yt, loss = "klr", n_components = 64, max_iter = 50, tr_norm = "diagonal")
 ok(mean(predict(diag_fit, x_test) == yt) > 0.6, "tr_norm = \"diagonal\" fits")
 expect_error(joker_params(tr_norm = "cholesky"), "tr_norm", "unknown trust-region norm")

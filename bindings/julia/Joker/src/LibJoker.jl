@@ -294,7 +294,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_tr_model, Int32), (:joker_params_set_working_set, Int32),
     (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32),
     (:joker_params_set_multiclass, Int32), (:joker_params_set_direct_krr, Int32),
-    (:joker_params_set_tr_norm, Int32), (:joker_params_set_bias, Float64)]
+    (:joker_params_set_tr_norm, Int32), (:joker_params_set_bias, Float64),
+    (:joker_params_set_newton_start, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -338,7 +339,8 @@ end
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
           features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
           multiclass="auto", solver="dbcd", batch_size=nothing, feature_block=nothing,
-          step_theta=nothing, step_t0=nothing, direct_krr=true, tr_norm="auto", bias=0.0)
+          step_theta=nothing, step_t0=nothing, direct_krr=true, tr_norm="auto", bias=0.0,
+          newton_start=true)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -365,7 +367,9 @@ features on the CPU, `max_iter` steps, no duality gap), with `batch_size` rows a
 `feature_block` new features per step and the step size `step_theta / (t + step_t0)`
 (`nothing`: the defaults 256, 64, 1000, 1000). `direct_krr`: KRR on a feature map of at most
 4,096 features starts from its exact optimum, solved in the primal (the fit then usually ends
-at its first check with 0 iterations; `false`: DBCD-TR from zero). `tr_norm`: the norm of the
+at its first check with 0 iterations; `false`: DBCD-TR from zero). `newton_start`: L2-SVC on
+such a feature map starts from its optimum, found in the primal by a finite Newton method
+(`false`: DBCD-TR from zero). `tr_norm`: the norm of the
 block solves' trust-region steps, "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto"
 (diagonal for KLR and Lp). `bias`: the value `B >= 0` of a constant feature appended to the
 random features, an intercept as LIBLINEAR's `-B` (0: none; random features by DBCD-TR only).
@@ -379,13 +383,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
     auto_exact=false, stall=true, multiclass="auto", solver="dbcd", batch_size=nothing,
     feature_block=nothing, step_theta=nothing, step_t0=nothing, direct_krr=true,
-    tr_norm="auto", bias=0.0)
+    tr_norm="auto", bias=0.0, newton_start=true)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
         auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0,
-        direct_krr, tr_norm, bias))
+        direct_krr, tr_norm, bias, newton_start))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -396,7 +400,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
     working_set="auto", auto_exact=false, stall=true, multiclass="auto", solver="dbcd",
     batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing,
-    direct_krr=true, tr_norm="auto", bias=0.0)
+    direct_krr=true, tr_norm="auto", bias=0.0, newton_start=true)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -449,6 +453,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         joker_params_set_auto_exact(h, Int32(auto_exact ? 1 : 0))
         joker_params_set_stall(h, Int32(stall ? 1 : 0))
         joker_params_set_direct_krr(h, Int32(direct_krr ? 1 : 0))
+        joker_params_set_newton_start(h, Int32(newton_start ? 1 : 0))
         joker_params_set_tr_norm(h, Int32(pick(TR_NORMS, tr_norm, "tr_norm")))
         joker_params_set_multiclass(h, Int32(pick(MULTICLASS, multiclass, "multiclass")))
         # nothing: the solver's default (0 and NaN in the C call)

@@ -55,6 +55,11 @@ end
                     direct_krr=direct, device="cpu"), X, target)
             @test (LibJoker.iterations(m) == 0) == direct
         end
+        for newton in (true, false)
+            m = fit(Joker("l2-svc"; n_components=256, block_size=64, max_iter=5000,
+                    newton_start=newton, device="cpu"), X, y)
+            @test (LibJoker.iterations(m) == 0) == newton
+        end
         @test_throws JokerError Joker("klr"; tr_norm="cholesky")
         @test score(fit(Joker("klr"; n_components=256, block_size=64, max_iter=300,
             tr_norm="diagonal"), X, y), Xt, yt) > 0.85
