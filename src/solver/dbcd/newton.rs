@@ -382,7 +382,6 @@ fn minimise<T: Scalar>(
     targets: usize,
     loose: bool,
 ) -> Result<(Vec<f64>, usize, bool)> {
-    let t0 = std::time::Instant::now();
     let n = rows.len();
     let m = theta.len() / targets.max(1);
     let mut u = if theta.iter().all(|&v| v == 0.0) {
@@ -429,10 +428,6 @@ fn minimise<T: Scalar>(
         cols.push(col);
     }
     let mut steps = 0;
-    let dbg = std::env::var("JOKER_DEBUG_NEWTON").is_ok();
-    if dbg {
-        eprintln!("n {n} formed {:.3}", t0.elapsed().as_secs_f64());
-    }
     while steps < MAX_STEPS && cols.iter().any(|c| !c.done) {
         steps += 1;
         // every live column's ridge solution on its active set
@@ -442,13 +437,7 @@ fn minimise<T: Scalar>(
                 bar[t * m..(t + 1) * m].copy_from_slice(&solve(&col.a, &col.b)?);
             }
         }
-        if dbg {
-            eprintln!("  solved {:.3}", t0.elapsed().as_secs_f64());
-        }
         let ubar = rows.decision(&bar)?;
-        if dbg {
-            eprintln!("  decided {:.3}", t0.elapsed().as_secs_f64());
-        }
         for (t, col) in cols.iter_mut().enumerate() {
             if col.done {
                 continue;
@@ -483,14 +472,6 @@ fn minimise<T: Scalar>(
                 }
             }
             let tiny = dd <= 1e-24 * tt_norm.max(1e-300);
-            if dbg {
-                eprintln!(
-                    "  step {step:.4} active {} changed {} {:.3}",
-                    col.active.iter().filter(|&&a| a).count(),
-                    changed.len(),
-                    t0.elapsed().as_secs_f64()
-                );
-            }
             // no row changed side after a full step (or after a second step on the same
             // system, which the f32 products leave a little off): the ridge solution is the
             // optimum
