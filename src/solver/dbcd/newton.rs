@@ -19,6 +19,7 @@
 //! check certifies it by the duality gap, or polishes from there.
 
 use faer::linalg::matmul::triangular::BlockStructure;
+use faer::linalg::solvers::Llt;
 use faer::{Accum, Mat, MatMut, MatRef};
 
 use super::{Problem, Repr, State, engine_of};
@@ -195,8 +196,6 @@ struct Column {
     b: Vec<f64>,
     active: Vec<bool>,
     done: bool,
-    /// The last step changed no row's side.
-    still: bool,
 }
 
 /// Adds `w_i` times row `i`'s outer product to the system, and `w_i y_i phi_i` to its
@@ -266,12 +265,21 @@ fn add_set<T: Scalar>(
 
 /// `A^-1 b` for `A` symmetric positive definite given by its lower triangle.
 fn solve(a: &Mat<f64>, b: &[f64]) -> Result<Vec<f64>> {
-    let llt = a.llt(faer::Side::Lower).map_err(|_| {
+    solve_with(&factor(a)?, b)
+}
+
+/// The Cholesky factor of `A`, given by its lower triangle.
+fn factor(a: &Mat<f64>) -> Result<Llt<f64>> {
+    a.llt(faer::Side::Lower).map_err(|_| {
         JokerError::Numerical(
             "the Newton system I + Phi_I^T C Phi_I is not positive definite (non-finite features?)"
                 .into(),
         )
-    })?;
+    })
+}
+
+/// `A^-1 b` from the factor of `A`.
+fn solve_with(llt: &Llt<f64>, b: &[f64]) -> Result<Vec<f64>> {
     let mut x = b.to_vec();
     let m = x.len();
     let l = llt.L();
@@ -405,7 +413,6 @@ fn minimise<T: Scalar>(
                     b,
                     active,
                     done: false,
-                    still: false,
                 };
                 if y[k * n..(k + 1) * n] != *yt {
                     col.b = rhs(rows, &col.active, c, yt, m)?;
@@ -418,7 +425,6 @@ fn minimise<T: Scalar>(
                     b: vec![0.0; m],
                     active,
                     done: false,
-                    still: false,
                 };
                 let set: Vec<usize> = (0..n).filter(|&i| col.active[i]).collect();
                 add_set(rows, &mut col, &set, &vec![1.0; set.len()], c, yt)?;
@@ -446,7 +452,6 @@ fn minimise<T: Scalar>(
             let d: Vec<f64> = tb.iter().zip(th).map(|(b, a)| b - a).collect();
             let td: f64 = th.iter().zip(&d).map(|(a, b)| a * b).sum();
             let dd: f64 = d.iter().map(|v| v * v).sum();
-            let tt_norm: f64 = th.iter().map(|v| v * v).sum();
             let ut = &mut u[t * n..(t + 1) * n];
             let ud: Vec<f64> = ubar[t * n..(t + 1) * n]
                 .iter()
@@ -471,14 +476,10 @@ fn minimise<T: Scalar>(
                     col.active[i] = now;
                 }
             }
-            let tiny = dd <= 1e-24 * tt_norm.max(1e-300);
-            // no row changed side after a full step (or after a second step on the same
-            // system, which the f32 products leave a little off): the ridge solution is the
-            // optimum
-            let settled = changed.is_empty()
-                && ((step - 1.0).abs() <= 1e-3 || step <= 1e-3 || tiny || col.still);
-            col.still = changed.is_empty();
-            if settled || (loose && changed.len() * LOOSE <= n) {
+            // no row changed side: the active set is the optimum's, whose ridge solution the
+            // refinement below reaches (exactly, where the step was not quite full: the
+            // system's f32 products leave it a little off)
+            if changed.is_empty() || (loose && changed.len() * LOOSE <= n) {
                 col.done = true;
             } else {
                 add_set(rows, col, &changed, &sign, c, yt)?;
@@ -487,43 +488,51 @@ fn minimise<T: Scalar>(
     }
     let converged = cols.iter().all(|c| c.done);
     if !loose {
-        refine(rows, theta, &cols, c)?;
+        refine(rows, theta, cols, c)?;
         u = rows.decision(theta)?;
     }
     Ok((u, steps, converged))
 }
 
 /// Rounds of refinement at most, and the relative correction that ends them.
-const REFINE_ROUNDS: usize = 4;
+const REFINE_ROUNDS: usize = 6;
 const REFINE_TOL: f64 = 1e-12;
 
 /// Iterative refinement of each column's ridge solution on its last active set: the residual
 /// `b - (I + Phi_I^T C_I Phi_I) theta` from the exact products (two passes, accumulated in
 /// f64), the correction from the system's factor. The system was summed from products in the
 /// working precision, so its solution is off by up to that precision times the system's
-/// condition (2e-4 of the objective on w8a in f32); the residual is not.
+/// condition (2e-4 of the objective on w8a in f32); the residual is not. Each system is
+/// replaced by its factor, factored once.
 fn refine<T: Scalar>(
     rows: &mut dyn Rows<T>,
     theta: &mut [f64],
-    cols: &[Column],
+    cols: Vec<Column>,
     c: &[f64],
 ) -> Result<()> {
     let n = rows.len();
     let m = theta.len() / cols.len().max(1);
+    let mut factors = Vec::with_capacity(cols.len());
+    let mut kept = Vec::with_capacity(cols.len());
+    for col in cols {
+        factors.push(factor(&col.a)?);
+        kept.push((col.b, col.active));
+    }
+    let cols = kept;
     for _ in 0..REFINE_ROUNDS {
         let mut w = rows.decision(theta)?;
-        for (t, col) in cols.iter().enumerate() {
+        for (t, (_, active)) in cols.iter().enumerate() {
             for i in 0..n {
                 let v = &mut w[t * n + i];
-                *v = if col.active[i] { *v * c[i] } else { 0.0 };
+                *v = if active[i] { *v * c[i] } else { 0.0 };
             }
         }
         let q = rows.transpose(&w)?;
         let mut worst: f64 = 0.0;
-        for (t, col) in cols.iter().enumerate() {
+        for (t, ((b, _), llt)) in cols.iter().zip(&factors).enumerate() {
             let th = &mut theta[t * m..(t + 1) * m];
-            let r: Vec<f64> = (0..m).map(|j| col.b[j] - th[j] - q[t * m + j]).collect();
-            let delta = solve(&col.a, &r)?;
+            let r: Vec<f64> = (0..m).map(|j| b[j] - th[j] - q[t * m + j]).collect();
+            let delta = solve_with(llt, &r)?;
             let dn: f64 = delta.iter().map(|v| v * v).sum();
             let tn: f64 = th.iter().map(|v| v * v).sum();
             for (a, v) in th.iter_mut().zip(&delta) {
@@ -574,47 +583,14 @@ pub(super) fn squared_hinge_optimum<T: Scalar>(
             "the Newton start needs a feature map".into(),
         ));
     };
-    let (n, d, m, tt) = (prob.x.nrows(), prob.x.ncols(), map.m(), prob.targets);
+    let (n, m, tt) = (prob.x.nrows(), map.m(), prob.targets);
     let c: Vec<f64> = prob.lam.iter().map(|l| 1.0 / l).collect();
     let mut theta = vec![0.0; m * tt];
     let mut steps = Steps::default();
 
-    // the first active set from a uniform sample, `c` scaled to the whole set's balance
-    let s = sample_rows(n, m);
-    if s > 0 {
-        let mut idx: Vec<usize> = (0..n).collect();
-        Stream::new(seed, streams::NEWTON_SAMPLE).shuffle(&mut idx);
-        idx.truncate(s);
-        idx.sort_unstable();
-        let mut xs = try_filled(s * d, T::default(), "the Newton start's sample rows")?;
-        prob.x.gather_dense(&idx, &mut xs);
-        let mut phi = try_filled(s * m, T::default(), "the Newton start's sample features")?;
-        backend.features(map, &xs, s, &mut phi);
-        drop(xs);
-        let cs: Vec<f64> = idx.iter().map(|&i| c[i] * n as f64 / s as f64).collect();
-        let mut ys = vec![0.0; s * tt];
-        for t in 0..tt {
-            for (r, &i) in idx.iter().enumerate() {
-                ys[t * s + r] = prob.y[t * n + i];
-            }
-        }
-        let mut sample = Sample {
-            phi,
-            s,
-            m,
-            targets: tt,
-            backend,
-        };
-        let (_, k, _) = minimise(&mut sample, &mut theta, &cs, &ys, tt, true)?;
-        steps.sample = k;
-        steps.sample_rows = s;
-    }
-
-    // the whole set through the engine, from the sample's optimum
-    let engine = engine_of(&mut st.engine)?;
-    engine.set_alpha(&vec![0.0; n * tt])?;
+    // the whole set through the engine (its kept features, where it keeps them)
     let mut pos = Vec::new();
-    if let Some((_, order)) = engine.stored_features() {
+    if let Some((_, order)) = engine_of(&mut st.engine)?.stored_features() {
         pos = vec![0; n];
         for (p, &i) in order.iter().enumerate() {
             pos[i] = p;
@@ -626,6 +602,34 @@ pub(super) fn squared_hinge_optimum<T: Scalar>(
         map,
         pos,
     };
+
+    // the first active set from a uniform sample, `c` scaled to the whole set's balance
+    let s = sample_rows(n, m);
+    if s > 0 {
+        let mut idx: Vec<usize> = (0..n).collect();
+        Stream::new(seed, streams::NEWTON_SAMPLE).shuffle(&mut idx);
+        idx.truncate(s);
+        idx.sort_unstable();
+        let cs: Vec<f64> = idx.iter().map(|&i| c[i] * n as f64 / s as f64).collect();
+        let mut ys = vec![0.0; s * tt];
+        for t in 0..tt {
+            for (r, &i) in idx.iter().enumerate() {
+                ys[t * s + r] = prob.y[t * n + i];
+            }
+        }
+        let mut sample = Sample {
+            phi: whole.features(&idx)?,
+            s,
+            m,
+            targets: tt,
+            backend,
+        };
+        let (_, k, _) = minimise(&mut sample, &mut theta, &cs, &ys, tt, true)?;
+        steps.sample = k;
+        steps.sample_rows = s;
+    }
+
+    // then every row, from the sample's optimum
     let (u, k, converged) = minimise(&mut whole, &mut theta, &c, prob.y, tt, false)?;
     steps.whole = k;
     steps.converged = converged;
