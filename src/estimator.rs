@@ -1569,7 +1569,7 @@ impl Joker {
             // the direct KRR solve's system and right-hand sides, in f64
             Some(m) if self.direct_krr_applies(m) => m.saturating_mul(m + tt).saturating_mul(8),
             // the finite Newton start's systems, sample and per-row state
-            Some(m) if self.newton_start_applies(m, tt) => {
+            Some(m) if self.newton_start_applies(n, m, tt) => {
                 crate::solver::dbcd::newton_memory(n, m, tt, std::mem::size_of::<T>())
             }
             _ => 0,
@@ -1634,11 +1634,11 @@ impl Joker {
 
     /// Whether a DBCD-TR fit with `m` features and `targets` columns starts L2-SVC at its
     /// primal optimum ([`SolverConfig::newton_start`]).
-    fn newton_start_applies(&self, m: usize, targets: usize) -> bool {
+    fn newton_start_applies(&self, n: usize, m: usize, targets: usize) -> bool {
         self.solver.newton_start
             && self.loss == Loss::SquaredHinge
             && self.dsg.is_none()
-            && crate::solver::dbcd::newton_fits(m, targets)
+            && crate::solver::dbcd::newton_fits(n, m, targets)
     }
 
     /// The dual coefficients of a warm-start model, checked to belong to this problem.

@@ -1238,7 +1238,7 @@ fn l2_svc_on_features_starts_from_its_primal_optimum() {
                 let fit = |newton: bool, tol: f64| {
                     Joker::builder()
                         .loss(Loss::SquaredHinge)
-                        .n_components(40)
+                        .n_components(16)
                         .feature_map(map)
                         .gamma(0.5)
                         .lambda(0.05)

@@ -833,6 +833,8 @@ fn direct_krr_trust_region_norm_and_bias_feature() {
         }
 
         let svc = params(JokerLoss::L2Svc);
+        // at least 8 rows a feature: the Newton start's domain
+        ok(joker_params_set_n_components(svc, 32));
         ok(joker_params_set_device(svc, JOKER_DEVICE_CPU));
         ok(joker_params_set_max_iter(svc, 2000));
         for on in [1, 0] {

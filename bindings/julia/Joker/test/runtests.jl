@@ -56,7 +56,7 @@ end
             @test (LibJoker.iterations(m) == 0) == direct
         end
         for newton in (true, false)
-            m = fit(Joker("l2-svc"; n_components=256, block_size=64, max_iter=5000,
+            m = fit(Joker("l2-svc"; n_components=64, block_size=64, max_iter=5000,
                     newton_start=newton, device="cpu"), X, y)
             @test (LibJoker.iterations(m) == 0) == newton
         end
