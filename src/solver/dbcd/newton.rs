@@ -670,25 +670,6 @@ mod tests {
             .collect()
     }
 
-    /// `P(theta + t d)` along a segment, straight from its definition.
-    fn along(
-        t: f64,
-        td: f64,
-        dd: f64,
-        theta_sq: f64,
-        u: &[f64],
-        ud: &[f64],
-        y: &[f64],
-        c: &[f64],
-    ) -> f64 {
-        let mut p = 0.5 * (theta_sq + 2.0 * t * td + t * t * dd);
-        for i in 0..u.len() {
-            let r = (1.0 - y[i] * (u[i] + t * ud[i])).max(0.0);
-            p += 0.5 * c[i] * r * r;
-        }
-        p
-    }
-
     /// The line search's step is the minimiser of the piecewise quadratic (checked on a fine
     /// grid and by the one-sided slopes around it), also where it lies beyond 1.
     #[test]
@@ -707,7 +688,13 @@ mod tests {
             let td = -loss_slope - 1.0 - seed as f64;
             let t = line_search(td, dd, &u, &ud, &y, &c);
             assert!(t > 0.0, "seed {seed}");
-            let p = |s: f64| along(s, td, dd, theta_sq, &u, &ud, &y, &c);
+            // P(theta + s d) along the segment, straight from its definition
+            let p = |s: f64| {
+                let loss: f64 = (0..n)
+                    .map(|i| 0.5 * c[i] * (1.0 - y[i] * (u[i] + s * ud[i])).max(0.0).powi(2))
+                    .sum();
+                0.5 * (theta_sq + 2.0 * s * td + s * s * dd) + loss
+            };
             let best = (0..=40_000)
                 .map(|k| k as f64 * 1e-4)
                 .map(p)
