@@ -1315,3 +1315,64 @@ fn l2_svc_on_features_starts_from_its_primal_optimum() {
         }
     }
 }
+
+/// The Newton start honours the interruption poll and the time limit between its steps: an
+/// interrupt at the third poll ends the fit as cancelled without a check (its duals those of
+/// the last iterate, a usable model), a spent time limit as `time_limit` after the check of
+/// iteration 0, and the training record says so.
+#[test]
+fn the_newton_start_stops_on_interrupt_and_time_limit() {
+    let train = common::binary(600, 4, 45);
+    let builder = || {
+        Joker::builder()
+            .loss(Loss::SquaredHinge)
+            .n_components(32)
+            .gamma(0.5)
+            .block_size(64)
+    };
+    let mut polls = 0;
+    let cancelled = builder()
+        .build()
+        .unwrap()
+        .fit_with(
+            &train,
+            FitOptions {
+                interrupt: Some(Box::new(|| {
+                    polls += 1;
+                    polls >= 3
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(polls, 3);
+    assert_eq!(cancelled.training.stop, joker::StopReason::Cancelled);
+    assert_eq!(cancelled.training.iterations, 0);
+    assert!(
+        cancelled.training.start.ends_with("(interrupted)"),
+        "{}",
+        cancelled.training.start
+    );
+    assert!(
+        cancelled
+            .decision_function(&train.x)
+            .unwrap()
+            .iter()
+            .all(|v| v.is_finite())
+    );
+
+    let timed = builder()
+        .time_limit(std::time::Duration::from_nanos(1))
+        .build()
+        .unwrap()
+        .fit(&train)
+        .unwrap();
+    assert_eq!(timed.training.stop, joker::StopReason::TimeLimit);
+    assert_eq!(timed.training.iterations, 0);
+    assert!(
+        timed.training.start.ends_with("(time limit)"),
+        "{}",
+        timed.training.start
+    );
+    assert!(timed.training.gap.is_finite());
+}

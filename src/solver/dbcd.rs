@@ -933,20 +933,44 @@ pub fn solve<T: Scalar>(
     let svc = cfg.newton_start && newton::applies(prob);
     if cold && (krr || svc) {
         let tc = Instant::now();
+        let mut halted = None;
         start_note = if krr {
             direct::krr_optimum(&mut st, backend)?;
             "direct KRR solve (the M x M system by Cholesky)".to_string()
         } else {
-            newton::squared_hinge_optimum(&mut st, backend, cfg.seed)?.describe()
+            // the Newton steps honour the interruption poll and the time limit between steps
+            let interrupt = &mut hooks.interrupt;
+            let deadline = cfg.time_limit.map(|lim| start + lim);
+            let mut halt = || {
+                if interrupt.as_mut().is_some_and(|f| f()) {
+                    Some(newton::Halt::Interrupted)
+                } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                    Some(newton::Halt::TimeLimit)
+                } else {
+                    None
+                }
+            };
+            let steps = newton::squared_hinge_optimum(&mut st, backend, cfg.seed, &mut halt)?;
+            halted = steps.halted;
+            steps.describe()
         };
         timings.update += tc.elapsed().as_secs_f64();
-        checked_at = 0;
-        let tc = Instant::now();
-        let p = monitor(&mut st, hooks, 0, 0, start, timings.check, b)?;
-        timings.check += tc.elapsed().as_secs_f64();
-        if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
-            stop = reason;
+        if halted == Some(newton::Halt::Interrupted) {
+            stop = StopReason::Cancelled;
+            interrupted = true;
             done = true;
+        } else {
+            checked_at = 0;
+            let tc = Instant::now();
+            let p = monitor(&mut st, hooks, 0, 0, start, timings.check, b)?;
+            timings.check += tc.elapsed().as_secs_f64();
+            if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
+                stop = reason;
+                done = true;
+            } else if halted == Some(newton::Halt::TimeLimit) {
+                stop = StopReason::TimeLimit;
+                done = true;
+            }
         }
     }
 

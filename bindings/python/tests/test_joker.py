@@ -189,7 +189,9 @@ class TestApi(unittest.TestCase):
 
     def test_progress_false_stops_and_exceptions_propagate(self):
         calls = []
-        params = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=200, check_every=5)
+        # DBCD-TR's checks (the Newton start would converge at the first)
+        params = joker.Joker("l2-svc", n_components=64, block_size=50, max_iter=200, check_every=5,
+                             newton_start=False)
         m = params.fit(self.X, self.y, progress=lambda p: calls.append(p) or len(calls) < 2)
         self.assertEqual((len(calls), m.stop_reason), (2, "cancelled"))
 

@@ -369,8 +369,8 @@ pub struct Steps {
     pub sample_rows: usize,
     /// Newton steps on the whole set.
     pub whole: usize,
-    /// Whether every column ended with an unchanged active set after a full step.
-    pub converged: bool,
+    /// Why it ended early, if it did (the duals are then those of the last iterate).
+    pub halted: Option<Halt>,
 }
 
 impl Steps {
@@ -384,8 +384,11 @@ impl Steps {
             ));
         }
         s.push_str(&format!("{} on every row", self.whole));
-        if !self.converged {
-            s.push_str(&format!(" (stopped at {MAX_STEPS} steps)"));
+        match self.halted {
+            Some(Halt::Steps) => s.push_str(&format!(" (stopped at {MAX_STEPS} steps)")),
+            Some(Halt::Interrupted) => s.push_str(" (interrupted)"),
+            Some(Halt::TimeLimit) => s.push_str(" (time limit)"),
+            None => {}
         }
         s
     }
@@ -401,7 +404,8 @@ fn minimise<T: Scalar>(
     y: &[f64],
     targets: usize,
     loose: bool,
-) -> Result<(Vec<f64>, usize, bool)> {
+    halt: &mut dyn FnMut() -> Option<Halt>,
+) -> Result<(Vec<f64>, usize, Option<Halt>)> {
     let n = rows.len();
     let m = theta.len() / targets.max(1);
     let mut u = if theta.iter().all(|&v| v == 0.0) {
@@ -447,6 +451,9 @@ fn minimise<T: Scalar>(
     }
     let mut steps = 0;
     while steps < MAX_STEPS && cols.iter().any(|c| !c.done) {
+        if let Some(why) = halt() {
+            return Ok((u, steps, Some(why)));
+        }
         steps += 1;
         // every live column's ridge solution on its active set
         let mut bar = theta.to_vec();
@@ -503,7 +510,18 @@ fn minimise<T: Scalar>(
         refine(rows, theta, cols, c)?;
         u = rows.decision(theta)?;
     }
-    Ok((u, steps, converged))
+    Ok((u, steps, (!converged).then_some(Halt::Steps)))
+}
+
+/// Why the method ended before its active sets settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Halt {
+    /// [`MAX_STEPS`] steps.
+    Steps,
+    /// The fit's interruption poll asked to stop.
+    Interrupted,
+    /// The fit's time limit passed.
+    TimeLimit,
 }
 
 /// Rounds of refinement at most, and the relative correction that ends them.
@@ -583,11 +601,13 @@ fn rhs<T: Scalar>(
 
 /// Moves `st` (its `alpha` and its engine) to the L2-SVC optimum on its feature map, found in
 /// the primal: the finite Newton method on a uniform sample of `seed`'s stream for the first
-/// active set, then on every row.
+/// active set, then on every row. `halt` is asked before each step; where it answers, the
+/// method ends there (the duals those of the last iterate, or zero on the sample).
 pub(super) fn squared_hinge_optimum<T: Scalar>(
     st: &mut State<'_, T>,
     backend: &dyn Backend<T>,
     seed: u64,
+    halt: &mut dyn FnMut() -> Option<Halt>,
 ) -> Result<Steps> {
     let prob = st.prob;
     let Repr::Features(map) = prob.repr else {
@@ -636,15 +656,20 @@ pub(super) fn squared_hinge_optimum<T: Scalar>(
             targets: tt,
             backend,
         };
-        let (_, k, _) = minimise(&mut sample, &mut theta, &cs, &ys, tt, true)?;
+        let (_, k, why) = minimise(&mut sample, &mut theta, &cs, &ys, tt, true, halt)?;
         steps.sample = k;
         steps.sample_rows = s;
+        if matches!(why, Some(Halt::Interrupted | Halt::TimeLimit)) {
+            // the duals stay zero, theta with them
+            steps.halted = why;
+            return Ok(steps);
+        }
     }
 
     // then every row, from the sample's optimum
-    let (u, k, converged) = minimise(&mut whole, &mut theta, &c, prob.y, tt, false)?;
+    let (u, k, why) = minimise(&mut whole, &mut theta, &c, prob.y, tt, false, halt)?;
     steps.whole = k;
-    steps.converged = converged;
+    steps.halted = why;
     let st = whole.st;
     // the duals from each coordinate's optimality, then theta = Phi^T a from them
     for t in 0..tt {
@@ -755,8 +780,9 @@ mod tests {
                 backend: &Cpu,
             };
             let mut theta = vec![0.0; m * tt];
-            let (u, steps, converged) = minimise(&mut rows, &mut theta, c, y, tt, false).unwrap();
-            assert!(converged && steps > 1, "{steps} steps");
+            let (u, steps, why) =
+                minimise(&mut rows, &mut theta, c, y, tt, false, &mut || None).unwrap();
+            assert!(why.is_none() && steps > 1, "{steps} steps");
             for t in 0..tt {
                 let inside = (0..s)
                     .filter(|&i| y[t * s + i] * u[t * s + i] < 1.0)

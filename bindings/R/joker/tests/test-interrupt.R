@@ -13,7 +13,7 @@ writeLines(c(
   "system(sprintf('(sleep 1.5; kill -INT %d)', Sys.getpid()), wait = FALSE)",
   "t0 <- Sys.time()",
   "r <- tryCatch({ joker(xl, yl, loss = 'l2-svc', n_components = 2048, max_iter = 1e9,",
-  "                      tol = 0, time_limit = 20); 'the fit ended' },",
+  "                      tol = 0, time_limit = 20, newton_start = FALSE); 'the fit ended' },",
   "              interrupt = function(e) 'interrupted')",
   "cat(r, as.numeric(difftime(Sys.time(), t0, units = 'secs')), '\\n')"), child)
 out <- system2(file.path(R.home("bin"), "Rscript"), child, stdout = TRUE, stderr = TRUE)
