@@ -200,7 +200,11 @@ pub fn run(a: DemoArgs) -> CliResult<()> {
         t.gap
     );
     outln!("kernel      {}", describe_kernel(&model.kernel));
-    outln!("model       trust region on {}", t.tr_model);
+    if t.start.is_empty() {
+        outln!("model       trust region on {}", t.tr_model);
+    } else {
+        outln!("start       {}", t.start);
+    }
     if let Some(acc) = linear_baseline(&train, &test) {
         outln!(
             "baseline    a linear classifier (least squares) reaches {:.2}% on the same test set",
