@@ -85,15 +85,22 @@ pub fn sample_rows(n: usize, m: usize) -> usize {
 }
 
 /// Bytes the method holds beside the fit: per target column a system and its right-hand
-/// side, one Cholesky factor, the sample's features, and per row and column the decision
-/// values, their change and the active flags.
+/// side, one Cholesky factor, the sample's features, an update's product (`M x M`) and two
+/// chunks of features in the working precision, and per row and column the decision values,
+/// the next ones, their change, the refinement's weights and the active flags.
 pub fn memory(n: usize, m: usize, targets: usize, scalar_bytes: usize) -> usize {
     let systems = systems_bytes(m, targets);
     let sample = sample_rows(n, m)
         .saturating_mul(m)
         .saturating_mul(scalar_bytes);
-    let rows = n.saturating_mul(targets).saturating_mul(17);
-    systems.saturating_add(sample).saturating_add(rows)
+    let update = (m + 2 * CHUNK)
+        .saturating_mul(m)
+        .saturating_mul(scalar_bytes);
+    let rows = n.saturating_mul(targets).saturating_mul(33);
+    systems
+        .saturating_add(sample)
+        .saturating_add(update)
+        .saturating_add(rows)
 }
 
 /// What the method reads of a set of rows: their features, and the decision values of all of
@@ -213,8 +220,8 @@ struct Column {
 /// Adds `w_i` times row `i`'s outer product to the system, and `w_i y_i phi_i` to its
 /// right-hand side, for the `k` rows of `phi` (row-major `k x M`). The product runs in the
 /// working precision (twice the f64 rate in f32) over chunks of at most [`CHUNK`] rows and is
-/// summed into the f64 system: the start only has to be near the optimum, which the duality
-/// gap then certifies.
+/// summed into the f64 system: the steps only have to find the active set, and the
+/// refinement at the end ([`refine`]) takes the solution to f64 accuracy.
 fn add_rows<T: Scalar>(col: &mut Column, scratch: &mut [T], phi: &[T], w: &[f64], y: &[f64]) {
     let m = col.b.len();
     let k = w.len();
