@@ -164,6 +164,17 @@ struct Whole<'s, 'a, T: Scalar> {
     pos: Vec<usize>,
 }
 
+impl<T: Scalar> Whole<'_, '_, T> {
+    /// Moves the engine's `theta` to `theta`.
+    fn set_theta(&mut self, theta: &[f64]) -> Result<()> {
+        let engine = engine_of(&mut self.st.engine)?;
+        let mut now = vec![0.0; theta.len()];
+        engine.theta(&mut now)?;
+        let by: Vec<f64> = theta.iter().zip(&now).map(|(t, n)| t - n).collect();
+        engine.shift_theta(&by)
+    }
+}
+
 impl<T: Scalar> Rows<T> for Whole<'_, '_, T> {
     fn len(&self) -> usize {
         self.st.n
@@ -191,12 +202,8 @@ impl<T: Scalar> Rows<T> for Whole<'_, '_, T> {
     }
 
     fn decision(&mut self, theta: &[f64]) -> Result<Vec<f64>> {
-        let engine = engine_of(&mut self.st.engine)?;
-        let mut now = vec![0.0; theta.len()];
-        engine.theta(&mut now)?;
-        let by: Vec<f64> = theta.iter().zip(&now).map(|(t, n)| t - n).collect();
-        engine.shift_theta(&by)?;
-        engine.decision()
+        self.set_theta(theta)?;
+        engine_of(&mut self.st.engine)?.decision()
     }
 
     fn transpose(&mut self, w: &[f64]) -> Result<Vec<f64>> {
@@ -376,7 +383,9 @@ pub struct Steps {
     pub sample_rows: usize,
     /// Newton steps on the whole set.
     pub whole: usize,
-    /// Why it ended early, if it did (the duals are then those of the last iterate).
+    /// Why it ended early, if it did. Interrupted or out of time, the engine's `theta` is the
+    /// last iterate and the duals those its decision values imply (`theta = Phi^T a` holds
+    /// at the optimum only); after [`MAX_STEPS`] steps `theta = Phi^T a` of those duals.
     pub halted: Option<Halt>,
 }
 
@@ -458,9 +467,6 @@ fn minimise<T: Scalar>(
     }
     let mut steps = 0;
     while steps < MAX_STEPS && cols.iter().any(|c| !c.done) {
-        if let Some(why) = halt() {
-            return Ok((u, steps, Some(why)));
-        }
         steps += 1;
         // every live column's ridge solution on its active set
         let mut bar = theta.to_vec();
@@ -509,6 +515,12 @@ fn minimise<T: Scalar>(
                 col.done = true;
             } else {
                 add_set(rows, col, &changed, &sign, c, yt)?;
+            }
+        }
+        // asked after a step, so that a halted start has moved from zero
+        if cols.iter().any(|c| !c.done) {
+            if let Some(why) = halt() {
+                return Ok((u, steps, Some(why)));
             }
         }
     }
@@ -608,8 +620,9 @@ fn rhs<T: Scalar>(
 
 /// Moves `st` (its `alpha` and its engine) to the L2-SVC optimum on its feature map, found in
 /// the primal: the finite Newton method on a uniform sample of `seed`'s stream for the first
-/// active set, then on every row. `halt` is asked before each step; where it answers, the
-/// method ends there (the duals those of the last iterate, or zero on the sample).
+/// active set, then on every row. `halt` is asked after each step; where it answers, the
+/// method ends there, the duals those of the last iterate (on the sample: its iterate's on
+/// every row).
 pub(super) fn squared_hinge_optimum<T: Scalar>(
     st: &mut State<'_, T>,
     backend: &dyn Backend<T>,
@@ -667,16 +680,24 @@ pub(super) fn squared_hinge_optimum<T: Scalar>(
         steps.sample = k;
         steps.sample_rows = s;
         if matches!(why, Some(Halt::Interrupted | Halt::TimeLimit)) {
-            // the duals stay zero, theta with them
             steps.halted = why;
-            return Ok(steps);
         }
     }
 
-    // then every row, from the sample's optimum
-    let (u, k, why) = minimise(&mut whole, &mut theta, &c, prob.y, tt, false, halt)?;
-    steps.whole = k;
-    steps.halted = why;
+    // then every row, from the sample's optimum; a fit halted on the sample keeps its iterate
+    let u = if steps.halted.is_some() {
+        whole.decision(&theta)?
+    } else {
+        let (u, k, why) = minimise(&mut whole, &mut theta, &c, prob.y, tt, false, halt)?;
+        steps.whole = k;
+        steps.halted = why;
+        u
+    };
+    let stopped = matches!(steps.halted, Some(Halt::Interrupted | Halt::TimeLimit));
+    if stopped {
+        // the model is the last iterate (theta = Phi^T a holds at the optimum only)
+        whole.set_theta(&theta)?;
+    }
     let st = whole.st;
     // the duals from each coordinate's optimality, then theta = Phi^T a from them
     for t in 0..tt {
@@ -685,7 +706,9 @@ pub(super) fn squared_hinge_optimum<T: Scalar>(
             st.alpha[t * n + i] = y * (1.0 - y * u[t * n + i]).max(0.0) * c[i];
         }
     }
-    engine_of(&mut st.engine)?.set_alpha(&st.alpha)?;
+    if !stopped {
+        engine_of(&mut st.engine)?.set_alpha(&st.alpha)?;
+    }
     Ok(steps)
 }
 
