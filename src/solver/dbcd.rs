@@ -119,11 +119,15 @@ pub struct SolverConfig {
     /// the rows inside the margin, an `M x M` Cholesky factor kept up to date row by row, and
     /// an exact line search); DBCD-TR then only certifies it (the first check's gap) or
     /// polishes from there. Off, DBCD-TR solves it from zero.
-    #[serde(default = "direct_krr_default")]
+    #[serde(default = "newton_start_default")]
     pub newton_start: bool,
 }
 
 fn direct_krr_default() -> bool {
+    true
+}
+
+fn newton_start_default() -> bool {
     true
 }
 
@@ -210,7 +214,7 @@ impl Default for SolverConfig {
             working_set: WorkingSet::Auto,
             stall: stall_default(),
             direct_krr: direct_krr_default(),
-            newton_start: direct_krr_default(),
+            newton_start: newton_start_default(),
         }
     }
 }

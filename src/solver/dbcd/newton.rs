@@ -255,9 +255,14 @@ fn add_rows<T: Scalar>(col: &mut Column, scratch: &mut [T], phi: &[T], w: &[f64]
             a[(i, j)] += scratch[j * m + i].to_f64();
         }
     }
-    for r in 0..k {
-        let s = w[r] * y[r];
-        for (bj, v) in col.b.iter_mut().zip(&phi[r * m..(r + 1) * m]) {
+    add_rhs(&mut col.b, phi, (0..k).map(|r| w[r] * y[r]));
+}
+
+/// `b += sum_r s_r phi_r` over the rows of `phi` (row-major, `M` wide), in f64.
+fn add_rhs<T: Scalar>(b: &mut [f64], phi: &[T], s: impl Iterator<Item = f64>) {
+    let m = b.len();
+    for (row, s) in phi.chunks_exact(m).zip(s) {
+        for (bj, v) in b.iter_mut().zip(row) {
             *bj += s * v.to_f64();
         }
     }
@@ -607,13 +612,11 @@ fn rhs<T: Scalar>(
     let set: Vec<usize> = (0..active.len()).filter(|&i| active[i]).collect();
     let mut b = vec![0.0; m];
     for part in set.chunks(CHUNK) {
-        let phi = rows.features(part)?;
-        for (r, &i) in part.iter().enumerate() {
-            let s = c[i] * y[i];
-            for (bj, v) in b.iter_mut().zip(&phi[r * m..(r + 1) * m]) {
-                *bj += s * v.to_f64();
-            }
-        }
+        add_rhs(
+            &mut b,
+            &rows.features(part)?,
+            part.iter().map(|&i| c[i] * y[i]),
+        );
     }
     Ok(b)
 }
