@@ -8,6 +8,8 @@
 //! singular. The floor is `eps^(2/3)` of the working precision: kernel tiles computed from rows
 //! in that precision carry errors of order `eps`, which `L^-1` amplifies by at most
 //! `1/sqrt(floor)`; `eps^(2/3)` makes the residual dropped and the noise admitted equal.
+//! The features' triangular solve runs in the working precision for the same reason: its
+//! rounding is a relative perturbation of `L` of order `eps`, amplified as the tile's is.
 //!
 //! Because the factorisation is sequential, a map of the first `m1` of an ordered set of
 //! centres is a prefix of the map of the first `m2 > m1`: its features are the same numbers.
@@ -76,15 +78,18 @@ pub struct NystromMap<T> {
     d: usize,
     /// `L`, lower triangular `r x r`.
     l: Mat<f64>,
+    /// `L` rounded to the working precision, for the features' triangular solve.
+    lw: Mat<T>,
 }
 
 /// Bytes a Nystrom map of `m` centres over `n` rows of `d` features takes at its peak: the
-/// centres' kernel matrix and its factor (`m^2` values each, both alive while the factor is
-/// formed), the centres, and the candidate rows of the k-means and leverage rules.
+/// centres' kernel matrix, its factor and the factor in the working precision (`m^2` values
+/// each, counted in f64, all alive while the map is formed), the centres, and the candidate
+/// rows of the k-means and leverage rules.
 pub fn memory(n: usize, m: usize, d: usize) -> usize {
     let m = m.min(n) as u128;
     let cand = (n as u128).min(CANDIDATE_ROWS.max(CANDIDATES_PER_CENTER * m as usize) as u128);
-    let bytes = 2 * m * m * 8 + m * (d as u128) * 8 + cand * (d as u128) * 8;
+    let bytes = 3 * m * m * 8 + m * (d as u128) * 8 + cand * (d as u128) * 8;
     usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
@@ -156,6 +161,12 @@ impl<T: Scalar> NystromMap<T> {
             .iter()
             .flat_map(|&j| centers[j * d..(j + 1) * d].iter().copied())
             .collect();
+        // entries below the square root of the smallest normal flushed (as in `features`)
+        let tiny = T::MIN_NORMAL.sqrt();
+        let lw = Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
+            let v = l[(i, j)];
+            T::from_f64(if v.abs() < tiny { 0.0 } else { v })
+        });
         Ok(NystromMap {
             kernel,
             rule: Centers::Uniform,
@@ -163,6 +174,7 @@ impl<T: Scalar> NystromMap<T> {
             centers,
             d,
             l,
+            lw,
         })
     }
 
@@ -202,8 +214,10 @@ impl<T: Scalar> NystromMap<T> {
         self.l.as_ref()
     }
 
-    /// `out (n x r) = psi(X) = K(X, C) L^-T` for the `n` rows of `x`, the tile from the
-    /// backend and the product in `f64`, rounded once.
+    /// `out (n x r) = psi(X) = K(X, C) L^-T` for the `n` rows of `x`: the tile from the
+    /// backend in `f64`, rounded once to `T`, then the triangular solve in `T`, in place. In
+    /// `f32` the solve (`n r^2` flops, most of a map's set-up) runs at twice the f64 rate,
+    /// and its rounding is of the order the f32 tile already carries (module documentation).
     pub fn features(&self, backend: &dyn Backend<T>, x: &[T], n: usize, out: &mut [T]) {
         let (r, d) = (self.m(), self.d);
         debug_assert_eq!(out.len(), n * r);
@@ -212,14 +226,34 @@ impl<T: Scalar> NystromMap<T> {
         }
         let mut tile = vec![0.0; n * r];
         backend.kernel_tile(&self.kernel, x, n, &self.centers, r, d, &mut tile);
-        let psi = self.features_of_tile(&tile, n);
+        // Values below the square root of the smallest normal (kernel values of far rows of
+        // sparse data, and what the solve makes of them) are zero to this precision beside
+        // the features' scale, and their products would be subnormal: x86 cores run those up
+        // to a hundred times slower, and a few hundred thousand of them in w8a's features
+        // made every product with the features slower by half. They are flushed to zero.
+        let tiny = T::MIN_NORMAL.sqrt();
         out.par_chunks_mut(r.max(1) * 64)
-            .zip(psi.par_chunks(r.max(1) * 64))
-            .for_each(|(o, p)| {
-                for (o, &p) in o.iter_mut().zip(p) {
-                    *o = T::from_f64(p);
+            .zip(tile.par_chunks(r.max(1) * 64))
+            .for_each(|(o, t)| {
+                for (o, &t) in o.iter_mut().zip(t) {
+                    *o = T::from_f64(if t.abs() < tiny { 0.0 } else { t });
                 }
             });
+        drop(tile);
+        // a row-major `n x r` buffer is `psi^T` column-major: `psi^T = L^-1 K^T`
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            self.lw.as_ref(),
+            MatMut::from_column_major_slice_mut(out, r, n),
+            crate::backend::cpu::par_for(n, r, r),
+        );
+        crate::backend::cpu::clear_upper_state();
+        out.par_chunks_mut(r.max(1) * 64).for_each(|o| {
+            for v in o {
+                if v.to_f64().abs() < tiny {
+                    *v = T::default();
+                }
+            }
+        });
     }
 
     /// The coefficients `u = L^-T theta` on the centres (`theta` column-major `r x T`): the

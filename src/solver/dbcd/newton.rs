@@ -21,6 +21,7 @@
 use faer::linalg::matmul::triangular::BlockStructure;
 use faer::linalg::solvers::Llt;
 use faer::{Accum, Mat, MatMut, MatRef};
+use rayon::prelude::*;
 
 use super::{Problem, Repr, State, engine_of};
 use crate::backend::Backend;
@@ -236,23 +237,30 @@ fn add_rows<T: Scalar>(col: &mut Column, scratch: &mut [T], phi: &[T], w: &[f64]
         return;
     }
     let p = MatRef::from_row_major_slice(phi, k, m);
-    let wp = Mat::<T>::from_fn(k, m, |r, j| T::from_f64(w[r]) * phi[r * m + j]);
+    // `W Phi` row-major like `Phi`: both operands read along their rows
+    let mut wphi = phi.to_vec();
+    wphi.par_chunks_mut(m).zip(w).for_each(|(row, &wr)| {
+        let wr = T::from_f64(wr);
+        for v in row {
+            *v = wr * *v;
+        }
+    });
     faer::linalg::matmul::triangular::matmul(
         MatMut::from_column_major_slice_mut(scratch, m, m),
         BlockStructure::TriangularLower,
         Accum::Replace,
         p.transpose(),
         BlockStructure::Rectangular,
-        wp.as_ref(),
+        MatRef::from_row_major_slice(&wphi, k, m),
         BlockStructure::Rectangular,
         T::from_f64(1.0),
         crate::backend::cpu::par_for(m, m, k),
     );
     crate::backend::cpu::clear_upper_state();
-    let a = &mut col.a;
     for j in 0..m {
-        for i in j..m {
-            a[(i, j)] += scratch[j * m + i].to_f64();
+        let add = &scratch[j * m + j..(j + 1) * m];
+        for (a, s) in col.a.col_as_slice_mut(j)[j..].iter_mut().zip(add) {
+            *a += s.to_f64();
         }
     }
     add_rhs(&mut col.b, phi, (0..k).map(|r| w[r] * y[r]));
