@@ -760,6 +760,58 @@ mod tests {
         }
     }
 
+    /// The f32 map's features (its solve in f32) equal the f64 solve of the same kernel tile
+    /// to f32 accuracy times the factor's conditioning, and hold no subnormal values: the rows
+    /// here include far ones, whose kernel values with most centres are below f32's normal
+    /// range.
+    #[test]
+    fn single_precision_features_match_the_double_solve_and_hold_no_subnormals() {
+        let (n, d) = (300, 6);
+        let mut xs: Vec<f32> = random(n * d, 11).iter().map(|&v| v as f32).collect();
+        // a third of the rows far out, in clusters of their own
+        for (i, v) in xs.iter_mut().enumerate() {
+            if (i / d) % 3 == 0 {
+                *v += 6.0 * ((i / d) % 5) as f32;
+            }
+        }
+        let x = Features::Dense(DenseMatrix::new(n, d, xs.clone()).unwrap());
+        let kernel = Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 2.0,
+        };
+        let map = NystromMap::<f32>::fit(kernel, Centers::Uniform, 80, &x, 1e-3, 7, &Cpu).unwrap();
+        let r = map.m();
+        let mut got = vec![f32::NAN; n * r];
+        map.features(&Cpu, &xs, n, &mut got);
+        let mut tile = vec![0.0; n * r];
+        Cpu.kernel_tile(&kernel, &xs, n, map.centers(), r, d, &mut tile);
+        let want = map.features_of_tile(&tile, n);
+        let tiny = f64::from(f32::MIN_POSITIVE).sqrt();
+        let mut flushed = 0;
+        for i in 0..n {
+            let (a, b) = (&got[i * r..(i + 1) * r], &want[i * r..(i + 1) * r]);
+            let diff: f64 = a
+                .iter()
+                .zip(b)
+                .map(|(&a, &b)| (f64::from(a) - b).powi(2))
+                .sum();
+            let norm: f64 = b.iter().map(|v| v * v).sum();
+            assert!(
+                diff.sqrt() <= 1e-5 * norm.sqrt().max(1e-3),
+                "row {i}: features off by {:.2e} (norm {:.2e})",
+                diff.sqrt(),
+                norm.sqrt()
+            );
+            for &v in a {
+                let v = f64::from(v).abs();
+                assert!(v == 0.0 || v >= tiny, "row {i}: {v:e} kept below {tiny:e}");
+                flushed += usize::from(v == 0.0);
+            }
+        }
+        // the far rows did reach the flush (else the test would not test it)
+        assert!(flushed > 0);
+    }
+
     #[test]
     fn center_coefficients_give_the_same_decision_values() {
         let (n, d) = (60, 2);
