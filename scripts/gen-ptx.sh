@@ -14,9 +14,9 @@
 # Determinism: NVRTC 12.6 gave a second variant of rff.ptx (and so of rff.fatbin) in about one
 # build of ten, and none in 35 builds with address-space randomisation off, so the build runs
 # under `setarch -R` where that works (scripts/check-ptx.sh still rebuilds a differing file a
-# few times before failing). Builds from two checkout paths gave byte-identical PTX, cubins
-# and fat binaries; every build still runs on a copy of cuda/ at one fixed path, under a lock,
-# so that the source names in the output never depend on the checkout.
+# few times before failing). Every build runs on a copy of cuda/ at one fixed path, under a
+# lock, with the same argv and environment wherever the checkout is (below), so that neither
+# the source names in the output nor the variant depend on the checkout.
 # No line information (it embeds paths). Never add fast-math options: the kernels rely on
 # accurate cosf and on IEEE division/sqrt.
 # Environment: JOKER_CUDA_TOOLCHAIN (default: the path printed by scripts/cuda-toolchain.sh).
@@ -49,7 +49,15 @@ NORAND=()
 if setarch "$(uname -m)" -R true 2>/dev/null; then
     NORAND=(setarch "$(uname -m)" -R)
 fi
-(cd "$BUILD" && "${NORAND[@]}" python3 "$ROOT/scripts/build-kernels.py" "$TC" "${sources[@]}")
+# The compiler's process image must not depend on the checkout: with address-space
+# randomisation off, the lengths of argv and the environment still move the stack and heap,
+# and NVRTC's output followed them (checkouts at two paths gave two variants of rff.ptx, each
+# every time). So the script, the tool chain (by a link) and the environment are the same
+# fixed strings wherever the checkout is.
+PY="$(python3 -c 'import sys; print(sys.executable)')"
+cp scripts/build-kernels.py "$BUILD/build-kernels.py"
+ln -s "$(cd "$TC" && pwd)" "$BUILD/toolchain"
+(cd "$BUILD" && env -i PATH=/usr/bin:/bin LANG=C.UTF-8 "${NORAND[@]}" "$PY" build-kernels.py toolchain "${sources[@]}")
 for cu in "${sources[@]}"; do
     name="$(basename "$cu" .cu)"
     cp "$BUILD/cuda/$name.ptx" "$BUILD/cuda/$name.fatbin" "$OUT_ABS/"
