@@ -82,6 +82,19 @@ pub struct NystromMap<T> {
     lw: Mat<T>,
 }
 
+/// `v` in precision `T`, zero where it is below the square root of the smallest normal value.
+/// Such values (kernel values of far rows of sparse data, factor entries between far centres,
+/// what the solve makes of them) are zero to this precision beside the features' scale, and
+/// their products would be subnormal: x86 cores run those up to a hundred times slower, and a
+/// few hundred thousand of them in w8a's features made every product with them slower by half.
+fn flushed<T: Scalar>(v: f64) -> T {
+    T::from_f64(if v.abs() < T::MIN_NORMAL.sqrt() {
+        0.0
+    } else {
+        v
+    })
+}
+
 /// Bytes a Nystrom map of `m` centres over `n` rows of `d` features takes at its peak: the
 /// centres' kernel matrix, its factor and the factor in the working precision (`m^2` values
 /// each, counted in f64, all alive while the map is formed), the centres, and the candidate
@@ -161,12 +174,7 @@ impl<T: Scalar> NystromMap<T> {
             .iter()
             .flat_map(|&j| centers[j * d..(j + 1) * d].iter().copied())
             .collect();
-        // entries below the square root of the smallest normal flushed (as in `features`)
-        let tiny = T::MIN_NORMAL.sqrt();
-        let lw = Mat::from_fn(l.nrows(), l.ncols(), |i, j| {
-            let v = l[(i, j)];
-            T::from_f64(if v.abs() < tiny { 0.0 } else { v })
-        });
+        let lw = Mat::from_fn(l.nrows(), l.ncols(), |i, j| flushed::<T>(l[(i, j)]));
         Ok(NystromMap {
             kernel,
             rule: Centers::Uniform,
@@ -226,17 +234,11 @@ impl<T: Scalar> NystromMap<T> {
         }
         let mut tile = vec![0.0; n * r];
         backend.kernel_tile(&self.kernel, x, n, &self.centers, r, d, &mut tile);
-        // Values below the square root of the smallest normal (kernel values of far rows of
-        // sparse data, and what the solve makes of them) are zero to this precision beside
-        // the features' scale, and their products would be subnormal: x86 cores run those up
-        // to a hundred times slower, and a few hundred thousand of them in w8a's features
-        // made every product with the features slower by half. They are flushed to zero.
-        let tiny = T::MIN_NORMAL.sqrt();
         out.par_chunks_mut(r.max(1) * 64)
             .zip(tile.par_chunks(r.max(1) * 64))
             .for_each(|(o, t)| {
                 for (o, &t) in o.iter_mut().zip(t) {
-                    *o = T::from_f64(if t.abs() < tiny { 0.0 } else { t });
+                    *o = flushed(t);
                 }
             });
         drop(tile);
@@ -249,9 +251,7 @@ impl<T: Scalar> NystromMap<T> {
         crate::backend::cpu::clear_upper_state();
         out.par_chunks_mut(r.max(1) * 64).for_each(|o| {
             for v in o {
-                if v.to_f64().abs() < tiny {
-                    *v = T::default();
-                }
+                *v = flushed(v.to_f64());
             }
         });
     }
