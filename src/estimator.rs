@@ -278,9 +278,11 @@ impl JokerBuilder {
         self
     }
 
-    /// Block size `|B|` (default 512; capped at the number of samples).
+    /// Block size `|B|` (default 512, 256 on a cached exact kernel; capped at the number of
+    /// samples).
     pub fn block_size(mut self, b: usize) -> Self {
         self.p.solver.block_size = b;
+        self.p.solver.block_auto = false;
         self
     }
     /// Bytes the exact kernel matrix (or a Nystrom map's features) may take when formed once

@@ -925,6 +925,58 @@ fn working_sets_from_the_violations_reach_the_random_blocks_optimum() {
     assert!(m.training.gap <= 1e-11);
 }
 
+/// Left to the solver, the block size is 256 on a cached exact kernel and the model says so;
+/// the fit reaches the optimum of blocks of 512, and a block size the caller gives (512 too),
+/// or a kernel not cached, keeps the configured one.
+#[test]
+fn the_default_block_is_smaller_on_a_cached_exact_kernel() {
+    let data = common::binary(900, 3, 97);
+    let fit = |block: Option<usize>, cache: usize| {
+        let mut b = Joker::builder()
+            .kernel_cache(cache)
+            .loss(Loss::SquaredHinge)
+            .exact()
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(Precision::F64)
+            .tol(1e-10)
+            .stall(false)
+            .max_iter(20_000)
+            .device(joker::Device::Cpu);
+        if let Some(size) = block {
+            b = b.block_size(size);
+        }
+        b.build().unwrap().fit(&data).unwrap()
+    };
+    let cache = joker::solver::dbcd::DEFAULT_KERNEL_CACHE;
+    let auto = fit(None, cache);
+    assert!(
+        auto.training.working_set.contains("blocks of 256 (auto"),
+        "{}",
+        auto.training.working_set
+    );
+    let given = fit(Some(512), cache);
+    assert!(
+        !given.training.working_set.contains("blocks of"),
+        "{}",
+        given.training.working_set
+    );
+    assert_same_optimum(
+        (&auto, &given),
+        &data,
+        (1e-10, 1e-6),
+        "auto block against 512",
+    );
+    // 900 x 900 f64 values do not fit in 1 MB: the kernel is streamed, the block stays 512
+    let streamed = fit(None, 1 << 20);
+    assert!(
+        !streamed.training.working_set.contains("blocks of"),
+        "{}",
+        streamed.training.working_set
+    );
+    assert!(streamed.training.gap <= 1e-10);
+}
+
 /// Two fits of one problem reached its optimum: both gaps within `tol`, decision values on
 /// `data` within `close` of each other or within what the gaps guarantee, whichever is larger
 /// (the primal is 1-strongly convex in `w`, so a model's decision values are within

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use joker::io::stream::TextStream;
+use joker::solver::dbcd::CACHED_BLOCK;
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
@@ -24,9 +25,6 @@ use super::{CliResult, Score, fail, read_data, sig};
 const MAX_CLASSES: usize = 1000;
 /// More classes than this with a non-integral label is taken for a regression target.
 const MAX_FRACTIONAL_CLASSES: usize = 20;
-/// The block size when `--block-size` is not given (capped at the number of samples).
-const DEFAULT_BLOCK: usize = 512;
-
 /// The loss of `--loss` with its parameters; a parameter of another loss is an error.
 pub fn loss_of(
     loss: LossArg,
@@ -156,7 +154,6 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .standardize(!a.no_standardize)
         .normalize_target(!a.no_normalize_target)
         .bias(a.bias.unwrap_or(0.0))
-        .block_size(a.block_size.unwrap_or(DEFAULT_BLOCK))
         .kernel_cache(
             a.kernel_cache
                 .map_or(joker::solver::dbcd::DEFAULT_KERNEL_CACHE, |mb| {
@@ -188,6 +185,9 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .direct_krr(!a.no_direct_krr)
         .newton_start(!a.no_newton_start)
         .device(a.device);
+    if let Some(size) = a.block_size {
+        b = b.block_size(size);
+    }
     b = match (a.c, a.lambda) {
         (Some(c), _) => {
             if !(c > 0.0 && c.is_finite()) {
@@ -477,8 +477,15 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                     est.solver.max_iter
                 ),
                 None => format!(
-                    "block {}, max {} iterations, tol {}",
-                    est.solver.block_size, est.solver.max_iter, est.solver.tol
+                    "block {}{}, max {} iterations, tol {}",
+                    est.solver.block_size,
+                    if est.solver.block_auto && est.solver.block_size > CACHED_BLOCK {
+                        format!(" ({CACHED_BLOCK} on a cached exact kernel)")
+                    } else {
+                        String::new()
+                    },
+                    est.solver.max_iter,
+                    est.solver.tol
                 ),
             },
         };

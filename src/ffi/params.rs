@@ -640,7 +640,8 @@ pub unsafe extern "C" fn joker_params_set_class_weights(
     })
 }
 
-/// Sets the block size `|B| >= 1` (default 512; it must not exceed the number of samples).
+/// Sets the block size `|B| >= 1` (default 512, 256 on a cached exact kernel; it must not
+/// exceed the number of samples).
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
@@ -650,7 +651,12 @@ pub unsafe extern "C" fn joker_params_set_block_size(
     block_size: usize,
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
-    guard(|| unsafe { update(params, |j| j.solver.block_size = block_size) })
+    guard(|| unsafe {
+        update(params, |j| {
+            j.solver.block_size = block_size;
+            j.solver.block_auto = false;
+        })
+    })
 }
 
 /// Sets the iteration budget (>= 1; default 10,000).

@@ -558,7 +558,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 ),
                 {"labels": "`class_weight` (a label)", "weights": "`class_weight` (a weight)"},
             )
-        _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
+        if block_size is not None:
+            _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
         _check(_lib.joker_params_set_max_iter(h, _count("max_iter", max_iter)))
         _check(_lib.joker_params_set_tol(h, float(tol)))
         _check(_lib.joker_params_set_time_limit(h, float(time_limit or 0.0)),
@@ -713,7 +714,8 @@ class Joker:
     from the training rows by ``centers``: "leverage", "kmeans" or "uniform"); a Nystrom model
     predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median", the default, "msd" or "scale"). ``class_weight``: None, "balanced" or {label: weight}.
-    ``block_size``: rows per block (the library caps it at the number of samples).
+    ``block_size``: rows per block (None: 512, or 256 on a cached exact kernel; the library
+    caps it at the number of samples).
     ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
     memory exceeds 80% of the memory available when it starts (JokerError
     JOKER_STATUS_MEMORY, saying so), 0 sets no limit, any other value is a limit in bytes.
@@ -779,7 +781,7 @@ class Joker:
         standardize=True,
         normalize_target=True,
         class_weight=None,
-        block_size=512,
+        block_size=None,
         max_iter=10000,
         tol=1e-3,
         time_limit=None,

@@ -377,8 +377,8 @@ _COMMON_DOC = """
         Stop at this relative duality gap.
     max_iter : int, default=10000
         The most solver iterations (block updates).
-    block_size : int, default=512
-        Rows per block of the solver.
+    block_size : int or None, default=None
+        Rows per block of the solver (None: 512, or 256 on a cached exact kernel).
     time_limit : float or None, default=None
         Stop after this many seconds (None: no limit).
     check_every : int, default=0
@@ -466,7 +466,7 @@ class KernelSVC(_JokerClassifier):
 
     def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="median",
                  n_components=2048, class_weight=None, features="rff", centers="leverage",
-                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
+                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
                  tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
                  stall=True, tr_norm="auto", bias=0.0, multiclass="auto",
@@ -537,7 +537,7 @@ class KernelLogisticRegression(_JokerClassifier):
 
     def __init__(self, C=1.0, *, kernel="rbf", gamma="median", n_components=2048,
                  class_weight=None, features="rff", centers="leverage", precision="f32",
-                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
                  tr_norm="auto", bias=0.0,
@@ -643,7 +643,7 @@ class KernelRidge(_JokerRegressor):
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma="median", n_components=2048,
                  normalize_target=True, full_krr=None, krr_blocks=10, krr_rank=100, krr_tol=1e-6,
                  krr_store_preconditioners=False, features="rff", centers="leverage",
-                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=512,
+                 precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
                  tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
                  stall=True, tr_norm="auto", bias=0.0, direct_krr=True, random_state=None,
@@ -703,7 +703,7 @@ class KernelSVR(_JokerRegressor):
 
     def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="median", n_components=2048,
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
-                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
                  tr_norm="auto", bias=0.0,
@@ -757,7 +757,7 @@ class KernelHuberRegressor(_JokerRegressor):
 
     def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="median", n_components=2048,
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
-                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
                  tr_norm="auto", bias=0.0,
@@ -810,7 +810,7 @@ class KernelLpRegressor(_JokerRegressor):
 
     def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="median", n_components=2048,
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
-                 standardize=True, tol=1e-3, max_iter=10000, block_size=512, time_limit=None,
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
                  kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
                  tr_norm="auto", bias=0.0,

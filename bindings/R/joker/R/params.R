@@ -74,7 +74,7 @@
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
                          bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
                          precision = "f32", task = "auto", standardize = TRUE,
-                         normalize_target = TRUE, class_weight = NULL, block_size = 512,
+                         normalize_target = TRUE, class_weight = NULL, block_size = NULL,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
                          seed = 42, max_memory = NULL, device = "auto", nystrom_rank = 0,
                          tr_model = "auto", full_krr = "none", krr_blocks = 10,
@@ -110,7 +110,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
            call. = FALSE)
     .joker_call(C_R_joker_class_weights, p, as.double(names(w)), as.double(w))
   }
-  set("block_size", block_size)
+  if (!is.null(block_size)) set("block_size", block_size)
   set("max_iter", max_iter)
   set("tol", tol)
   set("time_limit", time_limit)
