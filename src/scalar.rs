@@ -42,6 +42,15 @@ pub trait Scalar:
     /// `v = exp(v)` to this precision, for kernel values that are kept in it
     /// ([`crate::simd::exp_in_place`], [`crate::simd::exp_in_place_single`]).
     fn exp_in_place(v: &mut [f64]);
+    /// A row of a Gaussian kernel tile: `out[j] = exp(-gamma max(na + nb[j] - 2 dots[j], 0))`,
+    /// the argument in `f64` and the exponential by [`Scalar::exp_in_place`] (in `f32`, one
+    /// fused pass: [`crate::simd::gaussian_row_single`]).
+    fn gaussian_row(dots: &[Self], na: f64, nb: &[f64], gamma: f64, out: &mut [f64]) {
+        for ((o, &b), dot) in out.iter_mut().zip(nb).zip(dots) {
+            *o = -gamma * (na + b - 2.0 * dot.to_f64()).max(0.0);
+        }
+        Self::exp_in_place(out);
+    }
     /// `out_i = sum_j a_ij v_j` for a row-major `a` of `out.len() x v.len()`, accumulated in
     /// `f64`, on the calling thread.
     fn rows_dot(a: &[Self], v: &[f64], out: &mut [f64]);
@@ -127,6 +136,9 @@ impl Scalar for f32 {
     }
     fn exp_in_place(v: &mut [f64]) {
         crate::simd::exp_in_place_single(v);
+    }
+    fn gaussian_row(dots: &[f32], na: f64, nb: &[f64], gamma: f64, out: &mut [f64]) {
+        crate::simd::gaussian_row_single(dots, na, nb, gamma, out);
     }
     fn rows_dot(a: &[f32], v: &[f64], out: &mut [f64]) {
         crate::linalg::rows_mixed_serial(a, v, out);

@@ -14,8 +14,11 @@ use crate::kernel::Kernel;
 use crate::memory::{try_filled, try_filled_par};
 use crate::scalar::Scalar;
 
-/// Rows of `K` formed per kernel tile (`rows x n` f64 of scratch).
+/// Rows of `K` formed per kernel tile.
 const FORM_ROWS: usize = 128;
+/// Columns per kernel tile: `FORM_ROWS x FORM_COLS` f64 (512 KiB) stay in a core's cache
+/// between their formation and their two writes.
+const FORM_COLS: usize = 512;
 /// Rows per task of the transposed writes of a formed tile.
 const TRANSPOSE_ROWS: usize = 32;
 /// Rows per task of the update `beta += K(X, X_B) delta`.
@@ -70,41 +73,48 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
         let mut xs = try_filled(n * d, T::default(), "the rows in block order")?;
         x.gather_dense(order, &mut xs);
-        // K is symmetric: each tile of rows is formed against the columns up to its own end
-        // (n^2 / 2 kernel values in all) and written into its rows and, transposed, into the
-        // earlier rows' columns.
-        let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * n, 0.0f64, "a kernel tile")?;
+        // K is symmetric: each band of rows is formed against the columns up to its own end
+        // (n^2 / 2 kernel values in all), a span of columns at a time so that the f64 tile
+        // stays in cache while it is written into the band's rows and, transposed, into the
+        // earlier rows' columns (a tile of whole rows went out to memory and back twice).
+        let span = FORM_COLS.min(n.max(1));
+        let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * span, 0.0f64, "a kernel tile")?;
         for p0 in (0..n).step_by(FORM_ROWS) {
             let rows = FORM_ROWS.min(n - p0);
-            let cols = p0 + rows;
-            let xi = &xs[p0 * d..cols * d];
-            let tile = &mut tile[..rows * cols];
-            backend.kernel_tile(kernel, xi, rows, &xs[..cols * d], cols, d, tile);
-            let (earlier, own) = k.split_at_mut(p0 * n);
-            let tile = &*tile;
-            own[..rows * n]
-                .par_chunks_mut(n)
-                .zip(tile.par_chunks(cols))
-                .for_each(|(row, t)| {
-                    row[..cols]
-                        .iter_mut()
-                        .zip(t)
-                        .for_each(|(o, v)| *o = T::from_f64(*v));
-                });
-            // in groups of rows, so that the tile's columns they read stay in cache
-            earlier
-                .par_chunks_mut(TRANSPOSE_ROWS * n)
-                .enumerate()
-                .for_each(|(c, group)| {
-                    let q0 = c * TRANSPOSE_ROWS;
-                    let qs = group.len() / n;
-                    for r in 0..rows {
-                        let t = &tile[r * cols + q0..r * cols + q0 + qs];
-                        for (j, v) in t.iter().enumerate() {
-                            group[j * n + p0 + r] = T::from_f64(*v);
+            let end = p0 + rows;
+            let xi = &xs[p0 * d..end * d];
+            for c0 in (0..end).step_by(span) {
+                let w = span.min(end - c0);
+                let tile = &mut tile[..rows * w];
+                backend.kernel_tile(kernel, xi, rows, &xs[c0 * d..(c0 + w) * d], w, d, tile);
+                let (earlier, own) = k.split_at_mut(p0 * n);
+                let tile = &*tile;
+                own[..rows * n]
+                    .par_chunks_mut(n)
+                    .zip(tile.par_chunks(w))
+                    .for_each(|(row, t)| {
+                        row[c0..c0 + w]
+                            .iter_mut()
+                            .zip(t)
+                            .for_each(|(o, v)| *o = T::from_f64(*v));
+                    });
+                // the span's columns before the band are earlier rows of K; in groups of rows,
+                // so that the tile's columns they read stay in the nearest cache
+                let below = p0.min(c0 + w).saturating_sub(c0);
+                earlier[c0 * n..(c0 + below) * n]
+                    .par_chunks_mut(TRANSPOSE_ROWS * n)
+                    .enumerate()
+                    .for_each(|(g, group)| {
+                        let q0 = g * TRANSPOSE_ROWS;
+                        let qs = group.len() / n;
+                        for r in 0..rows {
+                            let t = &tile[r * w + q0..r * w + q0 + qs];
+                            for (j, v) in t.iter().enumerate() {
+                                group[j * n + p0 + r] = T::from_f64(*v);
+                            }
                         }
-                    }
-                });
+                    });
+            }
         }
         Ok(CachedExact {
             order,

@@ -297,10 +297,7 @@ impl<T: Scalar> Backend<T> for Cpu {
                     } else {
                         // exp(-gamma d^2) by the vectorised exp to the working precision, a
                         // row at a time
-                        for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
-                            *o = -gamma * (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0);
-                        }
-                        T::exp_in_place(row);
+                        T::gaussian_row(dots, na[i], &nb, gamma, row);
                     }
                 });
             }
