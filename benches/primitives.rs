@@ -1,7 +1,7 @@
 //! Criterion benchmarks of the hot primitives at the paper's inexact setting scaled to a
 //! laptop (block 512, M = 10,000, d = 28, f32): feature block, Gram, projection, feature
-//! update, the trust-region block solve, exact kernel tiles, and prediction (random-feature
-//! and exact). The machine's ceiling, an f32 GEMM with faer, is measured in the same run,
+//! update, the trust-region block solve, exact kernel tiles, the cached exact kernel of a
+//! 4,096-row fit, and prediction (random-feature and exact). The machine's ceiling, an f32 GEMM with faer, is measured in the same run,
 //! and a closing table gives each primitive's rate (its flop count over criterion's mean
 //! time) as a fraction of it; the trust-region solve is reported in time only (its work
 //! depends on the iterates).
@@ -10,6 +10,7 @@
 //! `<target>/criterion/joker-summary.json`)
 
 use criterion::{Criterion, Throughput};
+use joker::backend::cached::CachedExact;
 use joker::backend::predict::Predictor;
 use joker::backend::{Backend, cpu::Cpu};
 use joker::features::{FeatureMap, FeatureSpec};
@@ -107,6 +108,24 @@ fn primitives(c: &mut Criterion) {
             b.iter(|| Cpu.kernel_tile(&kernel, &xa, 2048, &x, B, D, &mut tile))
         });
     }
+    g.finish();
+
+    // the cached exact kernel of a 4,096-row fit (64 MiB of f32), formed once per fit: half
+    // the kernel values, each written twice (its row and, transposed, its column)
+    let mut g = c.benchmark_group("cached_kernel_4096x28_f32");
+    g.sample_size(10);
+    let nc = 4096;
+    let xc: Vec<f32> = (0..nc * D).map(|_| s.uniform() as f32).collect();
+    let xc = Features::Dense(DenseMatrix::new(nc, D, xc).expect("a dense matrix"));
+    let order: Vec<usize> = (0..nc).collect();
+    g.throughput(Throughput::Elements((nc * nc) as u64));
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma: 0.05,
+    };
+    g.bench_function("Gaussian", |b| {
+        b.iter(|| CachedExact::new(&Cpu, &kernel, &xc, &order, 1).expect("the cached kernel"))
+    });
     g.finish();
 
     let mut g = c.benchmark_group("trust_region_block_512");
@@ -225,6 +244,12 @@ fn flop_counts() -> Vec<(&'static str, String, f64, &'static str)> {
             "3 d per entry",
         ));
     }
+    v.push((
+        "cached_kernel_4096x28_f32",
+        "Gaussian".into(),
+        4096.0 * 4096.0 / 2.0 * 3.0 * d,
+        "3 d per value formed (n^2 / 2)",
+    ));
     let np = NP as f64;
     v.push((
         "predict_10000_rows",
