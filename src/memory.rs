@@ -148,9 +148,9 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
 
 /// Asks the kernel to back `v`'s capacity with transparent huge pages where they are enabled
 /// on request (Linux, `madvise` mode): a buffer of a gigabyte then takes 512 times fewer page
-/// faults to fill (measured: the 16,512-row cached kernel's 1 GiB filled in 0.14 s instead of
-/// 0.36 s) and fewer TLB misses when its rows are read in any order. Advice only: where it is
-/// refused nothing changes.
+/// faults to fill (measured for the cached kernel: docs/bench/defaults.md) and fewer TLB
+/// misses when its rows are read in any order. Advice only: where it is refused nothing
+/// changes.
 fn huge_pages<T>(v: &mut Vec<T>) {
     const WORTH: usize = 4 << 20;
     let bytes = v.capacity() * std::mem::size_of::<T>();

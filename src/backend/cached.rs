@@ -76,8 +76,13 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         // K is symmetric: each band of rows is formed against the columns up to its own end
         // (n^2 / 2 kernel values in all), a span of columns at a time so that the f64 tile
         // stays in cache while it is written into the band's rows and, transposed, into the
-        // earlier rows' columns (a tile of whole rows went out to memory and back twice).
-        let span = FORM_COLS.min(n.max(1));
+        // earlier rows' columns (a tile of whole rows went out to memory and back twice). A
+        // device forms whole bands: a call there costs a launch and a transfer, so fewer and
+        // larger tiles.
+        let span = match backend.name() {
+            "cpu" => FORM_COLS.min(n.max(1)),
+            _ => n.max(1),
+        };
         let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * span, 0.0f64, "a kernel tile")?;
         for p0 in (0..n).step_by(FORM_ROWS) {
             let rows = FORM_ROWS.min(n - p0);

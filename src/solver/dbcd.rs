@@ -895,9 +895,8 @@ impl Terms {
 /// The block size where the exact kernel is cached and the block size is the default: a block
 /// there gathers `K_BB` instead of forming `|B| x n` kernel values, so its cost is the CG
 /// products (`|B|^2` each) and the update of `beta`, and smaller blocks, chosen by their
-/// violations, reach the tolerance sooner (measured on the shared exact-kernel sets, medians
-/// of 3: covtype 5k 0.60 -> 0.45 s, higgs 7k 1.05 -> 0.78 s, pendigits 0.76 -> 0.57 s, cadata
-/// 3.13 -> 2.99 s, the rest within their noise; 128 was no better than 256 overall).
+/// violations, reach the tolerance sooner (measured against 128 and 512 on the shared
+/// exact-kernel sets: docs/bench/defaults.md).
 pub const CACHED_BLOCK: usize = 256;
 
 /// The block size the fit uses: [`CACHED_BLOCK`] under a cached exact kernel when the caller
