@@ -333,7 +333,7 @@ end
 """
     Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing, bandwidth="median",
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
-          standardize=true, normalize_target=true, class_weight=nothing, block_size=512,
+          standardize=true, normalize_target=true, class_weight=nothing, block_size=nothing,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
           max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing, krr_blocks=10,
           krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false, kernel_cache=2 << 30,
@@ -346,8 +346,8 @@ Validated training parameters (as the Python `joker.Joker`); invalid values thro
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
 "auto" (the default) (`tr_model(model)` says which was used).
 `full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
-(needs `loss="krr"` and `n_components=nothing`). `block_size` is capped at the number of
-samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
+(needs `loss="krr"` and `n_components=nothing`). `block_size`: `nothing` (the default) takes
+512, or 256 on a cached exact kernel; it is capped at the number of samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
 memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
 limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix (or a
 Nystrom map's features) may take when formed once and kept (0: formed block by block). `features`: "rff" (random
@@ -377,7 +377,7 @@ random features, an intercept as LIBLINEAR's `-B` (0: none; random features by D
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
-    block_size=512, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
+    block_size=nothing, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
     krr_blocks=10, krr_rank=100, krr_tol=1e-6, krr_store_preconditioners=false,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
@@ -436,7 +436,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
                 length(labels)),
                 Dict("labels" => "`class_weight` (a label)", "weights" => "`class_weight` (a weight)"))
         end
-        joker_params_set_block_size(h, count_arg("block_size", block_size))
+        block_size === nothing || joker_params_set_block_size(h, count_arg("block_size", block_size))
         joker_params_set_max_iter(h, count_arg("max_iter", max_iter))
         joker_params_set_tol(h, Float64(tol))
         joker_params_set_time_limit(h, Float64(something(time_limit, 0.0)),
