@@ -1,7 +1,7 @@
 //! Build script: the SONAME of libjoker.so and the C header.
 //!
 //! The header is generated from `src/ffi` into `OUT_DIR/joker.h`; the committed
-//! `include/joker.h` is compared with it by `tests/header.rs` (writing into the source tree from
+//! `include/joker.h` is compared with it by `tests/suite/header.rs` (writing into the source tree from
 //! here would break `cargo publish`).
 
 use std::env;

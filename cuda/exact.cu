@@ -2,7 +2,7 @@
 // exact (non-feature) Joker model: K_BB for the block solve, beta = K alpha updates and exact
 // prediction.
 //
-// Run on an H100 against f64 direct sums (tests/gpu.rs, docs/gpu-validation.md) and under the
+// Run on an H100 against f64 direct sums (tests/suite/gpu.rs, docs/gpu-validation.md) and under the
 // host emulator (cuda/hostemu/test_exact.cpp, see cuda/README.md). CPU twins:
 // `Backend::kernel_tile` (src/backend/cpu.rs) for exact_tile / exact_tile_csr, and the exact
 // branch of `Predictor::decision` (src/solver/decision.rs) for exact_matvec.

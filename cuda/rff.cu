@@ -2,7 +2,7 @@
 //
 // Run on an H100 against the CPU twins (docs/gpu-validation.md), and validated by ptxas and
 // the host emulator (cuda/README.md). Each kernel has a CPU twin with the same name and
-// meaning; the GPU tests (tests/gpu.rs) compare the two.
+// meaning; the GPU tests (tests/suite/gpu.rs) compare the two.
 //
 // ------------------------------------------------------------------------------------------
 // The feature map (spec shared with the CPU twin; generator details in philox.cuh)

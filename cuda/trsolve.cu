@@ -1,9 +1,9 @@
 // trsolve.cu: the trust-region block solve (paper Algorithm 1) with the truncated, box-aware
 // CG-Steihaug (Algorithm 2) on the device, one thread block per target column.
 //
-// Run on an H100 against the Rust solver (tests/gpu.rs, docs/gpu-validation.md) and under the
+// Run on an H100 against the Rust solver (tests/suite/gpu.rs, docs/gpu-validation.md) and under the
 // host emulator (cuda/hostemu/test_trsolve.cpp reads cuda/hostemu/tr_vectors.txt, which
-// tests/tr_vectors.rs regenerates from src/solver/trust_region.rs and checks is current).
+// tests/suite/tr_vectors.rs regenerates from src/solver/trust_region.rs and checks is current).
 // One column runs on one multiprocessor, so the engines call it only for 16 or more target
 // columns (DEVICE_SOLVE_MIN_COLUMNS in src/backend/cuda/trsolve.rs) and solve fewer on the host.
 //

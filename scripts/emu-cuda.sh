@@ -14,14 +14,14 @@
 #   test_rff       cuda/rff.cu against Phi built explicitly from the same generator
 #   test_exact     cuda/exact.cu against f64 direct sums
 #   test_trsolve   cuda/trsolve.cu against the Rust solver's results in cuda/hostemu/tr_vectors.txt
-#                  (written and checked by tests/tr_vectors.rs): all 48 cases with the kernel
+#                  (written and checked by tests/suite/tr_vectors.rs): all 48 cases with the kernel
 #                  built for 64 threads per block (the emulator runs a CUDA thread as an OS
 #                  thread, so every barrier costs a round of context switches), and cases 0, 8,
 #                  24, 32 and 47 (b = 37 and 270 > 256; the Euclidean norm, the Nystrom metric,
 #                  and KLR in the diagonal norm) with
 #                  the real 256 threads per block. The comparison rule (counts
 #                  within one, iterates equal up to rounding or within what the KKT residuals
-#                  certify) is the one of tr_solve_matches_the_host_solver in tests/gpu.rs; the
+#                  certify) is the one of tr_solve_matches_the_host_solver in tests/suite/gpu.rs; the
 #                  contracted build is how it is exercised without a GPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -72,10 +72,11 @@ suite() {
 group() {
     local label="$2" pattern="$3" log="$OUTDIR/$1.log"
     local ok bad names
-    ok=$(grep -E "^test ($pattern)" "$log" | grep -c ' \.\.\. ok$' || true)
-    bad=$(grep -E "^test ($pattern)" "$log" | grep -c 'FAILED$' || true)
+    # test names carry their module's path (gpu::name in the suite binary)
+    ok=$(grep -E "^test ([a-z_]+::)*($pattern)" "$log" | grep -c ' \.\.\. ok$' || true)
+    bad=$(grep -E "^test ([a-z_]+::)*($pattern)" "$log" | grep -c 'FAILED$' || true)
     # --nocapture output can split "test name ... " from its verdict: count FAILED names.
-    names=$(awk '/^failures:$/{f=1;next} f&&/^    /{print $1}' "$log" | sort -u | grep -E "^($pattern)" | tr '\n' ' ')
+    names=$(awk '/^failures:$/{f=1;next} f&&/^    /{print $1}' "$log" | sort -u | grep -E "^([a-z_]+::)*($pattern)" | tr '\n' ' ')
     [[ -n "$names" ]] && bad=$(wc -w <<<"$names")
     if (( bad == 0 && ok > 0 )); then
         verdicts+=("PASS $label ($ok tests)")
@@ -104,7 +105,7 @@ else
     failed=1
 fi
 
-suite gpu gpu --ignored --test-threads=1
+suite gpu suite gpu:: --ignored --test-threads=1
 group gpu "random-feature kernels (W, features, Gram, update, prediction)" \
     "weights_|features_match|block_gram|update_theta|predict_matches"
 group gpu "device engines against host engines, the self-check" "device_engine|exact_engine|kernel_model_engine|the_gpu_passes"
@@ -113,12 +114,15 @@ group gpu "exact kernels against f64 direct sums" "exact_kernels"
 group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit|distributed_fit|mapped_rows"
 group gpu "Nystrom maps: features and a fit on the GPU against the CPU" "nystrom_"
 exited gpu
-suite gpu-everywhere gpu
+suite gpu-everywhere suite gpu::
 group gpu-everywhere "device errors, the GPU requirement, CPU fits without the driver" "a_missing_gpu|a_required_gpu|gpu_tests_fail|a_cpu_fit"
 exited gpu-everywhere
+# the library's unit tests, then modules of the integration-test binary `suite`
 for s in joker_unit api solver krr tr_vectors; do
-    if [[ -x "$BINS/$s" ]]; then
-        suite "$s" "$s" --test-threads=4
+    bin=suite filter="$s::"
+    [[ $s == joker_unit ]] && bin=joker_unit filter=""
+    if [[ -x "$BINS/$bin" ]]; then
+        suite "$s" "$bin" $filter --test-threads=4
         group "$s" "suite $s with Device::Auto" "."
     else
         verdicts+=("FAIL suite $s: binary missing")

@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::any::TypeId;
 use std::time::Duration;
 
 mod distributed;
@@ -762,6 +763,34 @@ impl Joker {
 
     /// Trains on `data` with weights, a validation set, a progress callback or a warm start.
     pub fn fit_with<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
+        // The solvers are compiled in this crate, once per precision, and not again in every
+        // crate that calls `fit` (a generic body is compiled where it is used): this wrapper
+        // only picks the compiled one. `Scalar` is sealed: `U` is f32 or f64.
+        if TypeId::of::<U>() == TypeId::of::<f32>() {
+            // SAFETY: `U` is `f32` (equal type ids).
+            let (data, opts) = unsafe { same_precision::<U, f32>(data, opts) };
+            self.fit_single(data, opts)
+        } else {
+            // SAFETY: `U` is `f64`: the only other `Scalar`.
+            let (data, opts) = unsafe { same_precision::<U, f64>(data, opts) };
+            self.fit_double(data, opts)
+        }
+    }
+
+    /// [`fit_with`](Joker::fit_with) in f32, compiled here.
+    #[inline(never)]
+    fn fit_single(&self, data: &Dataset<f32>, opts: FitOptions<'_, f32>) -> Result<Model> {
+        self.fit_any(data, opts)
+    }
+
+    /// [`fit_with`](Joker::fit_with) in f64, compiled here.
+    #[inline(never)]
+    fn fit_double(&self, data: &Dataset<f64>, opts: FitOptions<'_, f64>) -> Result<Model> {
+        self.fit_any(data, opts)
+    }
+
+    /// [`fit_with`](Joker::fit_with) in either precision.
+    fn fit_any<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
         let chosen = match opts.warm_start {
             Some(_) => None,
             None => self.representation_for(data),
@@ -1992,6 +2021,26 @@ fn class_weights(cw: &ClassWeight, classes: &[f64], counts: &[f64]) -> Result<Ve
             w
         }
     })
+}
+
+/// `data` and `opts` as the same values of precision `T`.
+///
+/// # Safety
+/// `U` and `T` must be the same type: the casts below then change only the name of the type.
+unsafe fn same_precision<'a, 'o, U: Scalar, T: Scalar>(
+    data: &'a Dataset<U>,
+    opts: FitOptions<'o, U>,
+) -> (&'a Dataset<T>, FitOptions<'o, T>) {
+    debug_assert_eq!(TypeId::of::<U>(), TypeId::of::<T>());
+    let opts = std::mem::ManuallyDrop::new(opts);
+    // SAFETY: `U == T` (the caller's guarantee), so both pointers point at values of their
+    // target type; `opts` is read once and its original is never dropped (ManuallyDrop).
+    unsafe {
+        (
+            &*(data as *const Dataset<U>).cast::<Dataset<T>>(),
+            std::ptr::read((&*opts as *const FitOptions<'o, U>).cast::<FitOptions<'o, T>>()),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `joker train --mpi` under `mpirun` with 1, 2 and 4 ranks (feature `mpi`; needs OpenMPI's
 //! `mpirun`, or the launcher named by `$MPIEXEC`). The algorithm itself is tested without MPI
-//! in `tests/distributed.rs`; these tests cover the transport, the sharded reading, the
+//! in `tests/suite/distributed.rs`; these tests cover the transport, the sharded reading, the
 //! model written by rank 0, and a failing rank ending the job.
 #![cfg(feature = "mpi")]
 

@@ -1,6 +1,6 @@
 // test_trsolve.cpp: runs tr_solve (cuda/trsolve.cu) under the host emulator (emu.h) on the
 // block problems of cuda/hostemu/tr_vectors.txt and compares with the Rust solver's results
-// stored there (tests/tr_vectors.rs writes the file from src/solver/trust_region.rs and checks
+// stored there (tests/suite/tr_vectors.rs writes the file from src/solver/trust_region.rs and checks
 // that it is current). Every loss, both radius rules, b = 37, 64 and 270 (> 256 threads),
 // without and with the Nystrom metric (the factors the Rust solver used are in the file).
 //
@@ -8,7 +8,7 @@
 // entries are f32 numbers, and must reproduce tr_solve bit for bit.
 // The first problem of each matrix runs as 2 identical columns (one thread block each), the
 // others as one; workspace and stats are poisoned beforehand; the columns must agree bit for
-// bit. Against the Rust solver (the rule of tr_solve_matches_the_host_solver in tests/gpu.rs):
+// bit. Against the Rust solver (the rule of tr_solve_matches_the_host_solver in tests/suite/gpu.rs):
 //   all problems: the objective decrease dJ = s.gbar0 + s K s / 2 + sum_i [f_i(a0_i + s_i) - f_i(a0_i)]
 //     (s = alpha - alpha0, in f64 from loss.cuh) agrees: |dJ - dJ_rust| <= 1e-8 |dJ_rust| + cJ
 //     (and dJ < 0), and gbar_out = gbar0 + K s to 1e-10 (1 + max |gbar|) (the bookkeeping);

@@ -1,7 +1,9 @@
 //! Fits across processes: every rank holds a share of the rows, and parallel block
 //! minimization ([`crate::solver::dbcd::pbm`]) trains one model on all of them.
 
-use super::{FitOptions, Joker, Model};
+use std::any::TypeId;
+
+use super::{FitOptions, Joker, Model, same_precision};
 use crate::data::Dataset;
 use crate::distributed::Collective;
 use crate::distributed::partition::{Partition, place};
@@ -38,6 +40,50 @@ impl Joker {
     /// [`JokerError::Distributed`] when another rank failed. A rank that fails tells the others
     /// ([`Collective::fail`]: over MPI that aborts the job), so that none waits for it.
     pub fn fit_distributed<U: Scalar>(
+        &self,
+        shard: &Dataset<U>,
+        comm: &dyn Collective,
+        pbm: &PbmConfig,
+        opts: FitOptions<'_, U>,
+    ) -> Result<Model> {
+        // compiled here once per precision, as `fit_with` (`Scalar` is sealed: f32 or f64)
+        if TypeId::of::<U>() == TypeId::of::<f32>() {
+            // SAFETY: `U` is `f32` (equal type ids).
+            let (shard, opts) = unsafe { same_precision::<U, f32>(shard, opts) };
+            self.fit_distributed_single(shard, comm, pbm, opts)
+        } else {
+            // SAFETY: `U` is `f64`: the only other `Scalar`.
+            let (shard, opts) = unsafe { same_precision::<U, f64>(shard, opts) };
+            self.fit_distributed_double(shard, comm, pbm, opts)
+        }
+    }
+
+    /// [`fit_distributed`](Joker::fit_distributed) in f32, compiled here.
+    #[inline(never)]
+    fn fit_distributed_single(
+        &self,
+        shard: &Dataset<f32>,
+        comm: &dyn Collective,
+        pbm: &PbmConfig,
+        opts: FitOptions<'_, f32>,
+    ) -> Result<Model> {
+        self.fit_distributed_any(shard, comm, pbm, opts)
+    }
+
+    /// [`fit_distributed`](Joker::fit_distributed) in f64, compiled here.
+    #[inline(never)]
+    fn fit_distributed_double(
+        &self,
+        shard: &Dataset<f64>,
+        comm: &dyn Collective,
+        pbm: &PbmConfig,
+        opts: FitOptions<'_, f64>,
+    ) -> Result<Model> {
+        self.fit_distributed_any(shard, comm, pbm, opts)
+    }
+
+    /// [`fit_distributed`](Joker::fit_distributed) in either precision.
+    fn fit_distributed_any<U: Scalar>(
         &self,
         shard: &Dataset<U>,
         comm: &dyn Collective,

@@ -3,7 +3,7 @@
 //! `cuda` feature).
 //!
 //! On machines without a GPU every entry point fails cleanly (see [`crate::device`]); the
-//! differential tests in `tests/gpu.rs` and the benchmark `examples/bench_gpu.rs` check it
+//! differential tests in `tests/suite/gpu.rs` and the benchmark `examples/bench_gpu.rs` check it
 //! against the CPU twins on a GPU machine (where it has run: `docs/gpu-validation.md`).
 //!
 //! The layers follow cudarc's:

@@ -1,7 +1,7 @@
 //! End-to-end solver tests against independent references: a dense solve for exact KRR, and
 //! the duality gap plus the KKT relation for every loss.
 
-mod common;
+use crate::common;
 
 use joker::loss::Coord;
 use joker::model::Representation;

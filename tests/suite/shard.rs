@@ -1,7 +1,7 @@
 //! Sharded reads: the parts of a file, read one by one and put back in order, give exactly
 //! the rows of an ordinary read of the whole file, for any number of parts.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

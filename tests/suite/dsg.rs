@@ -2,7 +2,7 @@
 //! DBCD-TR, their models are ordinary random-feature models that survive save/load, and bad
 //! settings are errors, never panics.
 
-mod common;
+use crate::common;
 
 use joker::model::Representation;
 use joker::{DsgConfig, DsgVariant, Joker, JokerError, Loss, Model, StepSize};

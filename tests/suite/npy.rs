@@ -3,7 +3,7 @@
 //! the fit on the same rows in memory with the same blocks, iterate for iterate (mapped rows
 //! take blocks of consecutive rows by default).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

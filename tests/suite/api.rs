@@ -1,7 +1,7 @@
 //! The public API: bad input gets its typed error, models survive save/load bit for bit,
 //! features are deterministic in the seed, and the options of a fit do what they say.
 
-mod common;
+use crate::common;
 
 use joker::model::Representation;
 use joker::{

@@ -2,7 +2,7 @@
 //! pair's rows (exact KRR) and against a binary fit on those rows (L2-SVC); votes, the model
 //! file, probabilities, and the settings that cannot take one-vs-one.
 
-mod common;
+use crate::common;
 
 use joker::model::Representation;
 use joker::preprocess::{class_pairs, vote};

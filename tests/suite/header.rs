@@ -21,7 +21,7 @@ fn committed_header_is_current() {
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
         panic!(
-            "include/joker.h is stale (first difference at line {}): regenerate it with\n    JOKER_UPDATE_HEADER=1 cargo test --test header\nand commit it",
+            "include/joker.h is stale (first difference at line {}): regenerate it with\n    JOKER_UPDATE_HEADER=1 cargo test --test suite -- header::\nand commit it",
             line + 1
         );
     }

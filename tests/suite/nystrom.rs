@@ -1,7 +1,7 @@
 //! Nystrom feature maps through the estimator: against the exact kernel, growing the centres,
 //! the model file and the refused configurations.
 
-mod common;
+use crate::common;
 
 use joker::model::Representation;
 use joker::{Centers, FeatureKind, FitOptions, Joker, JokerBuilder, Loss, Model, Precision};

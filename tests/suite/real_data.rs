@@ -3,7 +3,7 @@
 //! time; the comparison with scikit-learn also needs `$JOKER_PYTHON`, a Python with
 //! scikit-learn, set when the crate is built (`.ci/run` sets it up).
 
-mod common;
+use crate::common;
 
 use joker::io::{CsvOptions, LibsvmOptions, read_csv, read_libsvm};
 use joker::{Dataset, DenseMatrix, Features, Joker, Loss, Model};

@@ -6,7 +6,7 @@
 //! [`joker::solver::trust_region::solve_column`]; it fails if the committed file's problems
 //! differ in any bit or its results differ beyond rounding (so a change to the Rust solver
 //! that changes its steps forces the vectors, and hence the CUDA twin's test, to follow).
-//! Rewrite the file with `JOKER_UPDATE_TR_VECTORS=1 cargo test --test tr_vectors`.
+//! Rewrite the file with `JOKER_UPDATE_TR_VECTORS=1 cargo test --test suite -- tr_vectors::`.
 //!
 //! `K_BB = A A^T / denom + shift I` with small integer `A`, so both languages build it
 //! bit-identically from the integers (integer sums are exact in `f64`, then one division).
@@ -335,8 +335,8 @@ fn generate() -> (String, Vec<Case>) {
     let kinds = kinds();
     let mut t = String::new();
     t.push_str(
-        "# Test vectors for cuda/trsolve.cu, written by tests/tr_vectors.rs (do not edit):\n\
-         # JOKER_UPDATE_TR_VECTORS=1 cargo test --test tr_vectors\n\
+        "# Test vectors for cuda/trsolve.cu, written by tests/suite/tr_vectors.rs (do not edit):\n\
+         # JOKER_UPDATE_TR_VECTORS=1 cargo test --test suite -- tr_vectors::\n\
          # K_BB of matrix q = A A^T / denom + shift I (A: b x m integers, row-major).\n\
          # case <index> <loss name> <loss id> <loss param> <matrix> <well conditioned>\n\
          # params <delta_max> <eta> <max_iter> <max_cg_iter> <cg_rtol> <kkt_tol> <rule 0 Reference|1 Paper>\n\
@@ -408,7 +408,7 @@ fn committed_tr_vectors_are_current() {
         std::fs::write(&path, &text).unwrap();
         return;
     }
-    let regenerate = "regenerate with\n    JOKER_UPDATE_TR_VECTORS=1 cargo test --test tr_vectors\nand commit cuda/hostemu/tr_vectors.txt";
+    let regenerate = "regenerate with\n    JOKER_UPDATE_TR_VECTORS=1 cargo test --test suite -- tr_vectors::\nand commit cuda/hostemu/tr_vectors.txt";
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     // The problems must be bit-identical; the results may differ by rounding only (another
     // CPU's FMA use or libm), with the same iteration counts.

@@ -2,7 +2,7 @@
 //! and an end-to-end fit on the GPU against the same fit on the CPU.
 //!
 //! The tests that need a GPU are ignored by default, so that a run without one reports them
-//! as ignored rather than passed; `cargo test --release --test gpu -- --ignored` runs them,
+//! as ignored rather than passed; `cargo test --release --test suite -- gpu:: --ignored` runs them,
 //! and each fails loudly when it finds no usable GPU. The one test that runs everywhere
 //! checks that asking for a GPU that is not there is a clean error and that `Device::Auto`
 //! then trains on the CPU and says why.
@@ -18,7 +18,7 @@
 
 #![cfg(feature = "cuda")]
 
-mod common;
+use crate::common;
 
 use joker::backend::cpu::Cpu;
 use joker::backend::cuda::Cuda;
@@ -129,7 +129,7 @@ const SHAPES: [(usize, usize, usize); 5] = [
 ];
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn weights_match_the_cpu_map() {
     let g = gpu("weights_match_the_cpu_map");
     let seed = run_seed();
@@ -146,7 +146,7 @@ fn weights_match_the_cpu_map() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn features_match_the_f64_reference() {
     let g = gpu("features_match_the_f64_reference");
     let seed = run_seed();
@@ -183,7 +183,7 @@ fn features_match_the_f64_reference() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn block_gram_matches_features_gram_project() {
     let g = gpu("block_gram_matches_features_gram_project");
     let seed = run_seed();
@@ -238,7 +238,7 @@ fn block_gram_matches_features_gram_project() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn update_theta_matches_features_accumulate() {
     let g = gpu("update_theta_matches_features_accumulate");
     let seed = run_seed();
@@ -286,7 +286,7 @@ fn update_theta_matches_features_accumulate() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn predict_matches_the_cpu_across_chunks() {
     let g = gpu("predict_matches_the_cpu_across_chunks");
     let seed = run_seed();
@@ -320,7 +320,7 @@ fn predict_matches_the_cpu_across_chunks() {
 /// sequence of blocks, updates and decisions; and an over-limit request fails with the
 /// estimate.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn device_engine_matches_host_engine() {
     let g = gpu("device_engine_matches_host_engine");
     let seed = run_seed();
@@ -414,7 +414,7 @@ fn device_engine_matches_host_engine() {
 /// products with `Phi_B` (`Phi_B^T s`, `Phi_B u`, the Gram) match the host engine's, with the
 /// rows resident and sent per block.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn kernel_model_engine_matches_host_engine() {
     let g = gpu("kernel_model_engine_matches_host_engine");
     let seed = run_seed();
@@ -525,7 +525,7 @@ fn kernel_model_engine_matches_host_engine() {
 /// A fit under the kernel model on the GPU (exact tile on the device, the products there, the
 /// block solve on the host) reaches the CPU's solution, and says which model it ran.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn kernel_model_fit_on_the_gpu_matches_the_cpu() {
     let data = two_moons(3001, 9);
     for loss in [Loss::SquaredHinge, Loss::SquaredError] {
@@ -633,7 +633,7 @@ fn cpu_and_gpu_fits(
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn end_to_end_fit_matches_the_cpu() {
     let data = two_moons(3001, 5);
     let est = |dev: Device| {
@@ -659,7 +659,7 @@ fn end_to_end_fit_matches_the_cpu() {
 /// A Nystrom map's features on the GPU (its kernel tile by the exact-tile kernel, the product
 /// with the factor on the host) against the CPU twin's, for every kernel family.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn nystrom_features_match_the_cpu() {
     let g = gpu("nystrom_features_match_the_cpu");
     let (n, m, d, seed) = (700, 300, 5, run_seed());
@@ -692,7 +692,7 @@ fn nystrom_features_match_the_cpu() {
 /// A Nystrom fit under `Device::Cuda` (tiles on the device, the host engine) reaches the
 /// CPU fit's solution.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn nystrom_fit_on_the_gpu_matches_the_cpu() {
     let data = two_moons(2001, 6);
     let est = |dev: Device| {
@@ -745,7 +745,7 @@ fn two_rank_fit(est: impl Fn(Device) -> Joker, data: &Dataset<f32>, dev: Device)
 /// is what the CPU engine does, and the CoCoA+ scaled model is solved alike with one target
 /// column (host block solve) and with many (where a single-process fit solves on the device).
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn distributed_fit_on_the_gpu_matches_the_cpu() {
     let _g = gpu("distributed_fit_on_the_gpu_matches_the_cpu");
     let classes = joker::backend::cuda::DEVICE_SOLVE_MIN_COLUMNS;
@@ -798,7 +798,7 @@ fn distributed_fit_on_the_gpu_matches_the_cpu() {
 /// Rows mapped from a `.npy` file train on the GPU as on the CPU (the device engine reads the
 /// mapped slice: uploaded whole when it fits, per block otherwise).
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn mapped_rows_fit_on_the_gpu_as_on_the_cpu() {
     let data = two_moons(3001, 7);
     let dir = std::env::temp_dir().join(format!("joker-gpu-npy-{}", std::process::id()));
@@ -844,7 +844,7 @@ fn blobs(n: usize, classes: usize, seed: u64) -> Dataset<f32> {
 /// target columns the blocks are solved on the device (`tr_solve_f32` for random features,
 /// `tr_solve` for exact kernels), one thread block per class: the fits match the CPU's.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn many_columns_are_solved_on_the_device() {
     let classes = joker::backend::cuda::DEVICE_SOLVE_MIN_COLUMNS;
     let data = blobs(40 * classes, classes, 8);
@@ -1042,7 +1042,7 @@ fn check_block_result(
 /// [`check_block_result`], the rule of the host-emulator test (counts within one, iterates
 /// equal up to rounding or within what the KKT residuals certify).
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn tr_solve_matches_the_host_solver() {
     use joker::Scalar;
     use joker::loss::Coord;
@@ -1184,7 +1184,7 @@ fn kernel_f64(kernel: &Kernel, x: &[f32], y: &[f32]) -> f64 {
 /// `sum |k v|` on the products. The `Backend` methods (the ones the solver calls) must agree
 /// with the wrappers.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn exact_kernels_match_f64_direct_sums() {
     let g = gpu("exact_kernels_match_f64_direct_sums");
     let seed = run_seed();
@@ -1277,7 +1277,7 @@ fn exact_kernels_match_f64_direct_sums() {
 /// CPU: the same accuracy of the dual and close decision values. Without a GPU, asking for one fails cleanly and Auto explains why it stayed on the
 /// CPU.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn exact_fit_on_the_gpu_matches_the_cpu() {
     let data = two_moons(600, 9);
     let est = |dev: Device| {
@@ -1335,7 +1335,7 @@ fn exact_fit_on_the_gpu_matches_the_cpu() {
 /// off the violations; the same fit as on the CPU (whose tiles are formed in f64), for dense
 /// rows and two target columns.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn cached_exact_fit_on_the_gpu_matches_the_cpu() {
     for (classes, data) in [(2, two_moons(900, 21)), (3, blobs(600, 3, 8))] {
         let est = |dev: Device| {
@@ -1376,7 +1376,7 @@ fn cached_exact_fit_on_the_gpu_matches_the_cpu() {
 /// accumulation). A memory limit below the engine's need makes `exact_engine` decline (the fit
 /// then sends rows per call) instead of failing.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn exact_engine_matches_host_exact() {
     let g = gpu("exact_engine_matches_host_exact");
     let seed = run_seed();
@@ -1476,7 +1476,7 @@ fn exact_engine_matches_host_exact() {
 /// predictions agree within `1e-3` of the largest (f32 kernel values on both sides). Without a
 /// GPU, naming one fails cleanly.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn full_krr_on_the_gpu_matches_the_cpu() {
     use joker::solver::krr::{KrrConfig, KrrMethod};
     let data = two_moons(800, 21);
@@ -1574,6 +1574,8 @@ fn gpu_tests_fail_without_a_gpu() {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
         .args([
+            // this module's tests only: the binary holds every integration test
+            "gpu::",
             "--ignored",
             "--test-threads=2",
             "--skip",
@@ -1633,7 +1635,7 @@ fn a_required_gpu_is_there() {
 #[test]
 fn a_cpu_fit_does_not_touch_the_driver() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "cpu_fit_in_a_fresh_process"])
+        .args(["--ignored", "--exact", "gpu::cpu_fit_in_a_fresh_process"])
         .env("JOKER_CPU_FIT_CHILD", "1")
         .output()
         .unwrap();
@@ -1669,7 +1671,7 @@ fn cpu_fit_in_a_fresh_process() {
 
 /// The self-check that `Device::Auto` and `Device::Cuda` fits run first passes on this GPU.
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test --release --test gpu -- --ignored"]
+#[ignore = "needs an NVIDIA GPU: cargo test --release --test suite -- gpu:: --ignored"]
 fn the_gpu_passes_its_self_check() {
     use joker::backend::selfcheck::{Problem, compare};
     let g = gpu("the_gpu_passes_its_self_check");

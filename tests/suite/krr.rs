@@ -1,7 +1,7 @@
 //! Full KRR by Skotch, ASkotch and Nystrom-PCG converges to `(K + lambda I)^{-1} y` from a dense
 //! f64 solve.
 
-mod common;
+use crate::common;
 
 use joker::backend::cpu::Cpu;
 use joker::solver::krr::{KrrConfig, KrrMethod, KrrProblem, solve_krr};
