@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the hot primitives at the paper's inexact setting scaled to a
 //! laptop (block 512, M = 10,000, d = 28, f32): feature block, Gram, projection, feature
 //! update, the trust-region block solve, exact kernel tiles, the cached exact kernel of a
-//! 4,096-row fit, and prediction (random-feature and exact). The machine's ceiling, an f32 GEMM with faer, is measured in the same run,
+//! 4,096-row fit, the median bandwidth's pairwise distances, and prediction (random-feature and
+//! exact). The machine's ceiling, an f32 GEMM with faer, is measured in the same run,
 //! and a closing table gives each primitive's rate (its flop count over criterion's mean
 //! time) as a fraction of it; the trust-region solve is reported in time only (its work
 //! depends on the iterates).
@@ -128,6 +129,19 @@ fn primitives(c: &mut Criterion) {
     });
     g.finish();
 
+    // the median bandwidth's distances: all pairs of a 2,000-row sample (dna's 180 features),
+    // once per fit whose bandwidth is left to the median rule
+    let mut g = c.benchmark_group("median_bandwidth_2000x180");
+    g.sample_size(10);
+    let (nm, dm) = (2000, 180);
+    let xm: Vec<f64> = (0..nm * dm).map(|_| s.uniform()).collect();
+    let xm = Features::Dense(DenseMatrix::new(nm, dm, xm).expect("a dense matrix"));
+    g.throughput(Throughput::Elements((nm * (nm - 1) / 2) as u64));
+    g.bench_function("Euclidean", |b| {
+        b.iter(|| joker::kernel::median_distance(&xm, false, 1))
+    });
+    g.finish();
+
     let mut g = c.benchmark_group("trust_region_block_512");
     g.sample_size(20);
     Cpu.features(&map, &x, B, &mut phi);
@@ -249,6 +263,12 @@ fn flop_counts() -> Vec<(&'static str, String, f64, &'static str)> {
         "Gaussian".into(),
         4096.0 * 4096.0 / 2.0 * 3.0 * d,
         "3 d per value formed (n^2 / 2)",
+    ));
+    v.push((
+        "median_bandwidth_2000x180",
+        "Euclidean".into(),
+        2000.0 * 1999.0 / 2.0 * 2.0 * 180.0,
+        "2 d per pair (f64)",
     ));
     let np = NP as f64;
     v.push((

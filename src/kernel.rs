@@ -312,16 +312,23 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let mut rows = vec![T::default(); k * d];
     x.gather_dense(&idx, &mut rows);
     let rows: Vec<f64> = rows.iter().map(|v| v.to_f64()).collect();
-    let mut dists = if l1 {
-        l1_distances_below(&rows, k, d)
+    if l1 {
+        upper_median(&mut l1_distances_below(&rows, k, d))
     } else {
-        euclidean_distances_below(&rows, k, d)
-    };
-    if dists.is_empty() {
+        // the square root is monotone: the median of the squares, rooted once
+        upper_median(&mut squared_distances_below(&rows, k, d)).sqrt()
+    }
+}
+
+/// The element of rank `len / 2` of non-negative, non-NaN values (0 for none): the upper
+/// median, as a sort would give it. Non-negative floats order as their bit patterns do, and
+/// a selection on integer keys is the cheaper one.
+fn upper_median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
         return 0.0;
     }
-    let mid = dists.len() / 2;
-    let (_, m, _) = dists.select_nth_unstable_by(mid, |a, b| a.total_cmp(b));
+    let mid = v.len() / 2;
+    let (_, m, _) = v.select_nth_unstable_by_key(mid, |x| x.to_bits());
     *m
 }
 
@@ -340,50 +347,60 @@ fn l1_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
     dists
 }
 
-/// The `k` rows' pairwise Euclidean distances, laid out as [`l1_distances_below`]'s, from
-/// `||x_i||^2 + ||x_j||^2 - 2 x_i.x_j` with the products from one triangular GEMM: the
-/// median bandwidth's `k^2 d / 2` multiply-adds at the machine's GEMM rate rather than pair by
-/// pair (on 2,000 rows of 100-200 features that was a third of a small set's fit). A squared
-/// distance within rounding of the norms (duplicate rows) counts as zero, as the differences
-/// would give.
-fn euclidean_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
-    if d == 0 {
-        return vec![0.0; k * k.saturating_sub(1) / 2];
-    }
-    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
-    use faer::{Accum, MatMut, MatRef};
-    let mut dots = vec![0.0f64; k * k];
-    let x = MatRef::from_row_major_slice(rows, k, d);
-    matmul(
-        MatMut::from_row_major_slice_mut(&mut dots, k, k),
-        BlockStructure::StrictTriangularLower,
-        Accum::Replace,
-        x,
-        BlockStructure::Rectangular,
-        x.transpose(),
-        BlockStructure::Rectangular,
-        1.0,
-        crate::backend::cpu::par_for(k, k, d),
-    );
-    let norms: Vec<f64> = rows.chunks_exact(d).map(|r| dot(r, r)).collect();
+/// The `k` rows' pairwise squared Euclidean distances, laid out as [`l1_distances_below`]'s,
+/// from `||x_i||^2 + ||x_j||^2 - 2 x_i.x_j` with the products from GEMMs: the median bandwidth's
+/// `k^2 d / 2` multiply-adds at the machine's GEMM rate rather than pair by pair (on 2,000
+/// rows of 100-200 features that was a third of a small set's fit). The products are formed a
+/// band of `DISTANCE_BAND` rows at a time against the rows before the band's end, so the
+/// buffer holds a band (4 MB at 2,000 rows) rather than all `k^2` products. A squared distance
+/// within rounding of the norms (duplicate rows) counts as zero, as the differences would give.
+fn squared_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
     let mut dists = vec![0.0f64; k * k.saturating_sub(1) / 2];
-    below_rows(&mut dists, k)
-        .into_par_iter()
-        .enumerate()
-        .for_each(|(i, out)| {
-            let products = &dots[i * k..i * k + i];
-            for ((o, &p), &nj) in out.iter_mut().zip(products).zip(&norms) {
-                let scale = norms[i] + nj;
-                let sq = scale - 2.0 * p;
-                *o = if sq > ROUNDING_OF_NORMS * scale {
-                    sq.sqrt()
-                } else {
-                    0.0
-                };
-            }
-        });
+    if d == 0 {
+        return dists;
+    }
+    use faer::linalg::matmul::matmul;
+    use faer::{Accum, MatMut, MatRef};
+    let norms: Vec<f64> = rows.chunks_exact(d).map(|r| dot(r, r)).collect();
+    let mut products = vec![0.0f64; DISTANCE_BAND.min(k) * k];
+    let mut below = below_rows(&mut dists, k);
+    for r0 in (0..k).step_by(DISTANCE_BAND) {
+        let r1 = (r0 + DISTANCE_BAND).min(k);
+        let band = &mut products[..(r1 - r0) * r1];
+        matmul(
+            MatMut::from_row_major_slice_mut(band, r1 - r0, r1),
+            Accum::Replace,
+            MatRef::from_row_major_slice(&rows[r0 * d..r1 * d], r1 - r0, d),
+            MatRef::from_row_major_slice(&rows[..r1 * d], r1, d).transpose(),
+            1.0,
+            crate::backend::cpu::par_for(r1 - r0, r1, d),
+        );
+        let band = &*band;
+        below[r0..r1]
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(t, out)| {
+                let i = r0 + t;
+                let products = &band[t * r1..t * r1 + i];
+                let ni = norms[i];
+                for ((o, &p), &nj) in out.iter_mut().zip(products).zip(&norms[..i]) {
+                    let scale = ni + nj;
+                    let sq = scale - 2.0 * p;
+                    // a select, not a branch, so that the loop runs in vector lanes
+                    *o = if sq > ROUNDING_OF_NORMS * scale {
+                        sq
+                    } else {
+                        0.0
+                    };
+                }
+            });
+    }
+    drop(below);
     dists
 }
+
+/// Rows of products per GEMM in [`squared_distances_below`].
+const DISTANCE_BAND: usize = 256;
 
 /// `dists` (`k (k - 1) / 2` values) cut into row `i`'s distances to rows `0..i`, `i` values
 /// each.
@@ -475,7 +492,27 @@ mod tests {
         assert!((median_distance(&x, false, 1) - 5.0).abs() < 1e-12);
     }
 
-    /// The distances from norms and a GEMM agree with the rows' differences (relative 1e-10
+    /// The selection returns what a sort gives at rank `len / 2`, on fresh random
+    /// values of several magnitudes, with ties, zeros, one value and none.
+    #[test]
+    fn upper_median_is_the_sorted_rank() {
+        let mut rng = Stream::new(5, 1);
+        for len in [1usize, 2, 3, 10, 1001, 50_000] {
+            let mut v: Vec<f64> = (0..len)
+                .map(|i| match i % 7 {
+                    0 => 0.0,
+                    1 => 3.5,
+                    _ => rng.uniform() * 10f64.powi((i % 5) as i32 - 2),
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!(upper_median(&mut v), sorted[len / 2], "len {len}");
+        }
+        assert_eq!(upper_median(&mut []), 0.0);
+    }
+
+    /// The squared distances from norms and GEMMs agree with the rows' differences (relative 1e-10
     /// on fresh random rows, offset from the origin so that the norms exceed the distances),
     /// duplicate rows are at distance exactly 0, and the median is the differences' median.
     #[test]
@@ -490,13 +527,14 @@ mod tests {
             let (src, dst) = (dup - 1, dup);
             rows.copy_within(src * d..(src + 1) * d, dst * d);
         }
-        let got = euclidean_distances_below(&rows, k, d);
+        let got = squared_distances_below(&rows, k, d);
         let mut want = Vec::with_capacity(got.len());
         for i in 0..k {
             for j in 0..i {
-                want.push(
-                    squared_distance(&rows[i * d..(i + 1) * d], &rows[j * d..(j + 1) * d]).sqrt(),
-                );
+                want.push(squared_distance(
+                    &rows[i * d..(i + 1) * d],
+                    &rows[j * d..(j + 1) * d],
+                ));
             }
         }
         assert_eq!(got.len(), want.len());
@@ -508,15 +546,12 @@ mod tests {
         let x = Features::Dense(DenseMatrix::new(k, d, rows).unwrap());
         want.sort_by(f64::total_cmp);
         let median = median_distance(&x, false, 1);
+        let wanted = want[want.len() / 2].sqrt();
         assert!(
-            (median - want[want.len() / 2]).abs() < 1e-10 * median,
-            "{median}"
+            (median - wanted).abs() < 1e-10 * median,
+            "{median} vs {wanted}"
         );
-        assert!(
-            euclidean_distances_below(&[], 4, 0)
-                .iter()
-                .all(|&v| v == 0.0)
-        );
+        assert!(squared_distances_below(&[], 4, 0).iter().all(|&v| v == 0.0));
     }
 
     #[test]
