@@ -373,7 +373,7 @@ fn squared_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
             MatRef::from_row_major_slice(&rows[r0 * d..r1 * d], r1 - r0, d),
             MatRef::from_row_major_slice(&rows[..r1 * d], r1, d).transpose(),
             1.0,
-            crate::backend::cpu::par_for(r1 - r0, r1, d),
+            crate::linalg::par_for(r1 - r0, r1, d),
         );
         let band = &*band;
         below[r0..r1]

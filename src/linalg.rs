@@ -54,6 +54,16 @@ fn dot_portable(a: &[f64], b: &[f64]) -> f64 {
     lane_sum(a, b, |x, y| x * y)
 }
 
+/// Parallelism for a product of `m x k` by `k x n`: serial below a few hundred kflops, where
+/// thread start-up costs more than it saves.
+pub(crate) fn par_for(m: usize, n: usize, k: usize) -> faer::Par {
+    if m.saturating_mul(n).saturating_mul(k) < 1 << 18 {
+        faer::Par::Seq
+    } else {
+        faer::Par::rayon(0)
+    }
+}
+
 /// `sum_i a_i b_i`.
 #[inline]
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {

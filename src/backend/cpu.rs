@@ -1,7 +1,9 @@
 //! CPU backend: faer GEMMs for the projections and Gram blocks, rayon for the rest.
 
 use faer::linalg::matmul::triangular::BlockStructure;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, MatMut, MatRef};
+
+use crate::linalg::par_for;
 use rayon::prelude::*;
 
 use super::Backend;
@@ -32,16 +34,6 @@ fn mirror_lower<T: Scalar>(lower: &[T], n: usize, out: &mut [f64]) {
                 }
             }
         }
-    }
-}
-
-/// Parallelism for a product of `m x k` by `k x n`: serial below a few hundred kflops, where
-/// thread start-up costs more than it saves.
-pub(crate) fn par_for(m: usize, n: usize, k: usize) -> Par {
-    if m.saturating_mul(n).saturating_mul(k) < 1 << 18 {
-        Par::Seq
-    } else {
-        Par::rayon(0)
     }
 }
 

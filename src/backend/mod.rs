@@ -123,7 +123,7 @@ pub trait Backend<T: Scalar>: Send + Sync {
             k,
             v,
             1.0,
-            cpu::par_for(n, targets, nb),
+            crate::linalg::par_for(n, targets, nb),
         );
         cpu::clear_upper_state();
     }

@@ -70,7 +70,7 @@ impl<'a, T: Scalar> HostNystrom<'a, T> {
         let kbc = faer::MatRef::from_row_major_slice(&self.kbc[..nb * r], nb, r);
         let v = faer::MatRef::from_column_major_slice(&v[..r * targets], r, targets);
         let out = faer::MatMut::from_column_major_slice_mut(&mut out[..nb * targets], nb, targets);
-        let par = super::cpu::par_for(nb, targets, r);
+        let par = crate::linalg::par_for(nb, targets, r);
         faer::linalg::matmul::matmul(out, faer::Accum::Replace, kbc, v, 1.0, par);
         crate::simd::clear_upper_state();
     }
@@ -87,7 +87,7 @@ impl<'a, T: Scalar> HostNystrom<'a, T> {
             kbc.transpose(),
             s,
             1.0,
-            super::cpu::par_for(r, targets, nb),
+            crate::linalg::par_for(r, targets, nb),
         );
         crate::simd::clear_upper_state();
         out
@@ -104,7 +104,7 @@ impl<'a, T: Scalar> HostNystrom<'a, T> {
             p,
             p.transpose(),
             1.0,
-            super::cpu::par_for(nb, nb, r),
+            crate::linalg::par_for(nb, nb, r),
         );
         super::cpu::clear_upper_state();
     }
@@ -179,7 +179,7 @@ impl<T: Scalar> BlockEngine<T> for HostNystrom<'_, T> {
                 k.transpose(),
                 a,
                 1.0,
-                super::cpu::par_for(r, tt, rows),
+                crate::linalg::par_for(r, tt, rows),
             );
             super::cpu::clear_upper_state();
         }

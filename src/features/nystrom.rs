@@ -246,7 +246,7 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
             self.lw.as_ref(),
             MatMut::from_column_major_slice_mut(out, r, n),
-            crate::backend::cpu::par_for(n, r, r),
+            crate::linalg::par_for(n, r, r),
         );
         crate::backend::cpu::clear_upper_state();
         out.par_chunks_mut(r.max(1) * 64).for_each(|o| {
@@ -277,7 +277,7 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
             self.l.as_ref(),
             v,
-            crate::backend::cpu::par_for(r, targets, r),
+            crate::linalg::par_for(r, targets, r),
         );
         crate::simd::clear_upper_state();
     }
@@ -289,7 +289,7 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_upper_triangular_in_place(
             self.l.transpose(),
             v,
-            crate::backend::cpu::par_for(r, targets, r),
+            crate::linalg::par_for(r, targets, r),
         );
         crate::simd::clear_upper_state();
     }
@@ -320,7 +320,7 @@ impl<T: Scalar> NystromMap<T> {
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
             self.l.as_ref(),
             MatMut::from_column_major_slice_mut(&mut psi, r, n),
-            crate::backend::cpu::par_for(n, r, r),
+            crate::linalg::par_for(n, r, r),
         );
         crate::backend::cpu::clear_upper_state();
         psi
@@ -469,7 +469,7 @@ fn nearest_centres(pts: &[f64], n: usize, c: &[f64], m: usize, d: usize) -> Vec<
             xm,
             cm.transpose(),
             1.0,
-            crate::backend::cpu::par_for(rows, m, d),
+            crate::linalg::par_for(rows, m, d),
         );
         crate::backend::cpu::clear_upper_state();
         let part: Vec<usize> = dots[..rows * m]

@@ -71,7 +71,7 @@ pub(super) fn krr_optimum<T: Scalar>(
         let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[row_of(i)]).collect();
         let cp = Mat::<f64>::from_fn(rows, m, |i, j| c[i] * p[(i, j)]);
         let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + row_of(i)]);
-        let par = crate::backend::cpu::par_for(m, m, rows);
+        let par = crate::linalg::par_for(m, m, rows);
         faer::linalg::matmul::triangular::matmul(
             a.as_mut(),
             BlockStructure::TriangularLower,

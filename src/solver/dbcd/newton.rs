@@ -254,7 +254,7 @@ fn add_rows<T: Scalar>(col: &mut Column, scratch: &mut [T], phi: &[T], w: &[f64]
         MatRef::from_row_major_slice(&wphi, k, m),
         BlockStructure::Rectangular,
         T::from_f64(1.0),
-        crate::backend::cpu::par_for(m, m, k),
+        crate::linalg::par_for(m, m, k),
     );
     crate::backend::cpu::clear_upper_state();
     for j in 0..m {
