@@ -11,7 +11,7 @@
 //! `<target>/criterion/joker-summary.json`)
 
 use criterion::{Criterion, Throughput};
-use joker::backend::cached::CachedExact;
+use joker::backend::cached::{CachedExact, Formation};
 use joker::backend::predict::Predictor;
 use joker::backend::{Backend, cpu::Cpu};
 use joker::features::{FeatureMap, FeatureSpec};
@@ -125,7 +125,10 @@ fn primitives(c: &mut Criterion) {
         gamma: 0.05,
     };
     g.bench_function("Gaussian", |b| {
-        b.iter(|| CachedExact::new(&Cpu, &kernel, &xc, &order, 1).expect("the cached kernel"))
+        b.iter(|| {
+            CachedExact::new(&Cpu, &kernel, &xc, &order, 1, Formation::Whole)
+                .expect("the cached kernel")
+        })
     });
     g.finish();
 

@@ -152,6 +152,16 @@ impl Loss {
         matches!(self, Loss::Logistic)
     }
 
+    /// Whether the optimal dual is typically sparse: the SVM losses, whose coordinates stay at
+    /// zero wherever the margin or the tube holds them (LIBSVM's non-support vectors), so that
+    /// a fit reads the kernel rows of a fraction of the data. The others move every coordinate.
+    pub fn sparse_dual(&self) -> bool {
+        matches!(
+            self,
+            Loss::Hinge | Loss::SquaredHinge | Loss::EpsilonInsensitive { .. }
+        )
+    }
+
     /// Whether the dual's curvature `f_i''` varies along the box (KLR's grows without bound
     /// at both ends, Lp's as `|a|^(q-2)`), so that a block's coordinates can differ in it by
     /// orders of magnitude ([`TrNorm`](crate::solver::trust_region::TrNorm)).

@@ -183,6 +183,32 @@ pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) 
     Ok(v)
 }
 
+/// A vector of `len` zeros allocated zeroed by the system, or [`JokerError::Memory`] naming
+/// `what`. A large buffer then comes as fresh pages that cost nothing until first written: a
+/// matrix of which only some rows are ever filled (the kernel formed on demand,
+/// [`crate::backend::cached`]) faults in those rows only.
+pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Vec<T>> {
+    if len == 0 || std::mem::size_of::<T>() == 0 {
+        return Ok(Vec::new());
+    }
+    let refused = || {
+        JokerError::Memory(format!(
+            "cannot allocate {} for {what}",
+            human(len.saturating_mul(std::mem::size_of::<T>()))
+        ))
+    };
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| refused())?;
+    // SAFETY: the layout has a non-zero size (len > 0, T is f32 or f64).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(refused());
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]`, which is
+    // the layout a `Vec<T>` of capacity `len` frees it with; all `len` values are initialised,
+    // since zero bits are the value 0.0 of the floating-point types `Scalar` is sealed to.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +250,27 @@ mod tests {
         let e = try_filled(usize::MAX / 8, 0.0f64, "the test buffer").unwrap_err();
         assert!(e.to_string().contains("the test buffer"), "{e}");
         assert_eq!(try_filled(3, 1u8, "x").unwrap(), vec![1, 1, 1]);
+        let e = try_zeroed::<f64>(usize::MAX / 16, "the zeroed buffer").unwrap_err();
+        assert!(e.to_string().contains("the zeroed buffer"), "{e}");
+    }
+
+    #[test]
+    fn zeroed_buffers_are_zeros_and_writable() {
+        for len in [0, 1, 1000, 3 << 20] {
+            let mut v = try_zeroed::<f32>(len, "x").unwrap();
+            assert_eq!(v.len(), len);
+            assert!(v.iter().all(|&x| x == 0.0));
+            if let Some(last) = v.last_mut() {
+                *last = 2.5;
+            }
+            v.push(1.0);
+            assert_eq!(v.len(), len + 1);
+        }
+        assert!(
+            try_zeroed::<f64>(4097, "x")
+                .unwrap()
+                .iter()
+                .all(|&x| x == 0.0)
+        );
     }
 }

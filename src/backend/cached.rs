@@ -3,6 +3,10 @@
 //! instead of evaluating `b^2 d + n b d` kernel entries again. It costs `n^2` values of memory
 //! and one pass of `n^2 d` to form; a fit takes it when that fits its cache budget
 //! ([`SolverConfig::kernel_cache`](crate::solver::SolverConfig)).
+//!
+//! For an SVM's sparse dual the matrix can also be formed on demand ([`Formation::OnDemand`]):
+//! the rows of the coordinates that move, when they first move, as LIBSVM computes the columns
+//! its working sets touch; most coordinates of a separable problem never leave zero.
 
 use rayon::prelude::*;
 
@@ -11,7 +15,7 @@ use super::{Backend, BlockEngine};
 use crate::data::Features;
 use crate::error::Result;
 use crate::kernel::Kernel;
-use crate::memory::{try_filled, try_filled_par};
+use crate::memory::{try_filled, try_filled_par, try_zeroed};
 use crate::scalar::Scalar;
 
 /// Rows of `K` formed per kernel tile.
@@ -37,6 +41,30 @@ pub fn caches_kernel<T>(n: usize, budget: usize) -> bool {
     cached_kernel_bytes::<T>(n) <= budget
 }
 
+/// Share of the rows formed on demand past which the rest are formed at once: by then most of
+/// the matrix is read anyway, and whole tiles cost less per value than rows one by one.
+const ON_DEMAND_SHARE: f64 = 0.4;
+
+/// How [`CachedExact`] forms `K`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Formation {
+    /// All of it at the start, over its lower triangle (`n^2 / 2` kernel values).
+    Whole,
+    /// A row when its coordinate first moves (`n` values each; `K_BB` of a block with rows not
+    /// yet formed from the block's own rows), the rest at once past a share of the rows. The
+    /// matrix is allocated zeroed by the system, so rows never formed cost neither time nor
+    /// resident memory. For duals that stay sparse ([`crate::loss::Loss::sparse_dual`]).
+    OnDemand,
+}
+
+/// The state of a kernel formed on demand: the rows in block order (to form rows from) and
+/// which rows of `K` hold their values.
+struct Pending<T> {
+    xs: Vec<T>,
+    formed: Vec<bool>,
+    count: usize,
+}
+
 /// Rows of `K_BB` per task when a block's kernel is gathered from the cache.
 const GATHER_ROWS: usize = 32;
 
@@ -44,6 +72,9 @@ const GATHER_ROWS: usize = 32;
 /// contiguous range of them): `K[p][q] = k(x_order[p], x_order[q])`, and `beta = K alpha` is
 /// kept in the same order, so a block's `g` and its columns of `K` are contiguous.
 pub struct CachedExact<'a, T> {
+    backend: &'a dyn Backend<T>,
+    kernel: &'a Kernel,
+    d: usize,
     order: &'a [usize],
     targets: usize,
     /// `K` in `order`'s positions, row-major `n x n`.
@@ -51,6 +82,8 @@ pub struct CachedExact<'a, T> {
     /// `beta = K alpha` in `order`'s positions, `n x T` column-major.
     beta: Vec<f64>,
     cur: Current,
+    /// `Some` while `K` is formed on demand and some of its rows are not.
+    pending: Option<Pending<T>>,
 }
 
 /// The current block: consecutive positions, or any distinct ones (a greedy working set).
@@ -60,78 +93,112 @@ enum Current {
 }
 
 impl<'a, T: Scalar> CachedExact<'a, T> {
-    /// Forms `K(X, X)` for the rows of `x` in the order `order` (`beta = 0`).
+    /// The engine of `K(X, X)` for the rows of `x` in the order `order` (`beta = 0`), formed
+    /// now or on demand.
     pub fn new(
         backend: &'a dyn Backend<T>,
         kernel: &'a Kernel,
         x: &'a Features<T>,
         order: &'a [usize],
         targets: usize,
+        formation: Formation,
     ) -> Result<Self> {
         let (n, d) = (x.nrows(), x.ncols());
         crate::backend::check_order(order, n)?;
-        let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
         let mut xs = try_filled(n * d, T::default(), "the rows in block order")?;
         x.gather_dense(order, &mut xs);
-        // K is symmetric: each band of rows is formed against the columns up to its own end
-        // (n^2 / 2 kernel values in all), a span of columns at a time so that the f64 tile
-        // stays in cache while it is written into the band's rows and, transposed, into the
-        // earlier rows' columns (a tile of whole rows went out to memory and back twice). A
-        // device forms whole bands: a call there costs a launch and a transfer, so fewer and
-        // larger tiles.
-        let span = match backend.name() {
-            "cpu" => FORM_COLS.min(n.max(1)),
-            _ => n.max(1),
-        };
-        let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * span, 0.0f64, "a kernel tile")?;
-        for p0 in (0..n).step_by(FORM_ROWS) {
-            let rows = FORM_ROWS.min(n - p0);
-            let end = p0 + rows;
-            let xi = &xs[p0 * d..end * d];
-            for c0 in (0..end).step_by(span) {
-                let w = span.min(end - c0);
-                let tile = &mut tile[..rows * w];
-                backend.kernel_tile(kernel, xi, rows, &xs[c0 * d..(c0 + w) * d], w, d, tile);
-                let (earlier, own) = k.split_at_mut(p0 * n);
-                let tile = &*tile;
-                own[..rows * n]
-                    .par_chunks_mut(n)
-                    .zip(tile.par_chunks(w))
-                    .for_each(|(row, t)| {
-                        row[c0..c0 + w]
-                            .iter_mut()
-                            .zip(t)
-                            .for_each(|(o, v)| *o = T::from_f64(*v));
-                    });
-                // the span's columns before the band are earlier rows of K; in groups of rows,
-                // so that the tile's columns they read stay in the nearest cache
-                let below = p0.min(c0 + w).saturating_sub(c0);
-                earlier[c0 * n..(c0 + below) * n]
-                    .par_chunks_mut(TRANSPOSE_ROWS * n)
-                    .enumerate()
-                    .for_each(|(g, group)| {
-                        let q0 = g * TRANSPOSE_ROWS;
-                        let qs = group.len() / n;
-                        for r in 0..rows {
-                            let t = &tile[r * w + q0..r * w + q0 + qs];
-                            for (j, v) in t.iter().enumerate() {
-                                group[j * n + p0 + r] = T::from_f64(*v);
-                            }
-                        }
-                    });
+        let (k, pending) = match formation {
+            Formation::Whole => (form_whole(backend, kernel, &xs, n, d)?, None),
+            Formation::OnDemand => {
+                let pending = Pending {
+                    xs,
+                    formed: vec![false; n],
+                    count: 0,
+                };
+                (
+                    try_zeroed(n * n, "the cached kernel matrix")?,
+                    Some(pending),
+                )
             }
-        }
+        };
         Ok(CachedExact {
+            backend,
+            kernel,
+            d,
             order,
             targets,
             k,
             beta: try_filled(n * targets, 0.0, "beta = K alpha")?,
             cur: Current::Range(0, 0),
+            pending,
         })
     }
 
     fn n(&self) -> usize {
         self.order.len()
+    }
+
+    /// Forms the rows of `K` at the positions `ps` that are not formed yet (all the rest once
+    /// the formed share would pass [`ON_DEMAND_SHARE`]).
+    fn form_rows(&mut self, ps: &[usize]) {
+        let Some(pend) = &mut self.pending else {
+            return;
+        };
+        let n = self.order.len();
+        let mut fresh: Vec<usize> = ps.iter().copied().filter(|&p| !pend.formed[p]).collect();
+        if fresh.is_empty() {
+            return;
+        }
+        let all = (pend.count + fresh.len()) as f64 > ON_DEMAND_SHARE * n as f64;
+        if all {
+            fresh = (0..n).filter(|&p| !pend.formed[p]).collect();
+        } else {
+            fresh.sort_unstable();
+            fresh.dedup();
+        }
+        for &p in &fresh {
+            pend.formed[p] = true;
+        }
+        pend.count += fresh.len();
+        let (backend, kernel, d, xs) = (self.backend, self.kernel, self.d, &pend.xs);
+        // the fresh rows of K, each a disjoint slice, a band of them against every column at a
+        // time (one GEMM and the band's exponentials, each parallel)
+        let mut rows: Vec<&mut [T]> = Vec::with_capacity(fresh.len());
+        let mut next = fresh.iter().peekable();
+        for (p, row) in self.k.chunks_exact_mut(n.max(1)).enumerate() {
+            if next.peek() == Some(&&p) {
+                next.next();
+                rows.push(row);
+            }
+        }
+        let band = FORM_ROWS.min(fresh.len());
+        let mut xg = vec![T::default(); band * d];
+        let mut tile = vec![0.0f64; band * n];
+        for (ps, rows) in fresh.chunks(band).zip(rows.chunks_mut(band)) {
+            let g = ps.len();
+            for (dst, &p) in xg.chunks_exact_mut(d.max(1)).zip(ps) {
+                dst.copy_from_slice(&xs[p * d..(p + 1) * d]);
+            }
+            let tile = &mut tile[..g * n];
+            backend.kernel_tile(kernel, &xg[..g * d], g, xs, n, d, tile);
+            rows.par_iter_mut()
+                .zip(tile.par_chunks(n))
+                .for_each(|(row, t)| {
+                    row.iter_mut()
+                        .zip(t)
+                        .for_each(|(o, v)| *o = T::from_f64(*v));
+                });
+        }
+        if all {
+            self.pending = None;
+        }
+    }
+
+    /// Whether every row of `K` at the positions `ps` holds its values.
+    fn formed(&self, ps: &[usize]) -> bool {
+        self.pending
+            .as_ref()
+            .is_none_or(|pend| ps.iter().all(|&p| pend.formed[p]))
     }
 
     /// `beta[:, t] += K[:, cols] v[:, t]` for the contiguous positions `cols` and `v`
@@ -293,6 +360,24 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
             Current::Positions(p) => p.as_slice().into(),
         };
         let nb = pos.len();
+        let unformed = !self.formed(&pos);
+        let kbb = match kbb {
+            Some(kbb) if unformed => {
+                // rows not formed yet: K_BB from the block's own rows (b^2 d), rounded to the
+                // working precision as the cached values are
+                let (d, xs) = (self.d, &self.pending.as_ref().expect("rows pending").xs);
+                let mut xb = vec![T::default(); nb * d];
+                for (dst, &p) in xb.chunks_exact_mut(d.max(1)).zip(pos.iter()) {
+                    dst.copy_from_slice(&xs[p * d..(p + 1) * d]);
+                }
+                let kbb = &mut kbb[..nb * nb];
+                self.backend
+                    .kernel_tile(self.kernel, &xb, nb, &xb, nb, d, kbb);
+                kbb.iter_mut().for_each(|v| *v = T::from_f64(*v).to_f64());
+                None
+            }
+            other => other,
+        };
         if let Some(kbb) = kbb {
             // a row of K_BB per task: each reads its own cached row (out of cache for large n)
             let cur = &self.cur;
@@ -326,6 +411,21 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
     /// `beta += K(X, X_B) delta` from the cached columns (or, for a block of any positions,
     /// the cached rows).
     fn update(&mut self, delta: &[f64]) -> Result<()> {
+        if self.pending.is_some() {
+            // the moving coordinates' rows, formed now where they are not yet
+            let pos: Vec<usize> = match &self.cur {
+                Current::Range(start, nb) => (*start..start + nb).collect(),
+                Current::Positions(p) => p.clone(),
+            };
+            let (len, tt) = (pos.len(), self.targets);
+            let moving: Vec<usize> = (0..len)
+                .filter(|&j| (0..tt).any(|t| delta[t * len + j] != 0.0))
+                .map(|j| pos[j])
+                .collect();
+            self.form_rows(&moving);
+            self.add_rows(&pos, delta);
+            return Ok(());
+        }
         match std::mem::replace(&mut self.cur, Current::Range(0, 0)) {
             Current::Range(start, nb) => {
                 self.add_columns(start..start + nb, delta);
@@ -348,7 +448,18 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
                 ordered[t * n + p] = alpha[t * n + i];
             }
         }
-        self.add_columns(0..n, &ordered);
+        if self.pending.is_some() {
+            let all: Vec<usize> = (0..n).collect();
+            let moving: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&p| (0..tt).any(|t| ordered[t * n + p] != 0.0))
+                .collect();
+            self.form_rows(&moving);
+            self.add_rows(&all, &ordered);
+        } else {
+            self.add_columns(0..n, &ordered);
+        }
         Ok(())
     }
 
@@ -379,6 +490,66 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
     }
 }
 
+/// All of `K(X, X)` for the rows `xs` (`n x d`, in block order), in the working precision.
+fn form_whole<T: Scalar>(
+    backend: &dyn Backend<T>,
+    kernel: &Kernel,
+    xs: &[T],
+    n: usize,
+    d: usize,
+) -> Result<Vec<T>> {
+    let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
+    // K is symmetric: each band of rows is formed against the columns up to its own end
+    // (n^2 / 2 kernel values in all), a span of columns at a time so that the f64 tile
+    // stays in cache while it is written into the band's rows and, transposed, into the
+    // earlier rows' columns (a tile of whole rows went out to memory and back twice). A
+    // device forms whole bands: a call there costs a launch and a transfer, so fewer and
+    // larger tiles.
+    let span = match backend.name() {
+        "cpu" => FORM_COLS.min(n.max(1)),
+        _ => n.max(1),
+    };
+    let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * span, 0.0f64, "a kernel tile")?;
+    for p0 in (0..n).step_by(FORM_ROWS) {
+        let rows = FORM_ROWS.min(n - p0);
+        let end = p0 + rows;
+        let xi = &xs[p0 * d..end * d];
+        for c0 in (0..end).step_by(span) {
+            let w = span.min(end - c0);
+            let tile = &mut tile[..rows * w];
+            backend.kernel_tile(kernel, xi, rows, &xs[c0 * d..(c0 + w) * d], w, d, tile);
+            let (earlier, own) = k.split_at_mut(p0 * n);
+            let tile = &*tile;
+            own[..rows * n]
+                .par_chunks_mut(n)
+                .zip(tile.par_chunks(w))
+                .for_each(|(row, t)| {
+                    row[c0..c0 + w]
+                        .iter_mut()
+                        .zip(t)
+                        .for_each(|(o, v)| *o = T::from_f64(*v));
+                });
+            // the span's columns before the band are earlier rows of K; in groups of rows,
+            // so that the tile's columns they read stay in the nearest cache
+            let below = p0.min(c0 + w).saturating_sub(c0);
+            earlier[c0 * n..(c0 + below) * n]
+                .par_chunks_mut(TRANSPOSE_ROWS * n)
+                .enumerate()
+                .for_each(|(g, group)| {
+                    let q0 = g * TRANSPOSE_ROWS;
+                    let qs = group.len() / n;
+                    for r in 0..rows {
+                        let t = &tile[r * w + q0..r * w + q0 + qs];
+                        for (j, v) in t.iter().enumerate() {
+                            group[j * n + p0 + r] = T::from_f64(*v);
+                        }
+                    }
+                });
+        }
+    }
+    Ok(k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,15 +567,29 @@ mod tests {
     /// The cached engine's block (`K_BB`, `g`), updates, `set_alpha` and decision values match
     /// the streaming engine's over blocks of every position and the short last block (sizes
     /// that are no multiple of the row chunks), with one and two targets, updates that move
-    /// every coordinate and updates that move a few.
+    /// every coordinate and updates that move a few, with the kernel formed at the start and
+    /// on demand (from a sparse `alpha`: blocks with rows not formed yet, then the switch to
+    /// forming the rest at once).
     #[test]
     fn the_cached_engine_matches_the_streaming_engine() {
         for tt in [1, 2] {
-            engines_agree(tt);
+            for formation in [Formation::Whole, Formation::OnDemand] {
+                engines_agree(tt, formation);
+            }
         }
     }
 
-    fn engines_agree(tt: usize) {
+    /// `alpha` with one coordinate in ten not zero.
+    fn sparse_alpha(len: usize, seed: u64) -> Vec<f64> {
+        let mut a = random(len, seed);
+        a.iter_mut()
+            .enumerate()
+            .filter(|(i, _)| i % 10 != 3)
+            .for_each(|(_, v)| *v = 0.0);
+        a
+    }
+
+    fn engines_agree(tt: usize, formation: Formation) {
         let (n, d, b) = (1100, 4, 130);
         let x = Features::Dense(DenseMatrix::new(n, d, random(n * d, 1)).unwrap());
         let kernel = Kernel {
@@ -413,9 +598,9 @@ mod tests {
         };
         let mut order: Vec<usize> = (0..n).collect();
         Stream::new(5, 2).shuffle(&mut order);
-        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt).unwrap();
+        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt, formation).unwrap();
         let mut streamed = HostExact::new(&Cpu, &kernel, &x, &order, tt, b).unwrap();
-        let alpha = random(n * tt, 3);
+        let alpha = sparse_alpha(n * tt, 3);
         cached.set_alpha(&alpha).unwrap();
         streamed.set_alpha(&alpha).unwrap();
         let close = |a: &[f64], b: &[f64], what: &str| {
@@ -449,6 +634,7 @@ mod tests {
             cached.update(&delta).unwrap();
             streamed.update(&delta).unwrap();
         }
+        assert!(cached.pending.is_none(), "every row formed by the end");
         close(
             &cached.decision().unwrap(),
             &streamed.decision().unwrap(),
@@ -463,6 +649,12 @@ mod tests {
     /// refused.
     #[test]
     fn blocks_of_any_positions_match_the_kernel() {
+        for formation in [Formation::Whole, Formation::OnDemand] {
+            positions_agree(formation);
+        }
+    }
+
+    fn positions_agree(formation: Formation) {
         let (n, d, tt) = (700, 3, 2);
         let rows = random(n * d, 21);
         let x = Features::Dense(DenseMatrix::new(n, d, rows.clone()).unwrap());
@@ -472,8 +664,8 @@ mod tests {
         };
         let mut order: Vec<usize> = (0..n).collect();
         Stream::new(6, 2).shuffle(&mut order);
-        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt).unwrap();
-        let mut alpha = random(n * tt, 22);
+        let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt, formation).unwrap();
+        let mut alpha = sparse_alpha(n * tt, 22);
         cached.set_alpha(&alpha).unwrap();
         let mut pick = Stream::new(23, 4);
         for step in 0..6 {

@@ -35,7 +35,7 @@ use rayon::prelude::*;
 use super::trust_region::{
     BlockProblem, BlockStats, CurvatureFactor, TrModel, TrustRegion, solve_column,
 };
-use crate::backend::cached::{CachedExact, caches_kernel};
+use crate::backend::cached::{CachedExact, Formation, caches_kernel};
 use crate::backend::nystrom::HostNystrom;
 use crate::backend::predict::{CHUNK_ROWS, Predictor};
 use crate::backend::stored::{StoredFeatures, stores_features};
@@ -1571,7 +1571,17 @@ fn start_state<'a, T: Scalar>(
             // violations (measured on a GPU: 5x faster than the device's streamed engine at
             // 7,494 rows).
             st.engine = Some(if caches_kernel::<T>(n, kernel_cache) {
-                Box::new(CachedExact::new(backend, kernel, prob.x, perm, tt)?)
+                // An SVM's dual leaves most coordinates at zero: their rows are never read,
+                // so the matrix is formed a row at a time as coordinates first move. Device
+                // tiles pay a launch per call: there the whole matrix at once.
+                let formation = if prob.loss.sparse_dual() && backend.name() == "cpu" {
+                    Formation::OnDemand
+                } else {
+                    Formation::Whole
+                };
+                Box::new(CachedExact::new(
+                    backend, kernel, prob.x, perm, tt, formation,
+                )?)
             } else {
                 match backend.exact_engine(kernel, prob.x, perm, tt, b)? {
                     Some(e) => e,
