@@ -184,9 +184,10 @@ pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) 
 }
 
 /// A vector of `len` zeros allocated zeroed by the system, or [`JokerError::Memory`] naming
-/// `what`. A large buffer then comes as fresh pages that cost nothing until first written: a
-/// matrix of which only some rows are ever filled (the kernel formed on demand,
-/// [`crate::backend::cached`]) faults in those rows only.
+/// `what`. A large buffer comes as fresh pages (huge pages where the system gives them on
+/// request) that cost nothing until first written: a matrix filled in parts
+/// ([`crate::backend::cached`]'s kernel formed on demand) pays for the pages it writes, when
+/// it writes them, instead of a fill before its first use.
 pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Vec<T>> {
     if len == 0 || std::mem::size_of::<T>() == 0 {
         return Ok(Vec::new());
@@ -206,7 +207,9 @@ pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Ve
     // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]`, which is
     // the layout a `Vec<T>` of capacity `len` frees it with; all `len` values are initialised,
     // since zero bits are the value 0.0 of the floating-point types `Scalar` is sealed to.
-    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+    let mut v = unsafe { Vec::from_raw_parts(ptr, len, len) };
+    huge_pages(&mut v);
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -244,7 +244,8 @@ def summary(results):
     return "\n".join(lines)
 
 
-if "--report" in ARGS:
-    print(summary(json.load(open("target/defaults.json"))))
-else:
-    main()
+if __name__ == "__main__":
+    if "--report" in ARGS:
+        print(summary(json.load(open("target/defaults.json"))))
+    else:
+        main()

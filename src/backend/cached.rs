@@ -25,6 +25,8 @@ const FORM_ROWS: usize = 128;
 const FORM_COLS: usize = 512;
 /// Rows per task of the transposed writes of a formed tile.
 const TRANSPOSE_ROWS: usize = 32;
+/// Rows per task when the rows not formed yet copy their formed columns.
+const COPY_ROWS: usize = 256;
 /// Rows per task of the update `beta += K(X, X_B) delta`.
 const ADD_ROWS: usize = 256;
 /// Columns per task of the update from rows at any positions ([`CachedExact::add_rows`]).
@@ -51,9 +53,10 @@ pub enum Formation {
     /// All of it at the start, over its lower triangle (`n^2 / 2` kernel values).
     Whole,
     /// A row when its coordinate first moves (`n` values each; `K_BB` of a block with rows not
-    /// yet formed from the block's own rows), the rest at once past a share of the rows. The
-    /// matrix is allocated zeroed by the system, so rows never formed cost neither time nor
-    /// resident memory. For duals that stay sparse ([`crate::loss::Loss::sparse_dual`]).
+    /// yet formed from the block's own rows), as LIBSVM computes the columns its working sets
+    /// touch. The whole matrix at the first step where most of that step's block moves (most
+    /// rows will be read), and the rest at once, by symmetry from the formed rows, past a share
+    /// of the rows. For duals that stay sparse ([`crate::loss::Loss::sparse_dual`]).
     OnDemand,
 }
 
@@ -64,6 +67,11 @@ struct Pending<T> {
     formed: Vec<bool>,
     count: usize,
 }
+
+/// Share of the first step's block that moves above which the matrix is formed whole at once:
+/// on separable problems (few support vectors) a third to a half of a first block moves, on
+/// the others nearly all of it.
+const FIRST_STEP_SHARE: f64 = 2.0 / 3.0;
 
 /// Rows of `K_BB` per task when a block's kernel is gathered from the cache.
 const GATHER_ROWS: usize = 32;
@@ -138,60 +146,118 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         self.order.len()
     }
 
-    /// Forms the rows of `K` at the positions `ps` that are not formed yet (all the rest once
-    /// the formed share would pass [`ON_DEMAND_SHARE`]).
-    fn form_rows(&mut self, ps: &[usize]) {
+    /// Forms the rows of `K` at the positions `ps` that are not formed yet, or all the rest
+    /// once the formed share would pass [`ON_DEMAND_SHARE`].
+    fn form_rows(&mut self, ps: &[usize]) -> Result<()> {
         let Some(pend) = &mut self.pending else {
-            return;
+            return Ok(());
         };
         let n = self.order.len();
         let mut fresh: Vec<usize> = ps.iter().copied().filter(|&p| !pend.formed[p]).collect();
+        fresh.sort_unstable();
+        fresh.dedup();
         if fresh.is_empty() {
-            return;
+            return Ok(());
         }
-        let all = (pend.count + fresh.len()) as f64 > ON_DEMAND_SHARE * n as f64;
-        if all {
-            fresh = (0..n).filter(|&p| !pend.formed[p]).collect();
-        } else {
-            fresh.sort_unstable();
-            fresh.dedup();
+        if (pend.count + fresh.len()) as f64 > ON_DEMAND_SHARE * n as f64 {
+            return self.form_rest();
         }
         for &p in &fresh {
             pend.formed[p] = true;
         }
         pend.count += fresh.len();
         let (backend, kernel, d, xs) = (self.backend, self.kernel, self.d, &pend.xs);
-        // the fresh rows of K, each a disjoint slice, a band of them against every column at a
-        // time (one GEMM and the band's exponentials, each parallel)
+        // the fresh rows of K, each a disjoint slice, formed a band against a span of columns
+        // at a time (the tile stays in cache until it is written)
         let mut rows: Vec<&mut [T]> = Vec::with_capacity(fresh.len());
         let mut next = fresh.iter().peekable();
-        for (p, row) in self.k.chunks_exact_mut(n.max(1)).enumerate() {
+        for (p, row) in self.k.chunks_exact_mut(n).enumerate() {
             if next.peek() == Some(&&p) {
                 next.next();
                 rows.push(row);
             }
         }
-        let band = FORM_ROWS.min(fresh.len());
+        let (band, span) = (FORM_ROWS.min(fresh.len()), FORM_COLS.min(n));
         let mut xg = vec![T::default(); band * d];
-        let mut tile = vec![0.0f64; band * n];
+        let mut tile = try_filled(band * span, 0.0f64, "a kernel tile")?;
         for (ps, rows) in fresh.chunks(band).zip(rows.chunks_mut(band)) {
             let g = ps.len();
             for (dst, &p) in xg.chunks_exact_mut(d.max(1)).zip(ps) {
                 dst.copy_from_slice(&xs[p * d..(p + 1) * d]);
             }
-            let tile = &mut tile[..g * n];
-            backend.kernel_tile(kernel, &xg[..g * d], g, xs, n, d, tile);
-            rows.par_iter_mut()
-                .zip(tile.par_chunks(n))
-                .for_each(|(row, t)| {
-                    row.iter_mut()
-                        .zip(t)
-                        .for_each(|(o, v)| *o = T::from_f64(*v));
-                });
+            for c0 in (0..n).step_by(span) {
+                let w = span.min(n - c0);
+                let tile = &mut tile[..g * w];
+                backend.kernel_tile(
+                    kernel,
+                    &xg[..g * d],
+                    g,
+                    &xs[c0 * d..(c0 + w) * d],
+                    w,
+                    d,
+                    tile,
+                );
+                rows.par_iter_mut()
+                    .zip(tile.par_chunks(w))
+                    .for_each(|(row, t)| {
+                        row[c0..c0 + w]
+                            .iter_mut()
+                            .zip(t)
+                            .for_each(|(o, v)| *o = T::from_f64(*v));
+                    });
+            }
         }
-        if all {
-            self.pending = None;
+        Ok(())
+    }
+
+    /// Forms every row not formed yet and ends the formation on demand: their columns at the
+    /// formed rows are those rows' entries (`K` is symmetric), the rest the kernel among them
+    /// over its lower triangle, so that the matrix costs `n^2 / 2` kernel values plus the
+    /// rows formed on demand.
+    fn form_rest(&mut self) -> Result<()> {
+        let Some(pend) = self.pending.take() else {
+            return Ok(());
+        };
+        let (n, d) = (self.order.len(), self.d);
+        if pend.count == 0 {
+            // nothing formed: the zeroed matrix was never touched, and the whole one is
+            // allocated and faulted in as at the start
+            self.k = form_whole(self.backend, self.kernel, &pend.xs, n, d)?;
+            return Ok(());
         }
+        let unformed: Vec<usize> = (0..n).filter(|&p| !pend.formed[p]).collect();
+        let mut done: Vec<(usize, &[T])> = Vec::with_capacity(pend.count);
+        let mut rest: Vec<&mut [T]> = Vec::with_capacity(unformed.len());
+        for (p, row) in self.k.chunks_exact_mut(n).enumerate() {
+            if pend.formed[p] {
+                done.push((p, row));
+            } else {
+                rest.push(row);
+            }
+        }
+        // their pages faulted in by all threads at once, as the whole matrix's are
+        rest.par_iter_mut().for_each(|row| row.fill(T::default()));
+        rest.par_chunks_mut(COPY_ROWS)
+            .zip(unformed.par_chunks(COPY_ROWS))
+            .for_each(|(group, us)| {
+                for &(q, formed) in &done {
+                    for (row, &u) in group.iter_mut().zip(us) {
+                        row[q] = formed[u];
+                    }
+                }
+            });
+        let mut xu = try_filled(unformed.len() * d, T::default(), "the rows not formed yet")?;
+        for (dst, &p) in xu.chunks_exact_mut(d.max(1)).zip(&unformed) {
+            dst.copy_from_slice(&pend.xs[p * d..(p + 1) * d]);
+        }
+        form_among(
+            self.backend,
+            self.kernel,
+            &xu,
+            d,
+            |j| unformed[j],
+            &mut rest,
+        )
     }
 
     /// Whether every row of `K` at the positions `ps` holds its values.
@@ -422,7 +488,15 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
                 .filter(|&j| (0..tt).any(|t| delta[t * len + j] != 0.0))
                 .map(|j| pos[j])
                 .collect();
-            self.form_rows(&moving);
+            // the first step's share of moving coordinates foretells the support's: where most
+            // of a block moves, most rows will be read, and the whole matrix costs half as many
+            // kernel values as its rows one by one
+            let first = self.pending.as_ref().is_some_and(|p| p.count == 0);
+            if first && moving.len() as f64 > FIRST_STEP_SHARE * len as f64 {
+                self.form_rest()?;
+            } else {
+                self.form_rows(&moving)?;
+            }
             self.add_rows(&pos, delta);
             return Ok(());
         }
@@ -455,7 +529,7 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
                 .copied()
                 .filter(|&p| (0..tt).any(|t| ordered[t * n + p] != 0.0))
                 .collect();
-            self.form_rows(&moving);
+            self.form_rows(&moving)?;
             self.add_rows(&all, &ordered);
         } else {
             self.add_columns(0..n, &ordered);
@@ -499,55 +573,79 @@ fn form_whole<T: Scalar>(
     d: usize,
 ) -> Result<Vec<T>> {
     let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
-    // K is symmetric: each band of rows is formed against the columns up to its own end
-    // (n^2 / 2 kernel values in all), a span of columns at a time so that the f64 tile
-    // stays in cache while it is written into the band's rows and, transposed, into the
-    // earlier rows' columns (a tile of whole rows went out to memory and back twice). A
-    // device forms whole bands: a call there costs a launch and a transfer, so fewer and
-    // larger tiles.
+    let mut rows: Vec<&mut [T]> = k.chunks_exact_mut(n.max(1)).collect();
+    form_among(backend, kernel, xs, d, |j| j, &mut rows)?;
+    Ok(k)
+}
+
+/// The kernel among `m` rows of `K`: `rows[i][pos(j)] = k(x_i, x_j)` for the features `xp`
+/// (`m x d`) and increasing positions `pos(0) < ... < pos(m - 1)`, over the lower triangle
+/// (`m^2 / 2` kernel values): each band of rows against the rows up to its own end, a span at
+/// a time, so that the f64 tile stays in cache while it is written into the band's rows and,
+/// transposed, into the earlier rows' columns (a tile of whole rows went out to memory and
+/// back twice). A device forms whole bands: a call there costs a launch and a transfer, so
+/// fewer and larger tiles.
+fn form_among<T: Scalar>(
+    backend: &dyn Backend<T>,
+    kernel: &Kernel,
+    xp: &[T],
+    d: usize,
+    pos: impl Fn(usize) -> usize + Sync,
+    rows: &mut [&mut [T]],
+) -> Result<()> {
+    let m = rows.len();
     let span = match backend.name() {
-        "cpu" => FORM_COLS.min(n.max(1)),
-        _ => n.max(1),
+        "cpu" => FORM_COLS.min(m.max(1)),
+        _ => m.max(1),
     };
-    let mut tile = try_filled(FORM_ROWS.min(n.max(1)) * span, 0.0f64, "a kernel tile")?;
-    for p0 in (0..n).step_by(FORM_ROWS) {
-        let rows = FORM_ROWS.min(n - p0);
-        let end = p0 + rows;
-        let xi = &xs[p0 * d..end * d];
+    let mut tile = try_filled(FORM_ROWS.min(m.max(1)) * span, 0.0f64, "a kernel tile")?;
+    for p0 in (0..m).step_by(FORM_ROWS) {
+        let nr = FORM_ROWS.min(m - p0);
+        let end = p0 + nr;
+        let xi = &xp[p0 * d..end * d];
         for c0 in (0..end).step_by(span) {
             let w = span.min(end - c0);
-            let tile = &mut tile[..rows * w];
-            backend.kernel_tile(kernel, xi, rows, &xs[c0 * d..(c0 + w) * d], w, d, tile);
-            let (earlier, own) = k.split_at_mut(p0 * n);
+            let tile = &mut tile[..nr * w];
+            backend.kernel_tile(kernel, xi, nr, &xp[c0 * d..(c0 + w) * d], w, d, tile);
             let tile = &*tile;
-            own[..rows * n]
-                .par_chunks_mut(n)
+            let (earlier, own) = rows.split_at_mut(p0);
+            // the span's positions in the band's rows: one slice where they are consecutive
+            let (first, last) = (pos(c0), pos(c0 + w - 1));
+            let consecutive = last - first == w - 1;
+            own[..nr]
+                .par_iter_mut()
                 .zip(tile.par_chunks(w))
                 .for_each(|(row, t)| {
-                    row[c0..c0 + w]
-                        .iter_mut()
-                        .zip(t)
-                        .for_each(|(o, v)| *o = T::from_f64(*v));
+                    if consecutive {
+                        row[first..=last]
+                            .iter_mut()
+                            .zip(t)
+                            .for_each(|(o, v)| *o = T::from_f64(*v));
+                    } else {
+                        for (j, v) in t.iter().enumerate() {
+                            row[pos(c0 + j)] = T::from_f64(*v);
+                        }
+                    }
                 });
-            // the span's columns before the band are earlier rows of K; in groups of rows,
-            // so that the tile's columns they read stay in the nearest cache
+            // the span's rows before the band take the tile's columns; in groups of rows, so
+            // that the tile's columns they read stay in the nearest cache
             let below = p0.min(c0 + w).saturating_sub(c0);
-            earlier[c0 * n..(c0 + below) * n]
-                .par_chunks_mut(TRANSPOSE_ROWS * n)
+            earlier[c0..c0 + below]
+                .par_chunks_mut(TRANSPOSE_ROWS)
                 .enumerate()
                 .for_each(|(g, group)| {
                     let q0 = g * TRANSPOSE_ROWS;
-                    let qs = group.len() / n;
-                    for r in 0..rows {
-                        let t = &tile[r * w + q0..r * w + q0 + qs];
-                        for (j, v) in t.iter().enumerate() {
-                            group[j * n + p0 + r] = T::from_f64(*v);
+                    for r in 0..nr {
+                        let t = &tile[r * w + q0..r * w + q0 + group.len()];
+                        let col = pos(p0 + r);
+                        for (row, v) in group.iter_mut().zip(t) {
+                            row[col] = T::from_f64(*v);
                         }
                     }
                 });
         }
     }
-    Ok(k)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -568,14 +666,15 @@ mod tests {
     /// the streaming engine's over blocks of every position and the short last block (sizes
     /// that are no multiple of the row chunks), with one and two targets, updates that move
     /// every coordinate and updates that move a few, with the kernel formed at the start and
-    /// on demand (from a sparse `alpha`: blocks with rows not formed yet, then the switch to
-    /// forming the rest at once).
+    /// on demand: from a sparse `alpha` (blocks with rows not formed yet, then the switch to
+    /// forming the rest at once, by symmetry from the formed rows) and from zero (a first step
+    /// that moves its whole block forms the whole matrix).
     #[test]
     fn the_cached_engine_matches_the_streaming_engine() {
         for tt in [1, 2] {
-            for formation in [Formation::Whole, Formation::OnDemand] {
-                engines_agree(tt, formation);
-            }
+            engines_agree(tt, Formation::Whole, true);
+            engines_agree(tt, Formation::OnDemand, true);
+            engines_agree(tt, Formation::OnDemand, false);
         }
     }
 
@@ -589,7 +688,7 @@ mod tests {
         a
     }
 
-    fn engines_agree(tt: usize, formation: Formation) {
+    fn engines_agree(tt: usize, formation: Formation, sparse_start: bool) {
         let (n, d, b) = (1100, 4, 130);
         let x = Features::Dense(DenseMatrix::new(n, d, random(n * d, 1)).unwrap());
         let kernel = Kernel {
@@ -600,7 +699,11 @@ mod tests {
         Stream::new(5, 2).shuffle(&mut order);
         let mut cached = CachedExact::new(&Cpu, &kernel, &x, &order, tt, formation).unwrap();
         let mut streamed = HostExact::new(&Cpu, &kernel, &x, &order, tt, b).unwrap();
-        let alpha = sparse_alpha(n * tt, 3);
+        let alpha = if sparse_start {
+            sparse_alpha(n * tt, 3)
+        } else {
+            vec![0.0; n * tt]
+        };
         cached.set_alpha(&alpha).unwrap();
         streamed.set_alpha(&alpha).unwrap();
         let close = |a: &[f64], b: &[f64], what: &str| {
@@ -633,6 +736,15 @@ mod tests {
             }
             cached.update(&delta).unwrap();
             streamed.update(&delta).unwrap();
+            if step == 0 && formation == Formation::OnDemand {
+                // from zero the first step moved its whole block: the whole matrix is formed;
+                // from a sparse start a tenth of the rows and the block's are
+                assert_eq!(
+                    cached.pending.is_none(),
+                    !sparse_start,
+                    "after the first step"
+                );
+            }
         }
         assert!(cached.pending.is_none(), "every row formed by the end");
         close(
