@@ -85,7 +85,8 @@ pub struct CachedExact<'a, T> {
     d: usize,
     order: &'a [usize],
     targets: usize,
-    /// `K` in `order`'s positions, row-major `n x n`.
+    /// `K` in `order`'s positions, row-major `n x n` (empty until the first rows are formed on
+    /// demand).
     k: Vec<T>,
     /// `beta = K alpha` in `order`'s positions, `n x T` column-major.
     beta: Vec<f64>,
@@ -123,10 +124,9 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
                     formed: vec![false; n],
                     count: 0,
                 };
-                (
-                    try_zeroed(n * n, "the cached kernel matrix")?,
-                    Some(pending),
-                )
+                // allocated at the first rows formed: a first step that forms the whole
+                // matrix then allocates it once, as at the start
+                (Vec::new(), Some(pending))
             }
         };
         Ok(CachedExact {
@@ -161,6 +161,9 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         }
         if (pend.count + fresh.len()) as f64 > ON_DEMAND_SHARE * n as f64 {
             return self.form_rest();
+        }
+        if self.k.is_empty() {
+            self.k = try_zeroed(n * n, "the cached kernel matrix")?;
         }
         for &p in &fresh {
             pend.formed[p] = true;
