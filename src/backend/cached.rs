@@ -181,25 +181,15 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
             }
         }
         let (band, span) = (FORM_ROWS.min(fresh.len()), FORM_COLS.min(n));
-        let mut xg = vec![T::default(); band * d];
+        let xf = gather_rows(xs, d, &fresh);
         let mut tile = try_filled(band * span, 0.0f64, "a kernel tile")?;
-        for (ps, rows) in fresh.chunks(band).zip(rows.chunks_mut(band)) {
-            let g = ps.len();
-            for (dst, &p) in xg.chunks_exact_mut(d.max(1)).zip(ps) {
-                dst.copy_from_slice(&xs[p * d..(p + 1) * d]);
-            }
+        for (c, rows) in rows.chunks_mut(band).enumerate() {
+            let g = rows.len();
+            let xg = &xf[c * band * d..(c * band + g) * d];
             for c0 in (0..n).step_by(span) {
                 let w = span.min(n - c0);
                 let tile = &mut tile[..g * w];
-                backend.kernel_tile(
-                    kernel,
-                    &xg[..g * d],
-                    g,
-                    &xs[c0 * d..(c0 + w) * d],
-                    w,
-                    d,
-                    tile,
-                );
+                backend.kernel_tile(kernel, xg, g, &xs[c0 * d..(c0 + w) * d], w, d, tile);
                 rows.par_iter_mut()
                     .zip(tile.par_chunks(w))
                     .for_each(|(row, t)| {
@@ -249,10 +239,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
                     }
                 }
             });
-        let mut xu = try_filled(unformed.len() * d, T::default(), "the rows not formed yet")?;
-        for (dst, &p) in xu.chunks_exact_mut(d.max(1)).zip(&unformed) {
-            dst.copy_from_slice(&pend.xs[p * d..(p + 1) * d]);
-        }
+        let xu = gather_rows(&pend.xs, d, &unformed);
         form_among(
             self.backend,
             self.kernel,
@@ -278,9 +265,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
     fn add_columns(&mut self, cols: std::ops::Range<usize>, v: &[f64]) {
         let (n, len, tt) = (self.n(), cols.len(), self.targets);
         let v = &v[..len * tt];
-        let moving: Vec<usize> = (0..len)
-            .filter(|&j| (0..tt).any(|t| v[t * len + j] != 0.0))
-            .collect();
+        let moving = moving(v, len, tt);
         if moving.is_empty() {
             return;
         }
@@ -434,11 +419,8 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
             Some(kbb) if unformed => {
                 // rows not formed yet: K_BB from the block's own rows (b^2 d), rounded to the
                 // working precision as the cached values are
-                let (d, xs) = (self.d, &self.pending.as_ref().expect("rows pending").xs);
-                let mut xb = vec![T::default(); nb * d];
-                for (dst, &p) in xb.chunks_exact_mut(d.max(1)).zip(pos.iter()) {
-                    dst.copy_from_slice(&xs[p * d..(p + 1) * d]);
-                }
+                let d = self.d;
+                let xb = gather_rows(&self.pending.as_ref().expect("rows pending").xs, d, &pos);
                 let kbb = &mut kbb[..nb * nb];
                 self.backend
                     .kernel_tile(self.kernel, &xb, nb, &xb, nb, d, kbb);
@@ -486,9 +468,9 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
                 Current::Range(start, nb) => (*start..start + nb).collect(),
                 Current::Positions(p) => p.clone(),
             };
-            let (len, tt) = (pos.len(), self.targets);
-            let moving: Vec<usize> = (0..len)
-                .filter(|&j| (0..tt).any(|t| delta[t * len + j] != 0.0))
+            let len = pos.len();
+            let moving: Vec<usize> = moving(delta, len, self.targets)
+                .into_iter()
                 .map(|j| pos[j])
                 .collect();
             // the first step's share of moving coordinates foretells the support's: where most
@@ -526,14 +508,8 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
             }
         }
         if self.pending.is_some() {
-            let all: Vec<usize> = (0..n).collect();
-            let moving: Vec<usize> = all
-                .iter()
-                .copied()
-                .filter(|&p| (0..tt).any(|t| ordered[t * n + p] != 0.0))
-                .collect();
-            self.form_rows(&moving)?;
-            self.add_rows(&all, &ordered);
+            self.form_rows(&moving(&ordered, n, tt))?;
+            self.add_rows(&(0..n).collect::<Vec<_>>(), &ordered);
         } else {
             self.add_columns(0..n, &ordered);
         }
@@ -565,6 +541,22 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
     fn theta(&mut self, _out: &mut [f64]) -> Result<()> {
         Ok(())
     }
+}
+
+/// The indices `j < len` of the columns of `v` (`len x T`, column-major) not zero in some
+/// target: the coordinates a step moves.
+fn moving(v: &[f64], len: usize, tt: usize) -> Vec<usize> {
+    (0..len)
+        .filter(|&j| (0..tt).any(|t| v[t * len + j] != 0.0))
+        .collect()
+}
+
+/// The rows `ps` of the row-major `xs` (`d` columns), one after the other.
+fn gather_rows<T: Copy>(xs: &[T], d: usize, ps: &[usize]) -> Vec<T> {
+    ps.iter()
+        .flat_map(|&p| &xs[p * d..(p + 1) * d])
+        .copied()
+        .collect()
 }
 
 /// All of `K(X, X)` for the rows `xs` (`n x d`, in block order), in the working precision.
