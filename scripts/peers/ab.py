@@ -8,10 +8,16 @@ sets that fit the exact kernel's cache) and, with `--blobs`, `classes.py`-shaped
 classes in 16 dimensions (8,000 rows, seed 7): K = 4, 10, 26 classes, overlapping (spread 0.5)
 and separated (spread 1). Written once to target/ab/.
 
-usage: .venv-bench/bin/python scripts/peers/ab.py [--reps R] [--sets a,b] [--blobs] BIN BIN...
-(from the repository root, e.g. a copy of an earlier build's target/release/joker and the
-current one; R runs of each, default 7, the binaries alternating)."""
-import json, os, statistics, subprocess, sys
+With `--pause S`, every run waits S seconds first. On a virtual machine whose system hands
+freed memory back to the host, a process that starts after an idle moment pays again for its
+first touch of fresh pages, which one started right after another reuses: back-to-back runs
+measure the second case, `defaults.py` (each fit after the peers' processes) and a user's
+single fit the first (docs/bench/defaults.md, "Cold and warm").
+
+usage: .venv-bench/bin/python scripts/peers/ab.py [--reps R] [--pause S] [--sets a,b] [--blobs]
+BIN BIN... (from the repository root, e.g. a copy of an earlier build's target/release/joker
+and the current one; R runs of each, default 7, the binaries alternating)."""
+import json, os, statistics, subprocess, sys, time
 
 import numpy as np
 
@@ -28,6 +34,7 @@ def take(name, default):
 
 
 REPS = take("--reps", 7)
+PAUSE = take("--pause", 0.0)
 SETS = take("--sets", "mushrooms,pendigits,dna,covtype 5k,higgs 7k").split(",")
 BLOBS = "--blobs" in ARGS
 BINS = [a for a in ARGS if a != "--blobs"]
@@ -70,6 +77,7 @@ def main():
         mem = {b: [] for b in BINS}
         for _ in range(REPS):
             for b in BINS:
+                time.sleep(PAUSE)
                 r = subprocess.run(["/usr/bin/time", "-f", "RSS %M", b, "train", "--quiet", path,
                                     f"{OUT}/model.json"], capture_output=True, text=True,
                                    check=True)
