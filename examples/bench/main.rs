@@ -498,10 +498,12 @@ fn plan(args: &Args, data_dir: &Path) -> Res<Vec<(Job, usize)>> {
                 j.checks = 2 * args.converge_passes;
                 jobs.push((j, r));
             }
-            // the same budget on a Nystrom map with the peers' M
-            let mut j = joker_job(&base, &format!("{joker}-nystrom"), 2000, iters, block, true);
-            j.checks = 2 * args.converge_passes;
-            jobs.push((j, r));
+            // the same budget on a Nystrom map at the same M
+            for &m in ms {
+                let mut j = joker_job(&base, &format!("{joker}-nystrom"), m, iters, block, true);
+                j.checks = 2 * args.converge_passes;
+                jobs.push((j, r));
+            }
             for peer in peers {
                 jobs.push((peer_job(&base, peer, 2000), r));
             }
