@@ -146,46 +146,19 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
     Ok(v)
 }
 
-/// Asks the kernel to back `v`'s capacity with transparent huge pages where they are enabled
-/// on request (Linux, `madvise` mode): a buffer of a gigabyte then takes 512 times fewer page
-/// faults to fill (measured for the cached kernel: docs/bench/defaults.md) and fewer TLB
-/// misses when its rows are read in any order. Advice only: where it is refused nothing
-/// changes.
-fn huge_pages<T>(v: &mut Vec<T>) {
-    const WORTH: usize = 4 << 20;
-    let bytes = v.capacity() * std::mem::size_of::<T>();
-    if bytes < WORTH {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        const PAGE: usize = 4096;
-        let start = v.as_mut_ptr() as usize;
-        let first = start.next_multiple_of(PAGE);
-        let len = (start + bytes).saturating_sub(first) / PAGE * PAGE;
-        // SAFETY: [first, first + len) lies inside the vector's own allocation (page-aligned
-        // inward), and MADV_HUGEPAGE only changes how the kernel backs those pages, never
-        // their contents or the mapping; a failure is an error code, which is ignored.
-        unsafe {
-            libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-        }
-    }
-}
-
 /// [`try_filled`] with the copies written by all threads: a large buffer's pages are then
-/// faulted in and zeroed in parallel instead of by one thread, as huge pages where the kernel
-/// gives them on request.
+/// faulted in and zeroed in parallel instead of by one thread. The pages are the system's
+/// default: asking for transparent huge pages (`madvise`) made cold fits slower on the
+/// measured machines (docs/bench/defaults.md#small-pages).
 pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     use rayon::prelude::*;
     let mut v = try_reserved(len, what)?;
-    huge_pages(&mut v);
     v.par_extend(rayon::iter::repeat_n(value, len));
     Ok(v)
 }
 
 /// A vector of `len` zeros allocated zeroed by the system, or [`JokerError::Memory`] naming
-/// `what`. A large buffer comes as fresh pages (huge pages where the system gives them on
-/// request) that cost nothing until first written: a matrix filled in parts
+/// `what`. A large buffer comes as fresh pages that cost nothing until first written: a matrix filled in parts
 /// ([`crate::backend::cached`]'s kernel formed on demand) pays for the pages it writes, when
 /// it writes them, instead of a fill before its first use.
 pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Vec<T>> {
@@ -207,9 +180,7 @@ pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Ve
     // SAFETY: `ptr` comes from the global allocator with the layout of `[T; len]`, which is
     // the layout a `Vec<T>` of capacity `len` frees it with; all `len` values are initialised,
     // since zero bits are the value 0.0 of the floating-point types `Scalar` is sealed to.
-    let mut v = unsafe { Vec::from_raw_parts(ptr, len, len) };
-    huge_pages(&mut v);
-    Ok(v)
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::{Backend, BlockEngine, FeatureProducts, check_order, check_shift};
 use crate::data::Features;
 use crate::error::Result;
 use crate::features::FeatureMap;
-use crate::memory::try_filled;
+use crate::memory::{try_filled, try_filled_par};
 use crate::scalar::Scalar;
 
 /// Rows of `Phi` formed per call of the backend's feature map.
@@ -79,7 +79,9 @@ impl<'a, T: Scalar> StoredFeatures<'a, T> {
     ) -> Result<Self> {
         check_order(order, x.nrows())?;
         let (n, m, d) = (x.nrows(), map.m(), x.ncols());
-        let mut phi = try_filled(n * m, T::default(), "the stored features")?;
+        // faulted in by all threads: on a virtual machine, fresh pages cost more than the
+        // features' formation writing into them (docs/nystrom.md)
+        let mut phi = try_filled_par(n * m, T::default(), "the stored features")?;
         let rows = FORM_ROWS.min(n.max(1));
         let mut xc = try_filled(rows * d, T::default(), "rows for the features")?;
         for (k, out) in phi.chunks_mut(rows * m.max(1)).enumerate() {
