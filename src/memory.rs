@@ -148,8 +148,8 @@ pub fn try_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> 
 
 /// [`try_filled`] with the copies written by all threads: a large buffer's pages are then
 /// faulted in and zeroed in parallel instead of by one thread. The pages are the system's
-/// default: asking for transparent huge pages (`madvise`) made cold fits slower on the
-/// measured machines (docs/bench/defaults.md#small-pages).
+/// default: asking for transparent huge pages (`madvise`) made fits after an idle moment
+/// slower on the machine measured (docs/bench/defaults.md#small-pages).
 pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
     use rayon::prelude::*;
     let mut v = try_reserved(len, what)?;
@@ -158,9 +158,9 @@ pub fn try_filled_par<T: Clone + Send + Sync>(len: usize, value: T, what: &str) 
 }
 
 /// A vector of `len` zeros allocated zeroed by the system, or [`JokerError::Memory`] naming
-/// `what`. A large buffer comes as fresh pages that cost nothing until first written: a matrix filled in parts
-/// ([`crate::backend::cached`]'s kernel formed on demand) pays for the pages it writes, when
-/// it writes them, instead of a fill before its first use.
+/// `what`. A large buffer comes as fresh pages that cost nothing until first written: a
+/// matrix filled in parts ([`crate::backend::cached`]'s kernel formed on demand) pays for the
+/// pages it writes, when it writes them, instead of a fill before its first use.
 pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Vec<T>> {
     if len == 0 || std::mem::size_of::<T>() == 0 {
         return Ok(Vec::new());

@@ -79,8 +79,8 @@ impl<'a, T: Scalar> StoredFeatures<'a, T> {
     ) -> Result<Self> {
         check_order(order, x.nrows())?;
         let (n, m, d) = (x.nrows(), map.m(), x.ncols());
-        // faulted in by all threads: on a virtual machine, fresh pages cost more than the
-        // features' formation writing into them (docs/nystrom.md)
+        // faulted in by all threads, not one: zeroing the fresh pages of ijcnn1's 389 MB was
+        // 15% of its fit (docs/nystrom.md)
         let mut phi = try_filled_par(n * m, T::default(), "the stored features")?;
         let rows = FORM_ROWS.min(n.max(1));
         let mut xc = try_filled(rows * d, T::default(), "rows for the features")?;
