@@ -22,9 +22,9 @@
 // sums are added in f64. The relative error of a distance is then about 32 f32 ulps plus the
 // f64 sum, independent of ||x|| and ||y|| -- there is no cancellation for near points, which is
 // where the kernel value is largest and the expansion is worst (the CPU twin uses the
-// expansion in its working precision, clamped at 0; for f32 data far from the origin it can
-// lose all digits of small distances, so the GPU result is the more accurate one and tests
-// compare both against f64 direct sums). Cost: 2 flops per (pair, dimension) (sub + fma)
+// expansion from a GEMM in its working precision, clamped at 0, and redoes by direct f64
+// differences the values whose error bound from cancellation exceeds 2^-21; tests compare
+// both against f64 direct sums). Cost: 2 flops per (pair, dimension) (sub + fma)
 // instead of 1 FMA, which does not matter at the sizes where the f64 exp dominates (d < ~30)
 // and is the price of accuracy beyond.
 // CSR inputs: the two sorted index lists are merged, so every stored coordinate of either

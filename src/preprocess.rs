@@ -21,7 +21,8 @@ pub struct Standardizer {
 }
 
 impl Standardizer {
-    /// Fits on `x`: means (dense only) and standard deviations.
+    /// Fits on `x`: standard deviations, and means where the rows are dense data (see
+    /// [`Moments::standardizer`]).
     pub fn fit<T: Scalar>(x: &Features<T>) -> Self {
         Self::fit_over(x, &Single).unwrap_or_else(|_| Self::identity(x.ncols()))
     }
@@ -86,8 +87,8 @@ pub struct Moments {
     s1: Vec<f64>,
     s2: Vec<f64>,
     rows: usize,
-    /// Every part dense (z-scored) rather than sparse (scaled only).
-    dense: bool,
+    /// Entries stored: every entry of a dense part, the stored ones of a sparse part.
+    stored: f64,
 }
 
 impl Moments {
@@ -97,7 +98,7 @@ impl Moments {
             s1: vec![0.0; d],
             s2: vec![0.0; d],
             rows: 0,
-            dense: true,
+            stored: 0.0,
         }
     }
 
@@ -118,6 +119,7 @@ impl Moments {
                         s2[j] += v * v;
                     }
                 }
+                self.stored += (m.nrows() * m.ncols()) as f64;
             }
             Features::Sparse(m) => {
                 for (j, v) in m.indices().iter().zip(m.values()) {
@@ -125,27 +127,34 @@ impl Moments {
                     s1[*j as usize] += v;
                     s2[*j as usize] += v * v;
                 }
-                self.dense = false;
+                self.stored += m.nnz() as f64;
             }
         }
         self.rows += x.nrows();
     }
 
-    /// The map of the rows added here and on every other rank of `comm`.
+    /// The map of the rows added here and on every other rank of `comm`: z-scores where the
+    /// rows are dense data (dense parts, or sparse parts with at least half of their entries
+    /// stored, which the fit trains as dense rows), else
+    /// scales only, keeping zeros zero. Dense data is centred because the kernels do not
+    /// change under a shift while their distances, formed as `||a||^2 + ||b||^2 - 2 a.b`, lose
+    /// less to cancellation near the origin; so a LIBSVM file and a CSV file of the same rows
+    /// give the same model.
     pub fn standardizer(mut self, comm: &dyn Collective) -> Result<Standardizer> {
         let d = self.s1.len();
-        let mut n = [self.rows as f64];
-        comm.sum(&mut n)?;
+        let mut counts = [self.rows as f64, self.stored];
+        comm.sum(&mut counts)?;
         comm.sum(&mut self.s1)?;
         comm.sum(&mut self.s2)?;
-        let n = n[0];
+        let n = counts[0];
+        let dense = 2.0 * counts[1] >= n * d as f64;
         let mut center = vec![0.0; d];
         let mut scale = vec![1.0; d];
         for j in 0..d {
             let mean = self.s1[j] / n;
             let var = (self.s2[j] / n - mean * mean).max(0.0);
             let sd = var.sqrt();
-            if self.dense {
+            if dense {
                 center[j] = mean;
             }
             scale[j] = if sd > 1e-12 * (1.0 + mean.abs()) {
@@ -370,6 +379,43 @@ mod tests {
         let z: Features<f32> = s.transform(&x).unwrap();
         let Features::Dense(m) = z else { panic!() };
         assert_eq!(m.as_slice(), &[-1.0, 0.0, 1.0, 0.0]);
+    }
+
+    /// A sparse matrix with at least half of its entries stored is dense data: centred like
+    /// the same rows read dense; a sparser one is scaled only.
+    #[test]
+    fn half_full_sparse_rows_are_centred_like_dense_rows() {
+        use crate::data::CsrMatrix;
+        // 3 x 2: rows (1, 5), (3, .), (., 4) with `stored` of the 6 entries
+        let sparse = |rows: &[&[(u32, f64)]]| {
+            let mut indptr = vec![0];
+            let (mut indices, mut values) = (vec![], vec![]);
+            for r in rows {
+                for &(j, v) in *r {
+                    indices.push(j);
+                    values.push(v);
+                }
+                indptr.push(indices.len());
+            }
+            Features::Sparse(CsrMatrix::new(3, 2, indptr, indices, values).unwrap())
+        };
+        let half = sparse(&[&[(0, 1.0), (1, 5.0)], &[(0, 3.0)], &[]]);
+        let dense = Features::Dense(
+            DenseMatrix::<f64>::from_rows(&[vec![1.0, 5.0], vec![3.0, 0.0], vec![0.0, 0.0]])
+                .unwrap(),
+        );
+        let (s, t) = (Standardizer::fit(&half), Standardizer::fit(&dense));
+        assert_eq!(s, t);
+        assert!((s.center[0] - 4.0 / 3.0).abs() < 1e-15 && (s.center[1] - 5.0 / 3.0).abs() < 1e-15);
+        let z: Features<f64> = s.transform(&half).unwrap();
+        let Features::Dense(m) = z else {
+            panic!("centred rows are dense")
+        };
+        assert!((m.row(2)[0] + (4.0 / 3.0) / s.scale[0]).abs() < 1e-12);
+        let sparser = sparse(&[&[(0, 1.0), (1, 5.0)], &[], &[]]);
+        let s = Standardizer::fit(&sparser);
+        assert_eq!(s.center, vec![0.0, 0.0]);
+        assert!(s.scale.iter().all(|&v| v > 0.0));
     }
 
     #[test]

@@ -278,6 +278,8 @@ impl<T: Scalar> Backend<T> for Cpu {
                 let (na, nb) = (sq(xi, ni), sq(xj, nj));
                 let euclid = !matches!(kernel.kind, KernelKind::Gaussian);
                 let gamma = kernel.gamma;
+                let norms_b: Vec<f64> = nb.iter().map(|v| v.sqrt()).collect();
+                let widest_b = norms_b.iter().fold(0.0f64, |m, &v| m.max(v));
                 out.par_chunks_mut(nj).enumerate().for_each(|(i, row)| {
                     clear_upper_state();
                     let dots = &dots[i * nj..(i + 1) * nj];
@@ -291,10 +293,68 @@ impl<T: Scalar> Backend<T> for Cpu {
                         // row at a time
                         T::gaussian_row(dots, na[i], &nb, gamma, row);
                     }
+                    let a = &xi[i * d..(i + 1) * d];
+                    let exact = |j: usize| squared_distance(a, &xj[j * d..(j + 1) * d]);
+                    redo_cancelled::<T>(kernel, na[i].sqrt(), &norms_b, widest_b, exact, row);
                 });
             }
         }
     }
+}
+
+/// The largest error a kernel value may take from the rounding of its dot product, `2^-21`:
+/// eight units of `f32` rounding at 1.
+const CANCELLED_KERNEL_ERROR: f64 = 1.0 / (1u64 << 21) as f64;
+
+/// Recomputes, from the rows' differences in `f64`, the values of a kernel row whose distance
+/// `||a||^2 + ||b||^2 - 2 a.b` lost more than [`CANCELLED_KERNEL_ERROR`] to cancellation.
+///
+/// A dot product in the working precision errs by about `eps ||a|| ||b||`, so a Gaussian value
+/// `k = exp(-gamma d^2)` by `2 gamma k eps ||a|| ||b||`: negligible between rows of typical norm,
+/// large between close rows far from the origin (outlying rows after standardizing). Those
+/// errors line up among near-duplicate outliers, and on such data the `f32` kernel matrix
+/// was indefinite by more than a small ridge (`1/C` at C = 100). The test needs the formed
+/// value and the norms only; `norm_a = ||a||`, `norms_b[j] = ||b_j||`, `widest_b` their
+/// maximum, `exact(j)` the squared distance in `f64`.
+fn redo_cancelled<T: Scalar>(
+    kernel: &Kernel,
+    norm_a: f64,
+    norms_b: &[f64],
+    widest_b: f64,
+    exact: impl Fn(usize) -> f64,
+    row: &mut [f64],
+) {
+    let eps = T::gap_below(1.0);
+    // a value k at column j is redone when 2 gamma k eps ||a|| ||b_j|| > the bound
+    let reach = CANCELLED_KERNEL_ERROR / (2.0 * kernel.gamma * eps * norm_a);
+    if widest_b <= reach {
+        return; // no value (each at most 1) can pass it
+    }
+    let redo: Vec<usize> = (0..row.len())
+        .filter(|&j| row[j] * norms_b[j] > reach)
+        .collect();
+    if redo.is_empty() {
+        return;
+    }
+    let mut values: Vec<f64> = redo.iter().map(|&j| exact(j)).collect();
+    if matches!(kernel.kind, KernelKind::Gaussian) {
+        values.iter_mut().for_each(|v| *v *= -kernel.gamma);
+        T::exp_in_place(&mut values);
+    } else {
+        values.iter_mut().for_each(|v| *v = v.sqrt());
+        of_distances::<T>(kernel, &mut values);
+    }
+    for (&j, v) in redo.iter().zip(values) {
+        row[j] = v;
+    }
+}
+
+/// `||a - b||^2` in `f64`.
+fn squared_distance<T: Scalar>(a: &[T], b: &[T]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| (p.to_f64() - q.to_f64()).powi(2))
+        .sum()
 }
 
 /// `row = k(r)` in place for the distances `r` of a Laplacian or Matern kernel (Euclidean for
@@ -520,6 +580,38 @@ mod tests {
                     assert!((got - want).abs() < 2e-6, "{kind:?} f32: {got} vs {want}");
                 }
             }
+        }
+    }
+
+    /// Rows close to each other and far from the origin (an outlying cluster, or columns that
+    /// are not centred): the f32 tile keeps its values to f32 precision although the dot
+    /// products are 1e4 times larger than the distances (they erred by 1e-4 before the
+    /// cancelled values were redone).
+    #[test]
+    fn close_rows_far_from_the_origin_keep_their_kernel_values() {
+        let (ni, nj, d) = (9, 40, 8);
+        let far =
+            |v: Vec<f64>| -> Vec<f32> { v.iter().map(|&x| (60.0 + 0.3 * x) as f32).collect() };
+        let (af, bf) = (far(random(ni * d, 11)), far(random(nj * d, 12)));
+        let wide = |v: &[f32]| -> Vec<f64> { v.iter().map(|&x| f64::from(x)).collect() };
+        let (ar, br) = (wide(&af), wide(&bf));
+        for kind in [
+            KernelKind::Gaussian,
+            KernelKind::Matern {
+                nu: MaternNu::FiveHalves,
+            },
+        ] {
+            let kernel = Kernel { kind, gamma: 0.5 };
+            let mut single = vec![f64::NAN; ni * nj];
+            Cpu.kernel_tile(&kernel, &af, ni, &bf, nj, d, &mut single);
+            let mut worst = 0.0f64;
+            for i in 0..ni {
+                for j in 0..nj {
+                    let want = kernel.eval(&ar[i * d..(i + 1) * d], &br[j * d..(j + 1) * d]);
+                    worst = worst.max((single[i * nj + j] - want).abs());
+                }
+            }
+            assert!(worst < 1e-6, "{kind:?}: worst error {worst:e}");
         }
     }
 }
