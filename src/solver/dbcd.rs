@@ -1450,8 +1450,13 @@ fn judge<T>(
     verdict
 }
 
+/// How far (relative) the dual may pass the least primal value seen before the fit is called
+/// broken: far beyond the rounding of either objective.
+const DUALITY_BREACH: f64 = 1e-2;
+
 /// What a check says: stop (converged, stalled, or the progress callback asked to), go on,
-/// or fail on a non-finite objective. `history` holds the earlier checks.
+/// or fail on a non-finite objective or on a dual above a primal value. `history` holds the
+/// earlier checks.
 fn verdict(
     p: &Progress,
     history: &[Progress],
@@ -1462,6 +1467,18 @@ fn verdict(
         return Err(JokerError::Numerical(
             "the objective became non-finite; check the scaling of the data and lambda".into(),
         ));
+    }
+    // Weak duality: every dual value is at most every primal value. A dual beyond the least
+    // primal seen means the problem as formed is not convex (a kernel matrix indefinite by
+    // more than the ridge 1/C in the working precision), and the coefficients are garbage.
+    let least = history.iter().map(|q| q.primal).fold(p.primal, f64::min);
+    if p.dual > least + DUALITY_BREACH * least.abs() {
+        return Err(JokerError::Numerical(format!(
+            "the dual objective ({:.6e}) rose above a primal value ({least:.6e}): the kernel \
+             matrix is not positive semi-definite to the working precision against the ridge \
+             1/C; fit in f64 (--precision f64), with a smaller C, or with a wider kernel",
+            p.dual
+        )));
     }
     Ok(if p.gap <= cfg.tol {
         Some(StopReason::Converged)
@@ -1783,6 +1800,26 @@ mod tests {
             accepted: 0,
             rel_residual: None,
         }
+    }
+
+    /// A dual above a primal value seen earlier (weak duality broken) fails the fit; a dual
+    /// within rounding of the primal does not.
+    #[test]
+    fn a_dual_above_an_earlier_primal_fails_the_fit() {
+        let cfg = SolverConfig::default();
+        let past = [check(1.0, 1000.0, 500.0), check(2.0, 1200.0, 900.0)];
+        let broken = check(3.0, 2000.0, 1011.0);
+        match verdict(&broken, &past, &cfg, true) {
+            Err(JokerError::Numerical(m)) => assert!(m.contains("positive semi-definite"), "{m}"),
+            other => panic!("a broken duality went on: {other:?}"),
+        }
+        let fine = check(3.0, 1000.0, 1000.0 + 1e-6);
+        assert!(matches!(
+            verdict(&fine, &past, &cfg, true),
+            Ok(Some(StopReason::Converged))
+        ));
+        let rising = check(3.0, 1000.0, 990.0);
+        assert!(matches!(verdict(&rising, &past, &cfg, true), Ok(None)));
     }
 
     #[test]
