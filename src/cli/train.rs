@@ -446,10 +446,17 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     };
 
     if !a.quiet {
-        let sparse = matches!(train.x, joker::Features::Sparse(_));
+        // how full sparse rows are decides how they are trained: at least half stored, as
+        // dense rows, centred when standardised
+        let storage = match &train.x {
+            joker::Features::Sparse(c) => format!(
+                "sparse, {:.0}% of the entries stored",
+                100.0 * c.nnz() as f64 / (n as f64 * d as f64).max(1.0)
+            ),
+            joker::Features::Dense(_) => "dense".to_string(),
+        };
         eprintln!(
-            "data: {n} samples x {d} features ({}){}",
-            if sparse { "sparse" } else { "dense" },
+            "data: {n} samples x {d} features ({storage}){}",
             match &classes {
                 Some(c) => format!(", classes {}", describe_classes(c)),
                 None => String::new(),
