@@ -64,6 +64,70 @@ fn exact_krr_matches_dense_solve() {
     );
 }
 
+/// Exact KRR in f32 on rows far from the origin, in close pairs, with a small ridge: the
+/// fitted values equal those of a dense f64 solve. The kernel's distances cancel there (dot
+/// products near 3,600 against distances near 1e-3); formed from f32 dot products alone the
+/// kernel matrix was indefinite by more than `lambda`, and the fit diverged.
+#[test]
+fn exact_krr_in_f32_far_from_the_origin_matches_the_dense_solve() {
+    let base = common::regression(150, 3, 5);
+    let mut s = joker::rng::Stream::new(6, 1);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (row, &target) in rows(&base).iter().zip(&base.y) {
+        for _ in 0..2 {
+            // rounded to f32 here, so that the reference sees the rows the fit sees
+            x.extend(
+                row.iter()
+                    .map(|v| f64::from((60.0 + v + 1e-3 * (s.uniform() - 0.5)) as f32)),
+            );
+            y.push(target);
+        }
+    }
+    let n = y.len();
+    let data = Dataset::new(Features::Dense(DenseMatrix::new(n, 3, x).unwrap()), y).unwrap();
+    let (lambda, gamma) = (1e-3, 0.5);
+    let model = Joker::builder()
+        .loss(Loss::SquaredError)
+        .exact()
+        .gamma(gamma)
+        .lambda(lambda)
+        .precision(Precision::F32)
+        .standardize(false)
+        .normalize_target(false)
+        .tol(1e-6)
+        .max_iter(20_000)
+        .device(joker::Device::Cpu)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    let x = rows(&data);
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma,
+    };
+    let k = |i: usize, j: usize| kernel.eval(&x[i], &x[j]);
+    let a = common::krr_dual(n, k, lambda, &data.y);
+    let want: Vec<f64> = (0..n)
+        .map(|i| (0..n).map(|j| k(i, j) * a[j]).sum())
+        .collect();
+    let got = model.decision_function(&data.x).unwrap();
+    let err = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    assert!(
+        err / norm < 1e-3,
+        "fitted values off by {:e} (relative) after {} iterations ({:?})",
+        err / norm,
+        model.training.iterations,
+        model.training.stop
+    );
+}
+
 /// Distance of `a` from the interval `[lo, hi]`.
 fn outside(a: f64, (lo, hi): (f64, f64)) -> f64 {
     (lo - a).max(a - hi).max(0.0)
