@@ -294,7 +294,10 @@ impl<T: Scalar> Backend<T> for Cpu {
                         T::gaussian_row(dots, na[i], &nb, gamma, row);
                     }
                     let a = &xi[i * d..(i + 1) * d];
-                    let exact = |j: usize| squared_distance(a, &xj[j * d..(j + 1) * d]);
+                    let exact = |j: usize| {
+                        let squared = squared_distance(a, &xj[j * d..(j + 1) * d]);
+                        kernel.of_distance(if euclid { squared.sqrt() } else { squared })
+                    };
                     redo_cancelled::<T>(kernel, na[i].sqrt(), &norms_b, widest_b, exact, row);
                 });
             }
@@ -315,7 +318,7 @@ const CANCELLED_KERNEL_ERROR: f64 = 1.0 / (1u64 << 21) as f64;
 /// errors line up among near-duplicate outliers, and on such data the `f32` kernel matrix
 /// was indefinite by more than a small ridge (`1/C` at C = 100). The test needs the formed
 /// value and the norms only; `norm_a = ||a||`, `norms_b[j] = ||b_j||`, `widest_b` their
-/// maximum, `exact(j)` the squared distance in `f64`.
+/// maximum, `exact(j)` the value at column `j` from the rows' differences in `f64`.
 fn redo_cancelled<T: Scalar>(
     kernel: &Kernel,
     norm_a: f64,
@@ -330,22 +333,10 @@ fn redo_cancelled<T: Scalar>(
     if widest_b <= reach {
         return; // no value (each at most 1) can pass it
     }
-    let redo: Vec<usize> = (0..row.len())
-        .filter(|&j| row[j] * norms_b[j] > reach)
-        .collect();
-    if redo.is_empty() {
-        return;
-    }
-    let mut values: Vec<f64> = redo.iter().map(|&j| exact(j)).collect();
-    if matches!(kernel.kind, KernelKind::Gaussian) {
-        values.iter_mut().for_each(|v| *v *= -kernel.gamma);
-        T::exp_in_place(&mut values);
-    } else {
-        values.iter_mut().for_each(|v| *v = v.sqrt());
-        of_distances::<T>(kernel, &mut values);
-    }
-    for (&j, v) in redo.iter().zip(values) {
-        row[j] = v;
+    for (j, (k, &norm_b)) in row.iter_mut().zip(norms_b).enumerate() {
+        if *k * norm_b > reach {
+            *k = exact(j);
+        }
     }
 }
 
