@@ -88,6 +88,12 @@ pub struct Joker {
     /// `-B`; [`RandomMap::with_bias`]). Random-feature fits by DBCD-TR only; an exact kernel
     /// chosen by [`auto_exact`](Joker::auto_exact) has no intercept and leaves it out.
     pub bias: f64,
+    /// Fit an unregularised intercept `b` beside the kernel expansion (regression losses,
+    /// DBCD-TR in one process): the model is `f(x) + b`, as LIBSVM's SVR, with `b` where the
+    /// dual coefficients sum to zero ([`SolverConfig::intercept`]). Recorded in
+    /// [`TrainingInfo::intercept`](crate::model::TrainingInfo) and folded into the target
+    /// scaler's mean.
+    pub intercept: bool,
     /// Working precision.
     pub precision: Precision,
     /// Classification or regression (`None`: from the loss).
@@ -161,6 +167,7 @@ impl Default for JokerBuilder {
                 n_components: Some(2048),
                 feature_map: FeatureKind::Random,
                 bias: 0.0,
+                intercept: false,
                 precision: Precision::F32,
                 task: None,
                 standardize: true,
@@ -225,6 +232,11 @@ impl JokerBuilder {
     /// function (default 0: none; see [`Joker::bias`]).
     pub fn bias(mut self, b: f64) -> Self {
         self.p.bias = b;
+        self
+    }
+    /// Fit an unregularised intercept (regression losses; see [`Joker::intercept`]).
+    pub fn intercept(mut self, on: bool) -> Self {
+        self.p.intercept = on;
         self
     }
     /// The feature map (default random Fourier features): `FeatureKind::Nystrom(centers)`
@@ -440,6 +452,7 @@ impl JokerBuilder {
         }
         validate_solver(&p.solver)?;
         validate_bias(&p)?;
+        validate_intercept(&p)?;
         if let FeatureKind::Nystrom(_) = p.feature_map {
             if p.n_components.is_none() {
                 return Err(invalid(
@@ -506,6 +519,28 @@ fn validate_bias(p: &Joker) -> Result<()> {
     };
     match refusal {
         Some(why) => Err(invalid("bias", why)),
+        None => Ok(()),
+    }
+}
+
+/// The intercept: for the regression losses, solved by DBCD-TR.
+fn validate_intercept(p: &Joker) -> Result<()> {
+    if !p.intercept {
+        return Ok(());
+    }
+    let refusal = if p.loss.is_classifier() || p.task == Some(Task::Classification) {
+        Some(
+            "the intercept is fitted for the regression losses; a classifier's decision function has none",
+        )
+    } else if p.dsg.is_some() {
+        Some("the doubly stochastic solvers fit no intercept; it is found by DBCD-TR")
+    } else if p.full_krr.is_some() {
+        Some("Skotch, ASkotch and Nystrom-PCG fit no intercept; it is found by DBCD-TR")
+    } else {
+        None
+    };
+    match refusal {
+        Some(why) => Err(invalid("intercept", why)),
         None => Ok(()),
     }
 }
@@ -1130,6 +1165,12 @@ impl Joker {
                 "one-vs-one is not distributed: train with one-vs-rest over MPI",
             ));
         }
+        if self.intercept && dist.is_some() {
+            return Err(invalid(
+                "intercept",
+                "the intercept is not fitted across ranks yet: train without it (`--no-intercept`) over MPI",
+            ));
+        }
         let lam = self.sample_lambdas(
             &data.y,
             targets.classes.as_deref(),
@@ -1145,6 +1186,7 @@ impl Joker {
         let solver = SolverConfig {
             block_size: b,
             kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y, scheme), need),
+            intercept: self.intercept,
             ..self.solver.clone()
         };
 
@@ -1364,6 +1406,12 @@ impl Joker {
     ) -> Model {
         let Fitted { mut sol, .. } = f;
         let tt = f.tt;
+        // the intercept, found in the scaled targets' units, moves the scaler's mean
+        let mut target_scaler = f.targets.scaler;
+        let intercept = sol.intercept.first().map(|&b| {
+            target_scaler.mean += b * target_scaler.scale;
+            b * target_scaler.scale
+        });
         let doubly_stochastic = !f.solver_name.is_empty();
         let multiclass = f.targets.multiclass;
         let scheme = self.describe_scheme(&f.targets, f.distributed, sol.pairs_at_once);
@@ -1392,7 +1440,7 @@ impl Joker {
             n_features: x.ncols(),
             n_targets: tt,
             standardizer: f.standardizer,
-            target_scaler: f.targets.scaler,
+            target_scaler,
             representation,
             dual: (!doubly_stochastic && !f.distributed).then_some(sol.alpha),
             training: TrainingInfo {
@@ -1411,6 +1459,7 @@ impl Joker {
                 tr_model: sol.tr_model,
                 working_set: sol.working_set,
                 start: sol.start,
+                intercept,
                 representation: String::new(),
                 multiclass: scheme,
                 solver: f.solver_name.into(),
@@ -1811,7 +1860,7 @@ fn validation_hook<'a, U: Scalar, T: Scalar>(
     }
     let xv: Features<T> = standardizer.transform(&v.x)?;
     let yv = v.y.clone();
-    Ok(Some(Box::new(move |pred| {
+    Ok(Some(Box::new(move |pred, intercept| {
         let cols = pred.decision(&Cpu, &xv, tt);
         let nv = xv.nrows();
         match &classes {
@@ -1833,10 +1882,15 @@ fn validation_hook<'a, U: Scalar, T: Scalar>(
                     .collect();
                 accuracy(&labels, &yv)
             }
-            None => rmse(
-                &cols.iter().map(|&z| scaler.inverse(z)).collect::<Vec<_>>(),
-                &yv,
-            ),
+            None => {
+                let b = |k: usize| intercept.get(k / nv.max(1)).copied().unwrap_or(0.0);
+                let z: Vec<f64> = cols
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &z)| scaler.inverse(z + b(k)))
+                    .collect();
+                rmse(&z, &yv)
+            }
         }
     })))
 }
@@ -1917,12 +1971,15 @@ fn full_krr<T: Scalar>(
             dual: kp.dual,
             gap: ((kp.primal - kp.dual) / scale).max(0.0),
             validation: hooks.validate.as_mut().map(|f| {
-                f(&Predictor::Exact {
-                    kernel,
-                    support: x,
-                    rows: None,
-                    alpha: w,
-                })
+                f(
+                    &Predictor::Exact {
+                        kernel,
+                        support: x,
+                        rows: None,
+                        alpha: w,
+                    },
+                    &[],
+                )
             }),
             accepted: kp.iter,
             rel_residual: Some(kp.rel_residual),
@@ -1941,7 +1998,7 @@ fn full_krr<T: Scalar>(
             rows: None,
             alpha: &sol.w,
         };
-        last.validation = Some(f(&pred));
+        last.validation = Some(f(&pred, &[]));
     }
     let stop = if sol.converged {
         StopReason::Converged
@@ -1959,6 +2016,7 @@ fn full_krr<T: Scalar>(
         stop,
         fell_back: None,
         pairs_at_once: 0,
+        intercept: Vec::new(),
         start: String::new(),
         history,
         timings: Default::default(),

@@ -168,6 +168,10 @@ pub struct TrainingInfo {
     /// otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub start: String,
+    /// The intercept fitted beside the kernel expansion, in the targets' units (already in
+    /// [`Model::target_scaler`]'s mean); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intercept: Option<f64>,
 }
 
 /// A trained Joker model.

@@ -396,6 +396,10 @@ pub struct TrainArgs {
         help_heading = "Kernel"
     )]
     pub bias: Option<f64>,
+    /// Fit an unregularised intercept b beside the kernel expansion, the model f(x) + b
+    /// (LIBSVM's SVR has one): regression losses, DBCD-TR in one process.
+    #[arg(long, help_heading = "Loss")]
+    pub intercept: bool,
     /// How the Nystrom centres are chosen (with --features nystrom).
     #[arg(long, value_enum, default_value_t = CentersArg::Leverage, help_heading = "Kernel")]
     pub centers: CentersArg,

@@ -154,6 +154,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .standardize(!a.no_standardize)
         .normalize_target(!a.no_normalize_target)
         .bias(a.bias.unwrap_or(0.0))
+        .intercept(a.intercept)
         .kernel_cache(
             a.kernel_cache
                 .map_or(joker::solver::dbcd::DEFAULT_KERNEL_CACHE, |mb| {

@@ -92,6 +92,7 @@ impl Joker {
             working_set: String::new(),
             fell_back: None,
             pairs_at_once: if side_by_side { concurrent } else { 1 },
+            intercept: Vec::new(),
             start: String::new(),
         };
         let (mut primal, mut dual, mut epochs, mut accepted) = (0.0, 0.0, 0.0, 0);
@@ -129,18 +130,21 @@ impl Joker {
         }
         out.theta = theta;
         let validation = hooks.validate.as_mut().map(|f| {
-            f(&match prob.repr {
-                Repr::Features(map) => Predictor::Features {
-                    map,
-                    theta: out.theta.as_deref().unwrap_or(&[]),
+            f(
+                &match prob.repr {
+                    Repr::Features(map) => Predictor::Features {
+                        map,
+                        theta: out.theta.as_deref().unwrap_or(&[]),
+                    },
+                    Repr::Exact(kernel) => Predictor::Exact {
+                        kernel,
+                        support: prob.x,
+                        rows: None,
+                        alpha: &alpha,
+                    },
                 },
-                Repr::Exact(kernel) => Predictor::Exact {
-                    kernel,
-                    support: prob.x,
-                    rows: None,
-                    alpha: &alpha,
-                },
-            })
+                &[],
+            )
         });
         let scale = f64::abs(primal).max(dual.abs()).max(f64::MIN_POSITIVE);
         let whole = Progress {

@@ -19,6 +19,7 @@
 //! the iterates are the same as with the stages in sequence.
 
 mod direct;
+mod intercept;
 mod newton;
 pub mod pbm;
 
@@ -50,6 +51,7 @@ use crate::kernel::Kernel;
 use crate::loss::{Coord, Loss};
 use crate::rng::{Stream, streams};
 use crate::scalar::Scalar;
+use intercept::Intercept;
 
 /// Outer-loop settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -125,6 +127,12 @@ pub struct SolverConfig {
     /// polishes from there. Off, DBCD-TR solves it from zero.
     #[serde(default = "newton_start_default")]
     pub newton_start: bool,
+    /// Fit an unregularised intercept `b` beside the dual coefficients (regression losses
+    /// only): the model is `f(x) + b` with `b` where the dual coefficients sum to zero
+    /// (LIBSVM's SVR), found by a secant search on that sum around the solves for fixed `b`.
+    /// [`Solution::intercept`] holds it.
+    #[serde(default)]
+    pub intercept: bool,
 }
 
 fn direct_krr_default() -> bool {
@@ -220,6 +228,7 @@ impl Default for SolverConfig {
             stall: stall_default(),
             direct_krr: direct_krr_default(),
             newton_start: newton_start_default(),
+            intercept: false,
         }
     }
 }
@@ -373,6 +382,9 @@ pub struct Solution {
     /// Where the fit started when not from zero or a given model: the primal solve on a
     /// feature map (`direct KRR solve`, `finite Newton ...`); empty otherwise.
     pub start: String,
+    /// The intercept of each target column (in the units of the targets the solver saw),
+    /// when [`SolverConfig::intercept`] asked for one; empty otherwise.
+    pub intercept: Vec<f64>,
 }
 
 /// How the kernel is represented.
@@ -411,8 +423,9 @@ pub type ProgressFn<'a> = Box<dyn FnMut(&Progress) -> bool + 'a>;
 /// at once, without the final check (so a Ctrl-C handler is honoured within an iteration).
 pub type InterruptFn<'a> = Box<dyn FnMut() -> bool + 'a>;
 
-/// A validation callback: the metric of the current predictor.
-pub type ValidateFn<'a, T> = Box<dyn FnMut(&Predictor<T>) -> f64 + 'a>;
+/// A validation callback: the metric of the current predictor plus each target column's
+/// intercept (an empty slice: none).
+pub type ValidateFn<'a, T> = Box<dyn FnMut(&Predictor<T>, &[f64]) -> f64 + 'a>;
 
 /// Optional hooks into the loop.
 #[doc(hidden)]
@@ -472,6 +485,9 @@ struct State<'a, T: Scalar> {
     /// `scale Phi_B^T delta`: 1, except in a distributed fit that adds the ranks' changes
     /// (CoCoA+'s safe local scaling, [`pbm`]).
     scale: f64,
+    /// Each target column's intercept, by which its targets are shifted down (zeros unless
+    /// the fit has an intercept).
+    shift: Vec<f64>,
 }
 
 /// Sample `i`'s coordinate data for target column `t`.
@@ -481,6 +497,16 @@ fn coord<T>(prob: &Problem<T>, i: usize, t: usize) -> Coord {
         y: prob.y[t * n + i],
         lam: prob.lam[i],
         eps: prob.eps[i],
+    }
+}
+
+/// Sample `i`'s coordinate data for target column `t`, the column's target shifted down by
+/// its intercept `shift[t]` (zero without one).
+fn shifted<T>(prob: &Problem<T>, shift: &[f64], i: usize, t: usize) -> Coord {
+    let k = coord(prob, i, t);
+    Coord {
+        y: k.y - shift[t],
+        ..k
     }
 }
 
@@ -560,7 +586,7 @@ struct Column {
 /// `kbb` is the kernel model and the ratio test runs on `Phi_B Phi_B^T`.
 fn solve_on_host<T: Scalar>(
     prob: &Problem<T>,
-    alpha: &[f64],
+    (alpha, shift): (&[f64], &[f64]),
     s: &HostSolve,
 ) -> Result<Vec<Column>> {
     let (n, nb) = (prob.lam.len(), s.block.len());
@@ -568,7 +594,11 @@ fn solve_on_host<T: Scalar>(
     let cols = (0..prob.targets)
         .into_par_iter()
         .map(|t| {
-            let coords: Vec<Coord> = s.block.iter().map(|&i| coord(prob, i, t)).collect();
+            let coords: Vec<Coord> = s
+                .block
+                .iter()
+                .map(|&i| shifted(prob, shift, i, t))
+                .collect();
             let mut a: Vec<f64> = s.block.iter().map(|&i| alpha[t * n + i]).collect();
             let mut g = s.gbar[t * nb..(t + 1) * nb].to_vec();
             let bp = BlockProblem {
@@ -596,7 +626,7 @@ fn kept_rejecting(stats: &BlockStats, p: &TrustRegion) -> bool {
 /// `gbar = gbar_0 + Gram (alpha_B - alpha_B0)`. Returns how many.
 fn gram_fallback<T: Scalar>(
     prob: &Problem<T>,
-    alpha: &[f64],
+    (alpha, shift): (&[f64], &[f64]),
     s: &HostSolve,
     gram: &mut Vec<f64>,
     cols: &mut [Column],
@@ -618,7 +648,11 @@ fn gram_fallback<T: Scalar>(
     let kbb = &gram[..nb * nb];
     let n = prob.lam.len();
     for &t in &failing {
-        let coords: Vec<Coord> = s.block.iter().map(|&i| coord(prob, i, t)).collect();
+        let coords: Vec<Coord> = s
+            .block
+            .iter()
+            .map(|&i| shifted(prob, shift, i, t))
+            .collect();
         let c = &mut cols[t];
         let moved: Vec<f64> = (s.block.iter().zip(&c.a))
             .map(|(&i, a)| a - alpha[t * n + i])
@@ -753,8 +787,14 @@ impl Curvature {
                 features: products,
                 ..solve
             };
-            let mut cols = solve_on_host(st.prob, &st.alpha, &solve)?;
-            let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+            let mut cols = solve_on_host(st.prob, (&st.alpha, &st.shift), &solve)?;
+            let fallbacks = gram_fallback(
+                st.prob,
+                (&st.alpha, &st.shift),
+                &solve,
+                &mut self.gram,
+                &mut cols,
+            )?;
             (cols, fallbacks)
         } else {
             let lent = lend_if(kernel, engine)?;
@@ -766,7 +806,13 @@ impl Curvature {
                 ..solve
             };
             let mut cols = solve_here(st, &solve, ahead, kbb_next)?;
-            let fallbacks = gram_fallback(st.prob, &st.alpha, &solve, &mut self.gram, &mut cols)?;
+            let fallbacks = gram_fallback(
+                st.prob,
+                (&st.alpha, &st.shift),
+                &solve,
+                &mut self.gram,
+                &mut cols,
+            )?;
             if let Some(f) = lent {
                 engine_of(&mut st.engine)?.return_features(f);
             }
@@ -810,7 +856,7 @@ impl Curvature {
 
 impl<T: Scalar> State<'_, T> {
     fn coord(&self, i: usize, t: usize) -> Coord {
-        coord(self.prob, i, t)
+        shifted(self.prob, &self.shift, i, t)
     }
 
     fn predictor(&self) -> Predictor<'_, T> {
@@ -957,6 +1003,10 @@ pub fn solve<T: Scalar>(
     let mut checked_at = usize::MAX;
     let mut timings = Timings::default();
     let mut schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+    // with an intercept, a stop is a solve for the current one: the checks since it moved
+    // (`since`) judge the fit, and a converged or stalled solve moves it until it is found
+    let mut intercept = (cfg.intercept && !prob.loss.is_classifier()).then(|| Intercept::new(tt));
+    let mut since = 0;
 
     // KRR and L2-SVC on a small feature map start at their optimum, solved in the primal;
     // the first check certifies it
@@ -998,9 +1048,14 @@ pub fn solve<T: Scalar>(
             let tc = Instant::now();
             let p = monitor(&mut st, hooks, 0, 0, start, timings.check, b)?;
             timings.check += tc.elapsed().as_secs_f64();
-            if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
-                stop = reason;
-                done = true;
+            if let Some(reason) = judge(p, hooks, &mut history, since, cfg)? {
+                if moves_intercept(&mut intercept, reason, &mut st)? {
+                    since = history.len();
+                    schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+                } else {
+                    stop = reason;
+                    done = true;
+                }
             } else if halted == Some(newton::Halt::TimeLimit) {
                 stop = StopReason::TimeLimit;
                 done = true;
@@ -1044,9 +1099,14 @@ pub fn solve<T: Scalar>(
                 }
             };
             timings.check += tc.elapsed().as_secs_f64();
-            if let Some(reason) = judge(p, hooks, &mut history, cfg)? {
-                stop = reason;
-                break;
+            if let Some(reason) = judge(p, hooks, &mut history, since, cfg)? {
+                if moves_intercept(&mut intercept, reason, &mut st)? {
+                    since = history.len();
+                    schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+                } else {
+                    stop = reason;
+                    break;
+                }
             }
         }
         if cfg.time_limit.is_some_and(|lim| start.elapsed() >= lim) {
@@ -1098,7 +1158,27 @@ pub fn solve<T: Scalar>(
         fell_back: resume.note,
         pairs_at_once: 0,
         start: start_note,
+        intercept: match intercept {
+            Some(_) => st.shift,
+            None => Vec::new(),
+        },
     })
+}
+
+/// After a solve that `reason` ended: whether the intercept moved (and the fit goes on). Only
+/// a converged or stalled solve moves it; a budget or a cancellation ends the fit with the
+/// intercept where it is.
+fn moves_intercept<T: Scalar>(
+    intercept: &mut Option<Intercept>,
+    reason: StopReason,
+    st: &mut State<'_, T>,
+) -> Result<bool> {
+    match intercept {
+        Some(search) if matches!(reason, StopReason::Converged | StopReason::Stalled) => {
+            search.step(st)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Adds a block's trust-region and CG iterations to the fit's timings; returns its accepted
@@ -1437,15 +1517,17 @@ fn final_verdict<T>(p: &Progress, hooks: &mut Hooks<T>, tol: f64, stop: StopReas
 }
 
 /// Passes a check to the progress callback and records it in `history`; what it says of
-/// stopping ([`verdict`]).
+/// stopping ([`verdict`]), judged against the checks from `since` on (those of the current
+/// problem: an intercept that moves changes the objectives).
 fn judge<T>(
     p: Progress,
     hooks: &mut Hooks<T>,
     history: &mut Vec<Progress>,
+    since: usize,
     cfg: &SolverConfig,
 ) -> Result<Option<StopReason>> {
     let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
-    let verdict = verdict(&p, history, cfg, go_on);
+    let verdict = verdict(&p, &history[since.min(history.len())..], cfg, go_on);
     history.push(p);
     verdict
 }
@@ -1543,6 +1625,7 @@ fn start_state<'a, T: Scalar>(
         theta: Vec::new(),
         engine: None,
         scale: 1.0,
+        shift: vec![0.0; tt],
     };
     for t in 0..tt {
         for i in 0..n {
@@ -1696,8 +1779,8 @@ fn solve_here<T: Scalar>(
     ahead: Option<(usize, usize)>,
     kbb_next: &mut [f64],
 ) -> Result<Vec<Column>> {
-    let (prob, alpha) = (st.prob, &st.alpha);
-    let host = || solve_on_host(prob, alpha, s);
+    let (prob, alpha, shift) = (st.prob, &st.alpha, &st.shift);
+    let host = || solve_on_host(prob, (alpha, shift), s);
     match ahead {
         Some((start, len)) => {
             let e = engine_of(&mut st.engine)?;
@@ -1758,7 +1841,10 @@ fn monitor<T: Scalar>(
     let train_seconds = start.elapsed().as_secs_f64() - monitored;
     st.pull_theta()?;
     let (primal, dual, gap) = st.objectives()?;
-    let validation = hooks.validate.as_mut().map(|f| f(&st.predictor()));
+    let validation = hooks
+        .validate
+        .as_mut()
+        .map(|f| f(&st.predictor(), &st.shift));
     Ok(Progress {
         iter,
         epoch: (iter * b) as f64 / st.n as f64,

@@ -865,10 +865,13 @@ impl<'a, T: Scalar> Fit<'a, T> {
         let m_all = self.p.map.m();
         let theta = self.coef.theta(m_all, self.opened * r, r);
         let validation = hooks.validate.as_mut().map(|v| {
-            v(&Predictor::Features {
-                map: self.p.map,
-                theta: &theta,
-            })
+            v(
+                &Predictor::Features {
+                    map: self.p.map,
+                    theta: &theta,
+                },
+                &[],
+            )
         });
         let m = self.opened * r;
         let reg = 0.5 * self.coef.theta(m, m, r).iter().map(|v| v * v).sum::<f64>();
@@ -909,6 +912,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
             working_set: String::new(),
             fell_back: None,
             pairs_at_once: 0,
+            intercept: Vec::new(),
             start: String::new(),
         }
     }

@@ -410,6 +410,7 @@ fn run<T: Scalar>(
         working_set: schedule.choice.note,
         fell_back: None,
         pairs_at_once: 0,
+        intercept: Vec::new(),
         start: String::new(),
     })
 }
@@ -838,8 +839,8 @@ fn check<T: Scalar>(
     }
     .objectives();
     let validation = hooks.validate.as_mut().map(|f| match &whole {
-        Some(p) => f(p),
-        None => f(&st.predictor()),
+        Some(p) => f(p, &[]),
+        None => f(&st.predictor(), &[]),
     });
     Ok(Progress {
         iter,

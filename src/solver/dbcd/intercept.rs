@@ -1,0 +1,238 @@
+//! An unregularised intercept for the regression losses, found around DBCD-TR.
+//!
+//! With an intercept `b` the model is `f(x) + b`, and for a fixed `b` the problem is the one
+//! without an intercept on the targets `y - b`: the same box, the same kernel, only the
+//! linear term of the dual moves. Its optimal value `V(b)` is convex in `b`, and by Danskin's
+//! theorem (the dual optimum is unique, its quadratic term is `K` plus a ridge)
+//! `V'(b) = -sum_i a_i(b)`: the best intercept is where the dual coefficients sum to zero,
+//! LIBSVM's equality constraint `sum_i a_i = 0`. `g(b) = sum_i a_i(b)` falls as `b` rises
+//! (lower targets, lower residuals), so the root is found by a secant search on `g`,
+//! bracketed once `g` has changed sign (regula falsi, with the Illinois rule against a stale
+//! end), each `g` read off a solve to the fit's tolerance that starts from the last one:
+//! the coefficients stay feasible when `b` moves, and `beta = K a` is unchanged.
+//!
+//! The first step has no slope to go by; it takes the intercept that is best for the
+//! current predictions, `argmin_b sum_i c_i l(y_i - b, u_i)`, which a no-intercept fit
+//! biased towards zero leaves far from zero exactly when an intercept matters.
+
+use super::{State, engine_of};
+use crate::error::Result;
+use crate::loss::Loss;
+use crate::scalar::Scalar;
+
+/// The first move where the best intercept for the predictions does not move it, relative to
+/// the targets' root mean square.
+const FIRST_STEP: f64 = 0.1;
+
+/// At most this many moves of the intercept in one fit.
+pub const MAX_MOVES: usize = 50;
+
+/// `g` is zero enough when `|sum_i a_i|` is at most this fraction of `sum_i |a_i|`.
+const BALANCE: f64 = 1e-3;
+
+/// A move of the intercept shorter than this, relative to the targets' root mean square, is
+/// not made: it moves every prediction by less than the fit's tolerance does.
+const SHORTEST_MOVE: f64 = 1e-4;
+
+/// One target column's search for its intercept.
+#[derive(Clone, Debug, Default)]
+struct Search {
+    /// The largest `b` seen with `g(b) > 0`, and its `g`.
+    below: Option<(f64, f64)>,
+    /// The smallest `b` seen with `g(b) < 0`, and its `g`.
+    above: Option<(f64, f64)>,
+    /// The previous point `(b, g)`, for the secant before a bracket exists.
+    last: Option<(f64, f64)>,
+    /// Which end the last bracketed step replaced (`1` below, `-1` above), for Illinois.
+    side: i8,
+    /// The intercept is found.
+    settled: bool,
+}
+
+/// The intercepts of a fit's target columns, kept as shifts of the targets (`State::shift`).
+#[derive(Debug)]
+pub(super) struct Intercept {
+    cols: Vec<Search>,
+    /// Moves made so far.
+    pub moves: usize,
+}
+
+impl Intercept {
+    /// A search for each of `targets` columns, from `b = 0`.
+    pub fn new(targets: usize) -> Self {
+        Intercept {
+            cols: vec![Search::default(); targets],
+            moves: 0,
+        }
+    }
+
+    /// After a solve for the current shifts: moves the shift of every column whose dual
+    /// coefficients do not sum to zero, and says whether any moved (the fit then goes on from
+    /// where it is; otherwise the intercepts are found).
+    pub fn step<T: Scalar>(&mut self, st: &mut State<'_, T>) -> Result<bool> {
+        if self.moves >= MAX_MOVES {
+            return Ok(false);
+        }
+        let (n, loss) = (st.n, st.prob.loss);
+        let mut u: Option<Vec<f64>> = None;
+        let mut moved = false;
+        for (t, s) in self.cols.iter_mut().enumerate() {
+            if s.settled {
+                continue;
+            }
+            let a = &st.alpha[t * n..(t + 1) * n];
+            let g: f64 = a.iter().sum();
+            let size: f64 = a.iter().map(|v| v.abs()).sum();
+            let b = st.shift[t];
+            if g.abs() <= BALANCE * size {
+                s.settled = true;
+                continue;
+            }
+            let y = &st.prob.y[t * n..(t + 1) * n];
+            let rms = (y.iter().map(|v| v * v).sum::<f64>() / n.max(1) as f64)
+                .sqrt()
+                .max(f64::MIN_POSITIVE);
+            let next = match s.next(b, g) {
+                Some(v) => v,
+                None => {
+                    let u = match &mut u {
+                        Some(u) => u,
+                        None => u.insert(engine_of(&mut st.engine)?.decision()?),
+                    };
+                    let best = best_for(loss, y, &u[t * n..(t + 1) * n], st.prob.lam);
+                    // where the loss is flat around the predictions (SVR's tube holds the
+                    // free coefficients) the best intercept is not unique, and may not move:
+                    // a tenth of the targets' spread, the way g points
+                    if (best - b) * g > SHORTEST_MOVE * rms * g.abs() {
+                        best
+                    } else {
+                        b + FIRST_STEP * rms * g.signum()
+                    }
+                }
+            };
+            if !next.is_finite() || (next - b).abs() <= SHORTEST_MOVE * rms {
+                s.settled = true;
+                continue;
+            }
+            st.shift[t] = next;
+            moved = true;
+        }
+        if moved {
+            self.moves += 1;
+        }
+        Ok(moved)
+    }
+}
+
+impl Search {
+    /// Records `g(b)` and proposes the next `b`: regula falsi inside a bracket, the secant on
+    /// the last two points before one, `None` at the first point.
+    fn next(&mut self, b: f64, g: f64) -> Option<f64> {
+        let prev = self.last.replace((b, g));
+        if g > 0.0 {
+            self.below = Some((b, g));
+        } else {
+            self.above = Some((b, g));
+        }
+        if let (Some((b0, mut g0)), Some((b1, mut g1))) = (self.below, self.above) {
+            // Illinois: an end kept twice in a row counts half, so the bracket shrinks from
+            // both sides
+            let side = if g > 0.0 { 1 } else { -1 };
+            if side == self.side {
+                if side == 1 {
+                    g1 *= 0.5;
+                    self.above = Some((b1, g1));
+                } else {
+                    g0 *= 0.5;
+                    self.below = Some((b0, g0));
+                }
+            }
+            self.side = side;
+            return Some(b0 + g0 * (b1 - b0) / (g0 - g1));
+        }
+        let (bp, gp) = prev?;
+        let slope = (g - gp) / (b - bp);
+        // g falls as b rises; a flat or rising secant (rounding, an inexact solve) is not
+        // followed: the step doubles in the direction g points to
+        Some(if slope < 0.0 && slope.is_finite() {
+            let step = -g / slope;
+            b + step.clamp(-4.0 * (b - bp).abs(), 4.0 * (b - bp).abs())
+        } else {
+            b + 2.0 * (b - bp).abs() * g.signum()
+        })
+    }
+}
+
+/// The intercept best for the predictions `u`: the root of the nondecreasing
+/// `phi(b) = sum_i c_i dl(y_i, u_i + b)/du`, by bisection between the residuals' extremes
+/// widened by one (beyond them every residual has one sign, and so has `phi`).
+fn best_for(loss: Loss, y: &[f64], u: &[f64], lam: &[f64]) -> f64 {
+    let phi = |b: f64| -> f64 {
+        (y.iter().zip(u).zip(lam))
+            .map(|((&y, &u), &l)| loss.derivative(u + b, y) / l)
+            .sum()
+    };
+    let (lo, hi) = y
+        .iter()
+        .zip(u)
+        .map(|(y, u)| y - u)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+            (lo.min(r), hi.max(r))
+        });
+    let (mut lo, mut hi) = (lo - 1.0, hi + 1.0);
+    if !(lo.is_finite() && hi.is_finite()) {
+        return 0.0;
+    }
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if phi(mid) < 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_best_intercept_of_squared_error_is_the_mean_residual() {
+        let y = [1.0, 2.0, 4.5, -0.5];
+        let u = [0.5, 0.0, 1.0, 0.0];
+        let b = best_for(Loss::SquaredError, &y, &u, &[1.0; 4]);
+        let mean = (0.5 + 2.0 + 3.5 - 0.5) / 4.0;
+        assert!((b - mean).abs() < 1e-9, "{b} against {mean}");
+    }
+
+    #[test]
+    fn the_best_intercept_of_absolute_error_is_a_weighted_median() {
+        // residuals 3, -1, 0, 10, 2 with weights c = 1 / lam: 1, 1, 1, 1, 5 (the last weighs
+        // more than the others together, so it alone decides)
+        let y = [3.0, -1.0, 0.0, 10.0, 2.0];
+        let lam = [1.0, 1.0, 1.0, 1.0, 0.2];
+        let b = best_for(Loss::Absolute, &y, &[0.0; 5], &lam);
+        assert!((b - 2.0).abs() < 1e-9, "{b}");
+    }
+
+    #[test]
+    fn the_search_brackets_a_falling_root_and_closes_on_it() {
+        // g(b) = 3 - 2 b - b^3 / 4, falling, root near 1.2
+        let g = |b: f64| 3.0 - 2.0 * b - b * b * b / 4.0;
+        let mut s = Search::default();
+        assert_eq!(s.next(0.0, g(0.0)), None);
+        let mut b = 0.3; // a first step that falls short
+        for _ in 0..40 {
+            match s.next(b, g(b)) {
+                Some(v) if (v - b).abs() > 1e-12 => b = v,
+                _ => break,
+            }
+        }
+        assert!(g(b).abs() < 1e-9, "g({b}) = {}", g(b));
+    }
+}
