@@ -1049,7 +1049,7 @@ pub fn solve<T: Scalar>(
             let p = monitor(&mut st, hooks, 0, 0, start, timings.check, b)?;
             timings.check += tc.elapsed().as_secs_f64();
             if let Some(reason) = judge(p, hooks, &mut history, since, cfg)? {
-                if moves_intercept(&mut intercept, reason, &mut st)? {
+                if moves_intercept(&mut intercept, Some(reason), &mut st)? {
                     since = history.len();
                     schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
                 } else {
@@ -1099,14 +1099,26 @@ pub fn solve<T: Scalar>(
                 }
             };
             timings.check += tc.elapsed().as_secs_f64();
-            if let Some(reason) = judge(p, hooks, &mut history, since, cfg)? {
-                if moves_intercept(&mut intercept, reason, &mut st)? {
-                    since = history.len();
-                    schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
-                } else {
-                    stop = reason;
-                    break;
+            let gap = p.gap;
+            match judge(p, hooks, &mut history, since, cfg)? {
+                Some(reason) => {
+                    if moves_intercept(&mut intercept, Some(reason), &mut st)? {
+                        since = history.len();
+                        schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+                    } else {
+                        stop = reason;
+                        break;
+                    }
                 }
+                // near a solve's end the intercept moves already: a solve that only stalls
+                // would otherwise spend its stall passes on every move
+                None if gap <= INTERCEPT_GAP * cfg.tol => {
+                    if moves_intercept(&mut intercept, None, &mut st)? {
+                        since = history.len();
+                        schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+                    }
+                }
+                None => {}
             }
         }
         if cfg.time_limit.is_some_and(|lim| start.elapsed() >= lim) {
@@ -1165,21 +1177,23 @@ pub fn solve<T: Scalar>(
     })
 }
 
-/// After a solve that `reason` ended: whether the intercept moved (and the fit goes on). Only
-/// a converged or stalled solve moves it; a budget or a cancellation ends the fit with the
-/// intercept where it is.
+/// At a check that would stop the fit for `reason` (`None`: one that goes on, within
+/// [`INTERCEPT_GAP`] times the tolerance): whether the intercept moved, and the fit goes on.
+/// A budget or a cancellation ends the fit with the intercept where it is.
 fn moves_intercept<T: Scalar>(
     intercept: &mut Option<Intercept>,
-    reason: StopReason,
+    reason: Option<StopReason>,
     st: &mut State<'_, T>,
 ) -> Result<bool> {
-    match intercept {
-        Some(search) if matches!(reason, StopReason::Converged | StopReason::Stalled) => {
-            search.step(st)
-        }
+    match (intercept, reason) {
+        (Some(search), None | Some(StopReason::Converged | StopReason::Stalled)) => search.step(st),
         _ => Ok(false),
     }
 }
+
+/// The intercept moves at every check whose gap is within this many times the tolerance, not
+/// only when a solve for it has converged or stalled (the stall rule's own reach).
+const INTERCEPT_GAP: f64 = 100.0;
 
 /// Adds a block's trust-region and CG iterations to the fit's timings; returns its accepted
 /// steps.

@@ -45,8 +45,6 @@ struct Search {
     last: Option<(f64, f64)>,
     /// Which end the last bracketed step replaced (`1` below, `-1` above), for Illinois.
     side: i8,
-    /// The intercept is found.
-    settled: bool,
 }
 
 /// The intercepts of a fit's target columns, kept as shifts of the targets (`State::shift`).
@@ -66,9 +64,10 @@ impl Intercept {
         }
     }
 
-    /// After a solve for the current shifts: moves the shift of every column whose dual
-    /// coefficients do not sum to zero, and says whether any moved (the fit then goes on from
-    /// where it is; otherwise the intercepts are found).
+    /// At a check: moves the shift of every column whose dual coefficients do not sum to
+    /// zero, and says whether any moved (the fit then goes on from where it is; after a
+    /// converged solve, none moving means the intercepts are found). The sums are read off
+    /// the current coefficients, exact after a converged solve and close to it near one.
     pub fn step<T: Scalar>(&mut self, st: &mut State<'_, T>) -> Result<bool> {
         if self.moves >= MAX_MOVES {
             return Ok(false);
@@ -77,15 +76,11 @@ impl Intercept {
         let mut u: Option<Vec<f64>> = None;
         let mut moved = false;
         for (t, s) in self.cols.iter_mut().enumerate() {
-            if s.settled {
-                continue;
-            }
             let a = &st.alpha[t * n..(t + 1) * n];
             let g: f64 = a.iter().sum();
             let size: f64 = a.iter().map(|v| v.abs()).sum();
             let b = st.shift[t];
             if g.abs() <= BALANCE * size {
-                s.settled = true;
                 continue;
             }
             let y = &st.prob.y[t * n..(t + 1) * n];
@@ -111,7 +106,6 @@ impl Intercept {
                 }
             };
             if !next.is_finite() || (next - b).abs() <= SHORTEST_MOVE * rms {
-                s.settled = true;
                 continue;
             }
             st.shift[t] = next;
@@ -156,7 +150,7 @@ impl Search {
         // followed: the step doubles in the direction g points to
         Some(if slope < 0.0 && slope.is_finite() {
             let step = -g / slope;
-            b + step.clamp(-4.0 * (b - bp).abs(), 4.0 * (b - bp).abs())
+            b + step.clamp(-16.0 * (b - bp).abs(), 16.0 * (b - bp).abs())
         } else {
             b + 2.0 * (b - bp).abs() * g.signum()
         })
