@@ -1251,7 +1251,7 @@ fn a_bias_feature_is_a_constant_feature() {
     };
     refuse(Joker::builder().exact());
     refuse(Joker::builder().feature_map(joker::FeatureKind::Nystrom(joker::Centers::Uniform)));
-    refuse(Joker::builder().dsg(joker::solver::dsg::DsgConfig::default()));
+    refuse(Joker::builder().dsg(joker::DsgConfig::default()));
     let e = Joker::builder().bias(-1.0).build().unwrap_err();
     assert!(e.to_string().contains("bias"), "{e}");
 }
@@ -1491,4 +1491,158 @@ fn the_newton_start_stops_on_interrupt_and_time_limit() {
         timed.training.start
     );
     assert!(timed.training.gap.is_finite());
+}
+
+/// The regression set of [`common::regression`] with every target raised by `offset`: a
+/// constant the kernel expansion (regularised, decaying away from the rows) fits poorly and
+/// an intercept fits exactly.
+fn raised(n: usize, seed: u64, offset: f64) -> Dataset<f64> {
+    let mut data = common::regression(n, 3, seed);
+    data.y.iter_mut().for_each(|y| *y += offset);
+    data
+}
+
+/// KRR with an intercept: `(K + lambda I) a + b 1 = y` with `1^T a = 0`, solved densely as
+/// `a = A y - b A 1`, `b = 1^T A y / 1^T A 1` (`A = (K + lambda I)^-1`): the fitted values and
+/// the intercept agree to 1e-4 relative.
+#[test]
+fn krr_with_an_intercept_matches_the_bordered_dense_solve() {
+    let data = raised(160, 11, 3.0);
+    let (lambda, gamma) = (0.2, 0.5);
+    let model = Joker::builder()
+        .loss(Loss::SquaredError)
+        .exact()
+        .gamma(gamma)
+        .lambda(lambda)
+        .precision(Precision::F64)
+        .standardize(false)
+        .normalize_target(false)
+        .intercept(true)
+        .tol(1e-9)
+        .stall(false)
+        .max_iter(20_000)
+        .device(joker::Device::Cpu)
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    let x = rows(&data);
+    let n = x.len();
+    let kernel = Kernel {
+        kind: KernelKind::Gaussian,
+        gamma,
+    };
+    let k = |i: usize, j: usize| kernel.eval(&x[i], &x[j]);
+    let ay = common::krr_dual(n, k, lambda, &data.y);
+    let a1 = common::krr_dual(n, k, lambda, &vec![1.0; n]);
+    let b = ay.iter().sum::<f64>() / a1.iter().sum::<f64>();
+    let a: Vec<f64> = ay.iter().zip(&a1).map(|(p, q)| p - b * q).collect();
+    let want: Vec<f64> = (0..n)
+        .map(|i| b + (0..n).map(|j| k(i, j) * a[j]).sum::<f64>())
+        .collect();
+    let got = model.decision_function(&data.x).unwrap();
+    let err = (got.iter().zip(&want))
+        .map(|(g, w)| (g - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    let fitted = model.training.intercept.expect("the intercept is recorded");
+    assert!(
+        err / norm < 1e-4 && (fitted - b).abs() < 1e-4 * b.abs(),
+        "fitted values off by {:e} (relative), intercept {fitted} against {b}",
+        err / norm
+    );
+    // without the intercept the same fit is another model
+    assert!((b - 3.0).abs() < 1.0, "the dense solve's intercept {b}");
+}
+
+/// SVR with an intercept against its optimality conditions, LIBSVM's problem: the duals sum
+/// to zero (to the search's 1e-3 of their size) and each lies in its KKT interval at the
+/// residual `y_i - u_i - b`; its primal optimum is below the one without an intercept.
+#[test]
+fn svr_with_an_intercept_balances_its_duals_and_meets_the_kkt_conditions() {
+    let data = raised(300, 12, 2.0);
+    let (lambda, gamma, epsilon) = (0.5, 0.5, 0.1);
+    let loss = Loss::EpsilonInsensitive { epsilon };
+    let fit = |intercept: bool| {
+        Joker::builder()
+            .loss(loss)
+            .exact()
+            .gamma(gamma)
+            .lambda(lambda)
+            .precision(Precision::F64)
+            .standardize(false)
+            .normalize_target(false)
+            .intercept(intercept)
+            .tol(1e-6)
+            .stall(false)
+            .max_iter(20_000)
+            .device(joker::Device::Cpu)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap()
+    };
+    let (with, without) = (fit(true), fit(false));
+    let b = with.training.intercept.unwrap();
+    let alpha = with.dual.as_ref().unwrap();
+    let (sum, size) = (
+        alpha.iter().sum::<f64>(),
+        alpha.iter().map(|a| a.abs()).sum::<f64>(),
+    );
+    assert!(
+        sum.abs() <= 1e-3 * size,
+        "duals sum to {sum} (of {size}), intercept {b}"
+    );
+    // the decision values include b; the KKT relation reads the kernel expansion alone
+    let f = with.decision_function(&data.x).unwrap();
+    let c = 1.0 / lambda;
+    let mut worst: f64 = 0.0;
+    for (i, (&fi, &ai)) in f.iter().zip(alpha).enumerate() {
+        let k = Coord {
+            y: data.y[i] - b,
+            lam: lambda,
+            eps: 0.0,
+        };
+        let u = fi - b;
+        let (lo, hi) = (
+            loss.kkt_interval(u - 1e-3, &k),
+            loss.kkt_interval(u + 1e-3, &k),
+        );
+        let hull = (lo.0.min(hi.0), lo.1.max(hi.1));
+        worst = worst.max(outside(ai, hull) / c);
+    }
+    assert!(worst <= 1e-2, "a dual {worst} of C off its KKT interval");
+    // the intercept is a free variable more: the primal optimum can only fall
+    assert!(
+        with.training.primal < without.training.primal && without.training.intercept.is_none(),
+        "primal {} with an intercept, {} without",
+        with.training.primal,
+        without.training.primal
+    );
+}
+
+/// The intercept is refused where it is not fitted: classifiers, the doubly stochastic
+/// solvers, full KRR.
+#[test]
+fn an_intercept_is_refused_where_it_is_not_fitted() {
+    let refused = |b: joker::JokerBuilder| match b.intercept(true).build() {
+        Err(JokerError::InvalidParameter { name, .. }) => name == "intercept",
+        _ => false,
+    };
+    assert!(refused(Joker::builder().loss(Loss::Hinge)));
+    assert!(refused(Joker::builder().task(Task::Classification)));
+    assert!(refused(Joker::builder().dsg(joker::DsgConfig::default())));
+    assert!(refused(
+        Joker::builder()
+            .exact()
+            .full_krr(joker::KrrConfig::default())
+    ));
+    assert!(
+        Joker::builder()
+            .loss(Loss::Huber { delta: 1.0 })
+            .intercept(true)
+            .build()
+            .is_ok()
+    );
 }
