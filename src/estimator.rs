@@ -92,8 +92,11 @@ pub struct Joker {
     /// DBCD-TR in one process): the model is `f(x) + b`, as LIBSVM's SVR, with `b` where the
     /// dual coefficients sum to zero ([`SolverConfig::intercept`]). Recorded in
     /// [`TrainingInfo::intercept`](crate::model::TrainingInfo) and folded into the target
-    /// scaler's mean.
-    pub intercept: bool,
+    /// scaler's mean. `None` (the default) fits one for SVR, Huber, L1 and Lp, whose best
+    /// constant is not the targets' mean that the target scaling removes, where the fit runs
+    /// DBCD-TR in one process; KRR (scikit-learn's `KernelRidge` has none, and the mean is
+    /// KRR's own constant) and the other solvers fit none. See [`Joker::fits_intercept`].
+    pub intercept: Option<bool>,
     /// Working precision.
     pub precision: Precision,
     /// Classification or regression (`None`: from the loss).
@@ -167,7 +170,7 @@ impl Default for JokerBuilder {
                 n_components: Some(2048),
                 feature_map: FeatureKind::Random,
                 bias: 0.0,
-                intercept: false,
+                intercept: None,
                 precision: Precision::F32,
                 task: None,
                 standardize: true,
@@ -236,7 +239,7 @@ impl JokerBuilder {
     }
     /// Fit an unregularised intercept (regression losses; see [`Joker::intercept`]).
     pub fn intercept(mut self, on: bool) -> Self {
-        self.p.intercept = on;
+        self.p.intercept = Some(on);
         self
     }
     /// The feature map (default random Fourier features): `FeatureKind::Nystrom(centers)`
@@ -525,7 +528,7 @@ fn validate_bias(p: &Joker) -> Result<()> {
 
 /// The intercept: for the regression losses, solved by DBCD-TR.
 fn validate_intercept(p: &Joker) -> Result<()> {
-    if !p.intercept {
+    if p.intercept != Some(true) {
         return Ok(());
     }
     let refusal = if p.loss.is_classifier() || p.task == Some(Task::Classification) {
@@ -656,6 +659,19 @@ impl Joker {
     /// Starts a builder with the defaults.
     pub fn builder() -> JokerBuilder {
         JokerBuilder::default()
+    }
+
+    /// Whether a fit (`distributed`: across the ranks of an MPI job) has an intercept: as
+    /// asked, or by default for SVR, Huber, L1 and Lp regression solved by DBCD-TR in one
+    /// process ([`Joker::intercept`]).
+    pub fn fits_intercept(&self, distributed: bool) -> bool {
+        let regression = !self.loss.is_classifier() && self.task() == Task::Regression;
+        let robust = matches!(
+            self.loss,
+            Loss::EpsilonInsensitive { .. } | Loss::Huber { .. } | Loss::Absolute | Loss::Lp { .. }
+        );
+        let dbcd = self.dsg.is_none() && self.full_krr.is_none() && !distributed;
+        regression && dbcd && self.intercept.unwrap_or(robust)
     }
 
     /// The task these parameters train for.
@@ -1165,7 +1181,7 @@ impl Joker {
                 "one-vs-one is not distributed: train with one-vs-rest over MPI",
             ));
         }
-        if self.intercept && dist.is_some() {
+        if self.intercept == Some(true) && dist.is_some() {
             return Err(invalid(
                 "intercept",
                 "the intercept is not fitted across ranks yet: train without it (`--no-intercept`) over MPI",
@@ -1186,7 +1202,7 @@ impl Joker {
         let solver = SolverConfig {
             block_size: b,
             kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y, scheme), need),
-            intercept: self.intercept,
+            intercept: self.fits_intercept(dist.is_some()),
             ..self.solver.clone()
         };
 

@@ -396,10 +396,14 @@ pub struct TrainArgs {
         help_heading = "Kernel"
     )]
     pub bias: Option<f64>,
-    /// Fit an unregularised intercept b beside the kernel expansion, the model f(x) + b
-    /// (LIBSVM's SVR has one): regression losses, DBCD-TR in one process.
-    #[arg(long, help_heading = "Loss")]
+    /// Fit an unregularised intercept b beside the kernel expansion, the model f(x) + b, as
+    /// LIBSVM's SVR [default: for svr, huber, l1 and lp trained by DBCD-TR in one process;
+    /// not for krr, whose constant is the targets' mean]
+    #[arg(long, conflicts_with = "no_intercept", help_heading = "Loss")]
     pub intercept: bool,
+    /// Fit no intercept (the model is the kernel expansion around the targets' mean).
+    #[arg(long, help_heading = "Loss")]
+    pub no_intercept: bool,
     /// How the Nystrom centres are chosen (with --features nystrom).
     #[arg(long, value_enum, default_value_t = CentersArg::Leverage, help_heading = "Kernel")]
     pub centers: CentersArg,

@@ -70,6 +70,9 @@ fn print_model(m: &Model, name: &str) -> CliResult<()> {
     outln!("loss            {}", describe_loss(&m.loss));
     outln!("kernel          {}", describe_kernel(&m.kernel));
     outln!("regularisation  {}", describe_lambda(m.lambda));
+    if let Some(b) = m.training.intercept {
+        outln!("intercept       {b}");
+    }
     match &m.representation {
         Representation::RandomFeatures {
             n_components,

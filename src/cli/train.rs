@@ -154,7 +154,6 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .standardize(!a.no_standardize)
         .normalize_target(!a.no_normalize_target)
         .bias(a.bias.unwrap_or(0.0))
-        .intercept(a.intercept)
         .kernel_cache(
             a.kernel_cache
                 .map_or(joker::solver::dbcd::DEFAULT_KERNEL_CACHE, |mb| {
@@ -188,6 +187,9 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .device(a.device);
     if let Some(size) = a.block_size {
         b = b.block_size(size);
+    }
+    if a.intercept || a.no_intercept {
+        b = b.intercept(a.intercept);
     }
     b = match (a.c, a.lambda) {
         (Some(c), _) => {
@@ -792,6 +794,12 @@ pub(super) fn summary<U: Scalar>(
     }
     outln!("time        {:.2} s", t.seconds);
     outln!("kernel      {}", describe_kernel(&model.kernel));
+    if let Some(b) = t.intercept {
+        outln!(
+            "intercept   {} (where the dual coefficients sum to zero)",
+            sig(b, 6)
+        );
+    }
     match train {
         Some(train) => outln!("train       {}", Score::of_model(model, train)?),
         None => outln!("train       {} rows streamed, not scored", t.n_samples),

@@ -1099,26 +1099,17 @@ pub fn solve<T: Scalar>(
                 }
             };
             timings.check += tc.elapsed().as_secs_f64();
-            let gap = p.gap;
-            match judge(p, hooks, &mut history, since, cfg)? {
-                Some(reason) => {
-                    if moves_intercept(&mut intercept, Some(reason), &mut st)? {
-                        since = history.len();
-                        schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
-                    } else {
-                        stop = reason;
-                        break;
-                    }
-                }
-                // near a solve's end the intercept moves already: a solve that only stalls
-                // would otherwise spend its stall passes on every move
-                None if gap <= INTERCEPT_GAP * cfg.tol => {
-                    if moves_intercept(&mut intercept, None, &mut st)? {
-                        since = history.len();
-                        schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
-                    }
-                }
-                None => {}
+            // near a solve's end the intercept moves already (within INTERCEPT_GAP times the
+            // tolerance): a solve that only stalls would otherwise spend its stall passes on
+            // every move
+            let near = p.gap <= INTERCEPT_GAP * cfg.tol;
+            let reason = judge(p, hooks, &mut history, since, cfg)?;
+            if (near || reason.is_some()) && moves_intercept(&mut intercept, reason, &mut st)? {
+                since = history.len();
+                schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
+            } else if let Some(reason) = reason {
+                stop = reason;
+                break;
             }
         }
         if cfg.time_limit.is_some_and(|lim| start.elapsed() >= lim) {
