@@ -13,7 +13,7 @@ Medians over --repeats runs (default 3) for every set up to --repeat-rows traini
 20,000), one run above, said in the table.
 
 usage: .venv-bench/bin/python scripts/peers/defaults.py [--repeats R] [--repeat-rows N]
-       [--sets a,b,...] [--skip-peers-above N] [--joker-args "ARGS"]
+       [--sets a,b,...] [--skip-peers-above N] [--peers libsvm,onedal,krr] [--joker-args "ARGS"]
 (from the repository root after `cargo build --release` and `bash scripts/peers/install-bench.sh`;
 data from $JOKER_DATA_DIR or ../shared/datasets). Prints a markdown table and writes every run
 to target/defaults.json."""
@@ -33,6 +33,8 @@ REPEATS = arg("--repeats", 3)
 REPEAT_ROWS = arg("--repeat-rows", 20000)
 PEERS_UP_TO = arg("--skip-peers-above", 60000)
 ONLY = set(arg("--sets", "").split(",")) - {""}
+# which peers run (all three by default)
+PEERS = set(arg("--peers", "libsvm,onedal,krr").split(","))
 # options added to every `joker train` (for measuring a choice against the default)
 JOKER_ARGS = arg("--joker-args", "").split()
 
@@ -190,9 +192,10 @@ def main():
                 r, _m = joker(tmp, task)
                 runs["joker"].append(r)
                 if n <= PEERS_UP_TO:
-                    runs["libsvm"].append(peer(tmp, "libsvm", task))
-                    runs["onedal"].append(peer(tmp, "onedal", task))
-                    if task == "reg" and n <= 20000:
+                    for system in ("libsvm", "onedal"):
+                        if system in PEERS:
+                            runs[system].append(peer(tmp, system, task))
+                    if task == "reg" and n <= 20000 and "krr" in PEERS:
                         runs["krr"].append(peer(tmp, "krr", task))
         results.append({"data": name, "task": task, "n": n, "d": d, "n_test": len(yb),
                         "runs": runs})

@@ -989,6 +989,47 @@ pub unsafe extern "C" fn joker_params_set_tr_norm(
     })
 }
 
+/// `joker_params_set_intercept`: no intercept (the kernel expansion around the targets' mean).
+pub const JOKER_INTERCEPT_OFF: i32 = 0;
+
+/// `joker_params_set_intercept`: an unregularised intercept `b`, the model `f(x) + b`.
+pub const JOKER_INTERCEPT_ON: i32 = 1;
+
+/// `joker_params_set_intercept`: an intercept for SVR, Huber, L1 and Lp regression trained by
+/// DBCD-TR in one process, none for KRR and elsewhere (the default).
+pub const JOKER_INTERCEPT_AUTO: i32 = 2;
+
+/// Chooses whether a regression fits an unregularised intercept `b` beside the kernel
+/// expansion, one of `JOKER_INTERCEPT_*`: the model is `f(x) + b` with `b` where the dual
+/// coefficients sum to zero (LIBSVM's SVR). The intercept is kept in the model's target
+/// scaling, so predictions include it. `JOKER_INTERCEPT_ON` with a classifier, a doubly
+/// stochastic solver or full KRR is refused with JOKER_STATUS_INVALID_ARGUMENT, whichever of
+/// the settings comes last, and `joker_fit_mpi` refuses it.
+///
+/// # Safety
+/// As for `joker_params_set_loss`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_params_set_intercept(
+    params: *mut JokerParams,
+    mode: i32,
+) -> JokerStatus {
+    guard(|| {
+        let intercept = match mode {
+            JOKER_INTERCEPT_OFF => Some(false),
+            JOKER_INTERCEPT_ON => Some(true),
+            JOKER_INTERCEPT_AUTO => None,
+            _ => {
+                return Err(Failure::invalid(
+                    "intercept",
+                    format!("{mode} is not a JOKER_INTERCEPT_* value (0 to 2)"),
+                ));
+            }
+        };
+        // SAFETY: see the function's contract.
+        unsafe { update(params, |j| j.intercept = intercept) }
+    })
+}
+
 /// Appends a constant feature of value `b >= 0` to the random features, so that the decision
 /// function has an intercept (as LIBLINEAR's `-B`; its weight is regularised with the rest). 0,
 /// the default, appends none. Only random-feature fits by DBCD-TR take it: a fit on the exact

@@ -863,6 +863,27 @@ fn direct_krr_trust_region_norm_and_bias_feature() {
             assert_eq!((*p).inner.solver.trust_region.norm, norm);
         }
 
+        expect(
+            joker_params_set_intercept(p, 3),
+            JokerStatus::InvalidArgument,
+            "JOKER_INTERCEPT_*",
+        );
+        for (code, want) in [
+            (JOKER_INTERCEPT_ON, Some(true)),
+            (JOKER_INTERCEPT_OFF, Some(false)),
+            (JOKER_INTERCEPT_AUTO, None),
+        ] {
+            ok(joker_params_set_intercept(p, code));
+            assert_eq!((*p).inner.intercept, want);
+        }
+        let svc = params(JokerLoss::L2Svc);
+        expect(
+            joker_params_set_intercept(svc, JOKER_INTERCEPT_ON),
+            JokerStatus::InvalidArgument,
+            "intercept",
+        );
+        ok(joker_params_free(svc));
+
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             expect(
                 joker_params_set_bias(p, bad),

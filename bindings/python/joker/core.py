@@ -228,6 +228,7 @@ _sig("joker_params_set_auto_exact", _P, c_int32)
 _sig("joker_params_set_stall", _P, c_int32)
 _sig("joker_params_set_direct_krr", _P, c_int32)
 _sig("joker_params_set_newton_start", _P, c_int32)
+_sig("joker_params_set_intercept", _P, c_int32)
 _sig("joker_params_set_tr_norm", _P, c_int32)
 _sig("joker_params_set_bias", _P, c_double)
 _sig("joker_params_set_multiclass", _P, c_int32)
@@ -513,7 +514,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
                 auto_exact=False, stall=True, multiclass="auto", solver="dbcd", batch_size=None,
                 feature_block=None, step_theta=None, step_t0=None, direct_krr=True,
-                tr_norm="auto", bias=0.0, newton_start=True):
+                tr_norm="auto", bias=0.0, newton_start=True, intercept=None):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -603,8 +604,11 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             ),
             _FULL_KRR_NAMES,
         )
-        # last: the bias feature is checked against the map, the exact kernel and the solver
+        # last: the bias feature is checked against the map, the exact kernel and the solver,
+        # the intercept against the loss and the solver
         _check(_lib.joker_params_set_bias(h, float(bias)))
+        _check(_lib.joker_params_set_intercept(h, {None: 2, False: 0, True: 1}[
+            None if intercept is None else bool(intercept)]))
     except BaseException:
         _lib.joker_params_free(h)
         raise
@@ -760,7 +764,11 @@ class Joker:
     "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto" (the default: diagonal for KLR
     and Lp). ``bias``: the value ``B >= 0`` of a constant feature appended to the random
     features, an intercept as LIBLINEAR's ``-B`` (default 0: none; random features by DBCD-TR
-    only). Invalid values raise JokerError here.
+    only). ``intercept``: an unregularised intercept ``b`` beside the kernel expansion, the model
+    ``f(x) + b`` as LIBSVM's SVR (True), none (False), or None (the default: one for "svr",
+    "huber", "l1" and "lp" trained by DBCD-TR, none for "krr", whose constant is the targets'
+    mean); the model file's ``training.intercept`` holds the fitted value. Invalid values raise
+    JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
@@ -812,6 +820,7 @@ class Joker:
         tr_norm="auto",
         bias=0.0,
         newton_start=True,
+        intercept=None,
     ):
         args = dict(locals())
         del args["self"]

@@ -271,6 +271,28 @@ class TestApi(unittest.TestCase):
         self.assertEqual((rep["type"], rep["bias"]), ("random_features", 1.0))
         self.assertGreater(m.score(self.Xt, self.yt), 0.85)
 
+    def test_intercept(self):
+        # SVR fits an intercept by default (the model file's training.intercept), KRR none;
+        # asked for, it lowers SVR's objective; refused for a classifier
+        y = 3.0 + 0.5 * self.X[:, 0] + (self.y > 0)
+        with tempfile.TemporaryDirectory() as d:
+            def training(**kw):
+                m = joker.Joker(n_components=None, device="cpu", **kw).fit(self.X, y)
+                path = os.path.join(d, "m.json")
+                m.save(path)
+                with open(path) as f:
+                    return m, json.load(f)["training"]
+            svr, t = training(loss="svr")
+            self.assertIn("intercept", t)
+            flat, t_off = training(loss="svr", intercept=False)
+            self.assertNotIn("intercept", t_off)
+            self.assertLess(t["primal"], t_off["primal"])
+            self.assertNotIn("intercept", training(loss="krr")[1])
+            self.assertIn("intercept", training(loss="krr", intercept=True)[1])
+        with self.assertRaises(joker.JokerError) as e:
+            joker.Joker("l2-svc", intercept=True)
+        self.assertIn("intercept", str(e.exception))
+
     def test_doubly_stochastic_solvers(self):
         # DSG, UDSG and CDSG train random-feature models for a budget of steps (no gap)
         for name in ("dsg", "udsg", "cdsg"):
