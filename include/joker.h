@@ -112,6 +112,22 @@
 #define JOKER_TR_NORM_AUTO 2
 
 /**
+ * `joker_params_set_intercept`: no intercept (the kernel expansion around the targets' mean).
+ */
+#define JOKER_INTERCEPT_OFF 0
+
+/**
+ * `joker_params_set_intercept`: an unregularised intercept `b`, the model `f(x) + b`.
+ */
+#define JOKER_INTERCEPT_ON 1
+
+/**
+ * `joker_params_set_intercept`: an intercept for SVR, Huber, L1 and Lp regression trained by
+ * DBCD-TR in one process, none for KRR and elsewhere (the default).
+ */
+#define JOKER_INTERCEPT_AUTO 2
+
+/**
  * `joker_params_set_device`: a GPU when one is usable and the model runs there (random
  * features in f32), else the CPU. The default.
  */
@@ -1019,6 +1035,19 @@ JokerStatus joker_params_set_newton_start(struct JokerParams *params, int32_t on
  * As for `joker_params_set_loss`.
  */
 JokerStatus joker_params_set_tr_norm(struct JokerParams *params, int32_t norm);
+
+/**
+ * Chooses whether a regression fits an unregularised intercept `b` beside the kernel
+ * expansion, one of `JOKER_INTERCEPT_*`: the model is `f(x) + b` with `b` where the dual
+ * coefficients sum to zero (LIBSVM's SVR). The intercept is kept in the model's target
+ * scaling, so predictions include it. `JOKER_INTERCEPT_ON` with a classifier, a doubly
+ * stochastic solver or full KRR is refused with JOKER_STATUS_INVALID_ARGUMENT, whichever of
+ * the settings comes last, and `joker_fit_mpi` refuses it.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_intercept(struct JokerParams *params, int32_t mode);
 
 /**
  * Appends a constant feature of value `b >= 0` to the random features, so that the decision
