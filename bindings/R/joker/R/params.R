@@ -84,7 +84,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          multiclass = "auto", solver = "dbcd", batch_size = NULL,
                          feature_block = NULL, step_theta = NULL, step_t0 = NULL,
                          direct_krr = TRUE, tr_norm = "auto", bias = 0,
-                         newton_start = TRUE) {
+                         newton_start = TRUE, intercept = NULL) {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -138,8 +138,12 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
               .joker_scalar(krr_blocks, "krr_blocks"), .joker_scalar(krr_rank, "krr_rank"),
               .joker_scalar(max_iter, "max_iter"), .joker_scalar(krr_tol, "krr_tol"),
               .joker_scalar(krr_store_preconditioners, "krr_store_preconditioners", TRUE) == 1)
-  # last: the bias feature is checked against the map, the exact kernel and the solver
+  # last: the bias feature is checked against the map, the exact kernel and the solver, the
+  # intercept against the loss and the solver (NULL: the library's choice, JOKER_INTERCEPT_AUTO)
   set("bias", bias)
+  if (!is.null(intercept) && !(is.logical(intercept) && length(intercept) == 1 && !is.na(intercept)))
+    stop("`intercept` must be TRUE, FALSE or NULL", call. = FALSE)
+  set("intercept", if (is.null(intercept)) 2 else as.numeric(intercept))
   # args: the arguments as given, so that joker() can rebuild them (a factor response sets
   # task = "classification") and summary() can show them.
   structure(list(ptr = p, args = args), class = "joker_params")

@@ -260,6 +260,13 @@ expect_error(joker_params(tr_norm = "cholesky"), "tr_norm", "unknown trust-regio
 with_bias <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 50, bias = 1)
 ok(mean(predict(with_bias, x_test) == yt) > 0.6, "a bias feature fits")
 expect_error(joker_params(bias = 1, n_components = NULL), "bias", "a bias with the exact kernel")
+yr_off <- 3 + yr_test
+svr_b <- joker(x_test, yr_off, loss = "svr", n_components = 64, max_iter = 2000)
+krr_b <- joker(x_test, yr_off, n_components = 64, max_iter = 2000, intercept = TRUE)
+ok(all(is.finite(predict(svr_b, x_test))) && all(is.finite(predict(krr_b, x_test))),
+   "fits with an intercept (SVR's by default, KRR's asked for)")
+expect_error(joker_params(loss = "l2-svc", intercept = TRUE), "intercept", "an intercept for a classifier")
+expect_error(joker_params(intercept = NA), "intercept", "an intercept neither TRUE, FALSE nor NULL")
 expect_error(joker_params(bias = -1), "bias", "a negative bias")
 on_cpu <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")

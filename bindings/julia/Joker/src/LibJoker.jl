@@ -295,7 +295,7 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32),
     (:joker_params_set_multiclass, Int32), (:joker_params_set_direct_krr, Int32),
     (:joker_params_set_tr_norm, Int32), (:joker_params_set_bias, Float64),
-    (:joker_params_set_newton_start, Int32)]
+    (:joker_params_set_newton_start, Int32), (:joker_params_set_intercept, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -340,7 +340,7 @@ end
           features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
           multiclass="auto", solver="dbcd", batch_size=nothing, feature_block=nothing,
           step_theta=nothing, step_t0=nothing, direct_krr=true, tr_norm="auto", bias=0.0,
-          newton_start=true)
+          newton_start=true, intercept=nothing)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -373,6 +373,9 @@ such a feature map starts from its optimum, found in the primal by a finite Newt
 block solves' trust-region steps, "euclidean", "diagonal" (Jacobi-preconditioned CG) or "auto"
 (diagonal for KLR and Lp). `bias`: the value `B >= 0` of a constant feature appended to the
 random features, an intercept as LIBLINEAR's `-B` (0: none; random features by DBCD-TR only).
+`intercept`: an unregularised intercept `b` beside the kernel expansion, the model `f(x) + b` as
+LIBSVM's SVR (`true`), none (`false`), or `nothing` (the default: one for "svr", "huber", "l1"
+and "lp" trained by DBCD-TR, none for "krr").
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -383,13 +386,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
     auto_exact=false, stall=true, multiclass="auto", solver="dbcd", batch_size=nothing,
     feature_block=nothing, step_theta=nothing, step_t0=nothing, direct_krr=true,
-    tr_norm="auto", bias=0.0, newton_start=true)
+    tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
         auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0,
-        direct_krr, tr_norm, bias, newton_start))
+        direct_krr, tr_norm, bias, newton_start, intercept))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -400,7 +403,7 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
     working_set="auto", auto_exact=false, stall=true, multiclass="auto", solver="dbcd",
     batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing,
-    direct_krr=true, tr_norm="auto", bias=0.0, newton_start=true)
+    direct_krr=true, tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -473,8 +476,10 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
             count_arg("krr_rank", krr_rank), count_arg("max_iter", max_iter), Float64(krr_tol),
             Int32(krr_store_preconditioners)),
             FULL_KRR_NAMES)
-        # last: the bias feature is checked against the map, the exact kernel and the solver
+        # last: the bias feature is checked against the map, the exact kernel and the solver,
+        # the intercept against the loss and the solver
         joker_params_set_bias(h, Float64(bias))
+        joker_params_set_intercept(h, Int32(intercept === nothing ? 2 : intercept ? 1 : 0))
     catch
         ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), h)
         rethrow()
