@@ -1019,8 +1019,14 @@ pub fn solve<T: Scalar>(
         let tc = Instant::now();
         let mut halted = None;
         start_note = if krr {
-            direct::krr_optimum(&mut st, backend)?;
-            "direct KRR solve (the M x M system by Cholesky)".to_string()
+            direct::krr_optimum(&mut st, backend, intercept.is_some())?;
+            match intercept {
+                Some(_) => {
+                    "direct KRR solve with the intercept (the bordered M + 1 system by Cholesky)"
+                }
+                None => "direct KRR solve (the M x M system by Cholesky)",
+            }
+            .to_string()
         } else {
             // the Newton steps honour the interruption poll and the time limit between steps
             let interrupt = &mut hooks.interrupt;

@@ -1660,3 +1660,68 @@ fn an_intercept_is_refused_where_it_is_not_fitted() {
             .is_ok()
     );
 }
+
+/// KRR with an intercept on a feature map starts at the bordered system's optimum (0
+/// iterations, the duals summing to zero) and equals the same fit found by DBCD-TR and the
+/// intercept's search from zero, with sample weights, on random features and a Nystrom map.
+#[test]
+fn krr_on_features_with_an_intercept_starts_at_the_bordered_optimum() {
+    let train = raised(240, 35, 3.0);
+    let test = raised(90, 36, 3.0);
+    let w: Vec<f64> = (0..240).map(|i| 0.5 + (i % 3) as f64).collect();
+    for map in [FeatureKind::Random, FeatureKind::Nystrom(Centers::Uniform)] {
+        let fit = |direct: bool, tol: f64| {
+            Joker::builder()
+                .loss(Loss::SquaredError)
+                .n_components(60)
+                .feature_map(map)
+                .gamma(0.7)
+                .lambda(0.02)
+                .precision(Precision::F64)
+                .normalize_target(false)
+                .intercept(true)
+                .block_size(64)
+                .max_iter(100_000)
+                .tol(tol)
+                .stall(false)
+                .direct_krr(direct)
+                .build()
+                .unwrap()
+                .fit_with(
+                    &train,
+                    FitOptions {
+                        sample_weight: Some(&w),
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
+        };
+        let direct = fit(true, 1e-3);
+        assert_eq!(direct.training.iterations, 0, "{map:?}");
+        let alpha = direct.dual.as_ref().unwrap();
+        let (sum, size) = (
+            alpha.iter().sum::<f64>(),
+            alpha.iter().map(|a| a.abs()).sum::<f64>(),
+        );
+        assert!(sum.abs() < 1e-9 * size, "{map:?}: duals sum to {sum}");
+        let iterative = fit(false, 1e-10);
+        assert!(iterative.training.iterations > 0);
+        let (b0, b1) = (
+            direct.training.intercept.unwrap(),
+            iterative.training.intercept.unwrap(),
+        );
+        let (p, q) = (
+            direct.decision_function(&test.x).unwrap(),
+            iterative.decision_function(&test.x).unwrap(),
+        );
+        let d = p
+            .iter()
+            .zip(&q)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            d < 1e-3 && (b0 - b1).abs() < 1e-3,
+            "{map:?}: the models differ by {d}, intercepts {b0} and {b1}"
+        );
+    }
+}

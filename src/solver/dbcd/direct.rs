@@ -29,10 +29,15 @@ pub(super) fn applies<T: Scalar>(prob: &Problem<T>) -> bool {
         && matches!(prob.repr, Repr::Features(map) if map.m() <= MAX_FEATURES)
 }
 
-/// Moves `st` (its `alpha` and its engine) to the exact KRR optimum on its feature map.
+/// Moves `st` (its `alpha` and its engine) to the exact KRR optimum on its feature map; with
+/// `intercept`, to the optimum with an unregularised intercept `b` per target column (kept in
+/// `st.shift`): the system gains the constant feature's row and column with no ridge,
+/// `[I + Phi^T C Phi, Phi^T C 1; 1^T C Phi, 1^T C 1] [theta; b] = [Phi^T C y; 1^T C y]`, whose
+/// last row says `sum_i a_i = 0`.
 pub(super) fn krr_optimum<T: Scalar>(
     st: &mut State<'_, T>,
     backend: &dyn Backend<T>,
+    intercept: bool,
 ) -> Result<()> {
     let prob = st.prob;
     let Repr::Features(map) = prob.repr else {
@@ -41,9 +46,14 @@ pub(super) fn krr_optimum<T: Scalar>(
         ));
     };
     let (n, d, m, tt) = (prob.x.nrows(), prob.x.ncols(), map.m(), prob.targets);
-    // A = I + Phi^T C Phi (lower triangle) and R = Phi^T C Y, over chunks of rows
-    let mut a = Mat::<f64>::identity(m, m);
-    let mut r = Mat::<f64>::zeros(m, tt);
+    // A = I + Phi^T C Phi (lower triangle) and R = Phi^T C Y, over chunks of rows; with an
+    // intercept, one more row and column for the constant feature (no ridge on it)
+    let k = m + usize::from(intercept);
+    let mut a = Mat::<f64>::identity(k, k);
+    if intercept {
+        a[(m, m)] = 0.0;
+    }
+    let mut r = Mat::<f64>::zeros(k, tt);
     let chunk = chunk_rows(d + m, 8).min(n.max(1));
     let stored = st.engine.as_deref().and_then(|e| e.stored_features());
     // rows in chunks: the engine's kept features (rows in its order), or features formed here
@@ -67,11 +77,14 @@ pub(super) fn krr_optimum<T: Scalar>(
                 (&formed[..rows * m], Box::new(move |i| start + i))
             }
         };
-        let p = Mat::<f64>::from_fn(rows, m, |i, j| phi[i * m + j].to_f64());
+        let p = Mat::<f64>::from_fn(rows, k, |i, j| match j < m {
+            true => phi[i * m + j].to_f64(),
+            false => 1.0,
+        });
         let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[row_of(i)]).collect();
-        let cp = Mat::<f64>::from_fn(rows, m, |i, j| c[i] * p[(i, j)]);
+        let cp = Mat::<f64>::from_fn(rows, k, |i, j| c[i] * p[(i, j)]);
         let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + row_of(i)]);
-        let par = crate::linalg::par_for(m, m, rows);
+        let par = crate::linalg::par_for(k, k, rows);
         faer::linalg::matmul::triangular::matmul(
             a.as_mut(),
             BlockStructure::TriangularLower,
@@ -87,11 +100,14 @@ pub(super) fn krr_optimum<T: Scalar>(
         crate::backend::cpu::clear_upper_state();
     }
     let theta = solve_lower_spd(a.as_ref(), r)?;
-    // the engine at theta: its decision values u = Phi theta, then a = C (y - u)
+    // the engine at theta: its decision values u = Phi theta, then a = C (y - b - u)
     let mut by = vec![0.0; m * tt];
     for t in 0..tt {
         for j in 0..m {
             by[t * m + j] = theta[(j, t)];
+        }
+        if intercept {
+            st.shift[t] = theta[(m, t)];
         }
     }
     let engine = engine_of(&mut st.engine)?;
@@ -100,7 +116,7 @@ pub(super) fn krr_optimum<T: Scalar>(
     let u = engine.decision()?;
     for t in 0..tt {
         for i in 0..n {
-            st.alpha[t * n + i] = (prob.y[t * n + i] - u[t * n + i]) / prob.lam[i];
+            st.alpha[t * n + i] = (prob.y[t * n + i] - st.shift[t] - u[t * n + i]) / prob.lam[i];
         }
     }
     // theta = Phi^T a again, from the duals the solver keeps (equal up to rounding)
