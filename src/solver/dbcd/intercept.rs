@@ -8,8 +8,9 @@
 //! LIBSVM's equality constraint `sum_i a_i = 0`. `g(b) = sum_i a_i(b)` falls as `b` rises
 //! (lower targets, lower residuals), so the root is found by a secant search on `g`,
 //! bracketed once `g` has changed sign (regula falsi, with the Illinois rule against a stale
-//! end), each `g` read off a solve to the fit's tolerance that starts from the last one:
-//! the coefficients stay feasible when `b` moves, and `beta = K a` is unchanged.
+//! end), each `g` read off the current solve, which goes on from where it is when `b` moves
+//! (the coefficients stay feasible, and `beta = K a` is unchanged): at checks near the
+//! solve's end, and finally after a converged or stalled solve that leaves `b` in place.
 //!
 //! The first step has no slope to go by; it takes the intercept that is best for the
 //! current predictions, `argmin_b sum_i c_i l(y_i - b, u_i)`, which a no-intercept fit
@@ -37,9 +38,10 @@ const SHORTEST_MOVE: f64 = 1e-4;
 /// One target column's search for its intercept.
 #[derive(Clone, Debug, Default)]
 struct Search {
-    /// The largest `b` seen with `g(b) > 0`, and its `g`.
+    /// The latest `b` with `g(b) > 0`, and its `g` (inside a bracket, its largest such `b`;
+    /// the latest reading wins over an earlier one of a less converged solve).
     below: Option<(f64, f64)>,
-    /// The smallest `b` seen with `g(b) < 0`, and its `g`.
+    /// The latest `b` with `g(b) < 0`, and its `g`.
     above: Option<(f64, f64)>,
     /// The previous point `(b, g)`, for the secant before a bracket exists.
     last: Option<(f64, f64)>,
