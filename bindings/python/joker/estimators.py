@@ -691,6 +691,9 @@ class KernelRidge(_JokerRegressor):
 class KernelSVR(_JokerRegressor):
     __doc__ = f"""Kernel support vector regression (joker's "svr"): ``max(0, |y - u| - epsilon)``.
 
+    The model has an unregularised intercept beside the kernel expansion, as scikit-learn's
+    ``SVR`` (joker's default for this loss).
+
     Parameters
     ----------
     C : float, default=1.0
@@ -742,7 +745,9 @@ class KernelSVR(_JokerRegressor):
 
 class KernelHuberRegressor(_JokerRegressor):
     __doc__ = f"""Kernel Huber regression (joker's "huber"): squared error for residuals up to
-    ``delta``, absolute error beyond, so that outliers weigh less than in kernel ridge.
+    ``delta``, absolute error beyond, so that outliers weigh less than in kernel ridge. The
+    model has an unregularised intercept beside the kernel expansion (joker's default for this
+    loss).
 
     Parameters
     ----------
@@ -796,7 +801,8 @@ class KernelHuberRegressor(_JokerRegressor):
 
 class KernelLpRegressor(_JokerRegressor):
     __doc__ = f"""Kernel Lp regression: the loss ``|y - u|^p / p``; ``p=1`` is least absolute
-    deviations (joker's "l1", the conditional median), ``p > 1`` joker's "lp".
+    deviations (joker's "l1", the conditional median), ``p > 1`` joker's "lp". The model has an
+    unregularised intercept beside the kernel expansion (joker's default for these losses).
 
     Parameters
     ----------
