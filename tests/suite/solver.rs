@@ -17,6 +17,15 @@ fn rows(d: &Dataset<f64>) -> Vec<Vec<f64>> {
     (0..m.nrows()).map(|i| m.row(i).to_vec()).collect()
 }
 
+/// `||got - want|| / ||want||`.
+fn relative_error(got: &[f64], want: &[f64]) -> f64 {
+    let err: f64 = (got.iter().zip(want))
+        .map(|(g, w)| (g - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    err / want.iter().map(|w| w * w).sum::<f64>().sqrt()
+}
+
 /// Exact KRR equals `(K + lambda I)^{-1} y` from a dense f64 solve, to 1e-6 relative.
 #[test]
 fn exact_krr_matches_dense_solve() {
@@ -48,18 +57,11 @@ fn exact_krr_matches_dense_solve() {
         gamma,
     };
     let want = common::krr_dual(n, |i, j| kernel.eval(&x[i], &x[j]), lambda, &data.y);
-    let got = model.dual.as_ref().unwrap();
-    let err: f64 = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm: f64 = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    let rel = relative_error(model.dual.as_ref().unwrap(), &want);
     assert!(
-        err / norm < 1e-6,
+        rel < 1e-6,
         "relative error {} after {} iterations",
-        err / norm,
+        rel,
         model.training.iterations
     );
 }
@@ -111,18 +113,11 @@ fn exact_krr_in_f32_far_from_the_origin_matches_the_dense_solve() {
     let want: Vec<f64> = (0..n)
         .map(|i| (0..n).map(|j| k(i, j) * a[j]).sum())
         .collect();
-    let got = model.decision_function(&data.x).unwrap();
-    let err = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    let rel = relative_error(&model.decision_function(&data.x).unwrap(), &want);
     assert!(
-        err / norm < 1e-3,
+        rel < 1e-3,
         "fitted values off by {:e} (relative) after {} iterations ({:?})",
-        err / norm,
+        rel,
         model.training.iterations,
         model.training.stop
     );
@@ -1554,17 +1549,11 @@ fn krr_with_an_intercept_matches_the_bordered_dense_solve() {
     let want: Vec<f64> = (0..n)
         .map(|i| b + (0..n).map(|j| k(i, j) * a[j]).sum::<f64>())
         .collect();
-    let got = model.decision_function(&data.x).unwrap();
-    let err = (got.iter().zip(&want))
-        .map(|(g, w)| (g - w).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    let rel = relative_error(&model.decision_function(&data.x).unwrap(), &want);
     let fitted = model.training.intercept.expect("the intercept is recorded");
     assert!(
-        err / norm < 1e-4 && (fitted - b).abs() < 1e-4 * b.abs(),
-        "fitted values off by {:e} (relative), intercept {fitted} against {b}",
-        err / norm
+        rel < 1e-4 && (fitted - b).abs() < 1e-4 * b.abs(),
+        "fitted values off by {rel:e} (relative), intercept {fitted} against {b}"
     );
     // without the intercept the same fit is another model
     assert!((b - 3.0).abs() < 1.0, "the dense solve's intercept {b}");
