@@ -140,7 +140,22 @@ pub struct Joker {
     /// DBCD-TR fits with random features in one process; the choice and why is recorded in
     /// [`TrainingInfo::representation`](crate::model::TrainingInfo).
     pub auto_exact: bool,
+    /// For a regression, the loss follows the kernel's representation (default off in the
+    /// library, on in `joker train` where neither a loss nor a loss parameter is given): SVR
+    /// (epsilon-insensitive with `epsilon` [`AUTO_EPSILON`] and its intercept, LIBSVM's
+    /// `epsilon-SVR`) on the exact kernel, where DBCD-TR fits it in about KRR's time; KRR on a
+    /// feature map, where it is one direct solve and SVR takes thousands of iterations. It
+    /// replaces [`loss`](Joker::loss) in fits by DBCD-TR through [`fit`](Joker::fit) and
+    /// [`fit_with`](Joker::fit_with) (a warm start or a growing map: the map's KRR); the
+    /// choice and why is recorded in
+    /// [`TrainingInfo::loss_choice`](crate::model::TrainingInfo). Measured over the shared
+    /// regression sets in `docs/bench/defaults.md`.
+    pub auto_loss: bool,
 }
+
+/// The tube's half-width of the SVR that [`Joker::auto_loss`] takes on the exact kernel, in
+/// units of the standardised targets: LIBSVM's and scikit-learn's default `epsilon`.
+pub const AUTO_EPSILON: f64 = 0.1;
 
 /// What [`Joker::auto_exact`] chose for a fit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +198,7 @@ impl Default for JokerBuilder {
                 dsg: None,
                 device: Device::Auto,
                 auto_exact: false,
+                auto_loss: false,
             },
         }
     }
@@ -259,6 +275,12 @@ impl JokerBuilder {
     /// [`Joker::auto_exact`]).
     pub fn auto_exact(mut self, on: bool) -> Self {
         self.p.auto_exact = on;
+        self
+    }
+    /// For a regression, SVR on the exact kernel and KRR on a feature map (default off in the
+    /// library, on in `joker train` when no loss is named; see [`Joker::auto_loss`]).
+    pub fn auto_loss(mut self, on: bool) -> Self {
+        self.p.auto_loss = on;
         self
     }
     /// Working precision (default f32).
@@ -486,6 +508,15 @@ impl JokerBuilder {
             return Err(invalid(
                 "multiclass",
                 "one-vs-one trains its pairs with DBCD-TR; the doubly stochastic solvers and full KRR take one-vs-rest",
+            ));
+        }
+        if p.auto_loss && p.task() == Task::Classification {
+            return Err(invalid(
+                "auto_loss",
+                format!(
+                    "the automatic loss is a regression loss; this fit is a classification (the {} loss)",
+                    p.loss.name()
+                ),
             ));
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
@@ -846,24 +877,64 @@ impl Joker {
             Some(_) => None,
             None => self.representation_for(data),
         };
-        let Some((choice, why)) = chosen else {
-            return self.fit_on(data, opts, None);
+        let exact = match &chosen {
+            Some((choice, _)) => *choice == AutoRepr::Exact,
+            None => self.n_components.is_none(),
         };
-        let mut model = match choice {
-            AutoRepr::Exact => Joker {
-                n_components: None,
-                ..self.clone()
+        let (est, loss_choice) = self.loss_for(exact);
+        let mut model = match chosen {
+            None => est.fit_on(data, opts, None)?,
+            Some((choice, why)) => {
+                let mut model = match choice {
+                    AutoRepr::Exact => Joker {
+                        n_components: None,
+                        ..est
+                    }
+                    .fit_on(data, opts, None)?,
+                    AutoRepr::Nystrom => Joker {
+                        feature_map: FeatureKind::Nystrom(Centers::default()),
+                        ..est
+                    }
+                    .fit_on(data, opts, None)?,
+                    AutoRepr::Random => est.fit_on(data, opts, None)?,
+                };
+                model.training.representation = why;
+                model
             }
-            .fit_on(data, opts, None)?,
-            AutoRepr::Nystrom => Joker {
-                feature_map: FeatureKind::Nystrom(Centers::default()),
-                ..self.clone()
-            }
-            .fit_on(data, opts, None)?,
-            AutoRepr::Random => self.fit_on(data, opts, None)?,
         };
-        model.training.representation = why;
+        model.training.loss_choice = loss_choice;
         Ok(model)
+    }
+
+    /// Under [`auto_loss`](Joker::auto_loss): these parameters with the regression loss for a
+    /// fit on the exact kernel (`exact`) or a feature map, and why; unchanged (and an empty
+    /// reason) otherwise.
+    fn loss_for(&self, exact: bool) -> (Joker, String) {
+        let dbcd = self.dsg.is_none() && self.full_krr.is_none();
+        if !self.auto_loss || !dbcd || self.task() != Task::Regression {
+            return (self.clone(), String::new());
+        }
+        let (loss, why) = if exact {
+            (
+                Loss::EpsilonInsensitive {
+                    epsilon: AUTO_EPSILON,
+                },
+                "the exact kernel: LIBSVM's epsilon-SVR with its intercept, fitted in about KRR's time",
+            )
+        } else {
+            (
+                Loss::SquaredError,
+                "a feature map: one direct solve, where SVR takes thousands of iterations",
+            )
+        };
+        let why = format!("{} (auto: {why})", loss.name());
+        (
+            Joker {
+                loss,
+                ..self.clone()
+            },
+            why,
+        )
     }
 
     /// Under [`auto_exact`](Joker::auto_exact): the representation this fit takes, and why.
@@ -1477,6 +1548,7 @@ impl Joker {
                 start: sol.start,
                 intercept,
                 representation: String::new(),
+                loss_choice: String::new(),
                 multiclass: scheme,
                 solver: f.solver_name.into(),
                 feature_map: match map {

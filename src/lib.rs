@@ -40,7 +40,9 @@ pub mod preprocess;
 pub mod solver;
 
 pub use device::Device;
-pub use estimator::{ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder, ReadingFn};
+pub use estimator::{
+    AUTO_EPSILON, ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder, ReadingFn,
+};
 pub use features::{Centers, FeatureKind};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;

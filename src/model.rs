@@ -150,6 +150,11 @@ pub struct TrainingInfo {
     /// and empty, otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub representation: String,
+    /// Where the fit chose the regression loss itself ([`Joker::auto_loss`](crate::Joker)):
+    /// which it took and why, for example `svr (auto: the exact kernel: ...)` (absent from the
+    /// file, and empty, otherwise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub loss_choice: String,
     /// How more than two classes were split and why, for example `one-vs-one, 45 pairs (auto:
     /// the exact kernel, ...)` (absent from the file, and empty, for fewer classes).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -68,6 +68,9 @@ fn print_model(m: &Model, name: &str) -> CliResult<()> {
         m.joker_version
     );
     outln!("loss            {}", describe_loss(&m.loss));
+    if !m.training.loss_choice.is_empty() {
+        outln!("loss chosen     {}", m.training.loss_choice);
+    }
     outln!("kernel          {}", describe_kernel(&m.kernel));
     outln!("regularisation  {}", describe_lambda(m.lambda));
     if let Some(b) = m.training.intercept {

@@ -9,8 +9,9 @@ use joker::solver::dbcd::CACHED_BLOCK;
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
-    Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker, KernelKind, Loss,
-    MaternNu, Model, Multiclass, Precision, Scalar, Task, TrModel, TrNorm, WorkingSet,
+    AUTO_EPSILON, Bandwidth, Centers, Dataset, FeatureKind, FitOptions, GrowthStage, Joker,
+    KernelKind, Loss, MaternNu, Model, Multiclass, Precision, Scalar, Task, TrModel, TrNorm,
+    WorkingSet,
 };
 
 use super::args::{
@@ -107,6 +108,11 @@ fn named_loss(a: &TrainArgs) -> Option<LossArg> {
     })
 }
 
+/// Whether the command line gives neither a loss nor a loss parameter (`--task` aside).
+fn loss_left_open(a: &TrainArgs) -> bool {
+    a.loss.is_none() && a.delta.is_none() && a.epsilon.is_none() && a.p.is_none()
+}
+
 /// The loss for labels `y` when the command line names none: the L2-SVM for class labels
 /// (integers, 2 to [`MAX_INFERRED_CLASSES`] distinct values), KRR otherwise; and why.
 fn inferred_loss(y: &[f64]) -> (LossArg, String) {
@@ -124,7 +130,7 @@ fn inferred_loss(y: &[f64]) -> (LossArg, String) {
         (
             LossArg::Krr,
             format!(
-                "regression (krr), inferred from the labels: {} distinct values{}; --task classification or --loss fits a classifier",
+                "regression, inferred from the labels: {} distinct values{}; --task classification or --loss fits a classifier",
                 values.len(),
                 if values.iter().any(|v| v.fract() != 0.0) {
                     ", not all integers"
@@ -216,6 +222,15 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
             .feature_map(feature_kind(map, a.centers))
             .auto_exact(auto)
     };
+    // a regression left open takes its loss from the representation (SVR on the exact
+    // kernel, KRR on a feature map); one process, DBCD-TR
+    let open = loss_left_open(a)
+        && loss == LossArg::Krr
+        && a.solver == SolverArg::Dbcd
+        && a.full_krr.is_none()
+        && !a.mpi
+        && !a.stream;
+    b = b.auto_loss(open);
     if let Some(t) = a.task {
         b = b.task(match t {
             TaskArg::Classification => Task::Classification,
@@ -499,9 +514,20 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 ),
             },
         };
+        let loss = if est.auto_loss {
+            format!(
+                "{} (epsilon {AUTO_EPSILON}) on the exact kernel, else {}",
+                Loss::EpsilonInsensitive {
+                    epsilon: AUTO_EPSILON
+                }
+                .name(),
+                Loss::SquaredError.name()
+            )
+        } else {
+            est.loss.name().to_string()
+        };
         eprintln!(
-            "fit: {}, {} kernel ({}), {}, {}, {solver}",
-            est.loss.name(),
+            "fit: {loss}, {} kernel ({}), {}, {}, {solver}",
             describe_kind(est.kernel),
             match est.bandwidth {
                 Bandwidth::Gamma(g) => format!("gamma {}", sig(g, 6)),
@@ -573,6 +599,9 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
         if !model.training.representation.is_empty() {
             eprintln!("representation: {}", model.training.representation);
+        }
+        if !model.training.loss_choice.is_empty() {
+            eprintln!("loss: {}", model.training.loss_choice);
         }
         if !model.training.feature_map.is_empty() {
             eprintln!("feature map: {}", model.training.feature_map);

@@ -656,3 +656,90 @@ fn the_automatic_representation_follows_the_kernel_cache() {
         assert!(acc > 0.8, "{}: {acc}", m.training.representation);
     }
 }
+
+/// The automatic loss (`auto_loss`, on in `joker train` for a regression without a named
+/// loss): SVR with its intercept on the exact kernel (the same model as asking for it), KRR on
+/// a feature map, each said in `training.loss_choice`; refused for a classification.
+#[test]
+fn the_automatic_loss_is_svr_on_the_exact_kernel_and_krr_on_a_feature_map() {
+    let data = common::regression(400, 4, 31);
+    let auto = |cache: usize| {
+        Joker::builder()
+            .n_components(64)
+            .auto_exact(true)
+            .auto_loss(true)
+            .kernel_cache(cache)
+            .build()
+            .unwrap()
+            .fit(&data)
+            .unwrap()
+    };
+    let svr = auto(4 << 20);
+    assert_eq!(svr.loss, Loss::EpsilonInsensitive { epsilon: 0.1 });
+    assert!(
+        svr.training
+            .representation
+            .starts_with("exact kernel (auto:")
+    );
+    assert!(
+        svr.training
+            .loss_choice
+            .starts_with("svr (auto: the exact kernel"),
+        "{}",
+        svr.training.loss_choice
+    );
+    let b = svr.training.intercept.expect("SVR fits an intercept");
+    // the same fit as SVR on the exact kernel asked for by name
+    let named = Joker::builder()
+        .loss(Loss::EpsilonInsensitive { epsilon: 0.1 })
+        .exact()
+        .build()
+        .unwrap()
+        .fit(&data)
+        .unwrap();
+    assert!(named.training.loss_choice.is_empty());
+    assert_eq!(named.training.intercept, Some(b));
+    let (got, want) = (
+        svr.decision_function(&data.x).unwrap(),
+        named.decision_function(&data.x).unwrap(),
+    );
+    assert_eq!(got, want);
+    // 400 x 64 f32 features fit 200,000 bytes, the 400 x 400 kernel does not
+    let krr = auto(200_000);
+    assert_eq!(krr.loss, Loss::SquaredError);
+    assert!(
+        krr.training
+            .representation
+            .starts_with("64 Nystrom centres (auto:")
+    );
+    assert!(
+        krr.training
+            .loss_choice
+            .starts_with("krr (auto: a feature map"),
+        "{}",
+        krr.training.loss_choice
+    );
+    assert_eq!(krr.training.intercept, None);
+    // both fit the data (C = 1 smooths it: a training RMSE of about 0.6 of the targets' spread
+    // for either loss)
+    let spread = {
+        let mean = data.y.iter().sum::<f64>() / data.y.len() as f64;
+        (data.y.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / data.y.len() as f64).sqrt()
+    };
+    for m in [&svr, &krr] {
+        let rmse = joker::model::rmse(&m.predict(&data.x).unwrap(), &data.y);
+        assert!(
+            rmse < 0.7 * spread,
+            "{}: {rmse} vs {spread}",
+            m.training.loss_choice
+        );
+    }
+    // a classification has no regression loss to choose
+    let err = Joker::builder()
+        .loss(Loss::SquaredHinge)
+        .auto_loss(true)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("auto_loss"), "{err}");
+}

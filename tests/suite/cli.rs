@@ -924,11 +924,49 @@ fn the_task_is_inferred_from_the_labels() {
     )));
     assert!(
         e.contains(
-            "task: regression (krr), inferred from the labels: 60 distinct values, not all integers"
+            "task: regression, inferred from the labels: 60 distinct values, not all integers"
         ),
         "{e}"
     );
-    assert!(e.contains("fit: krr"), "{e}");
+    // the regression's loss follows the representation: SVR on the exact kernel
+    assert!(
+        e.contains("fit: svr (epsilon 0.1) on the exact kernel, else krr")
+            && e.contains("loss: svr (auto: the exact kernel"),
+        "{e}"
+    );
+    let info = stdout(&ok(joker(&t.0, &["info", "r.json"])));
+    assert!(
+        info.contains("loss chosen     svr (auto: the exact kernel") && info.contains("intercept"),
+        "{info}"
+    );
+    // a feature map asked for: KRR, solved directly
+    let e = stderr(&ok(joker(
+        &t.0,
+        &[
+            "train",
+            "real.svm",
+            "rm.json",
+            "--task",
+            "regression",
+            "-m",
+            "32",
+        ],
+    )));
+    assert!(e.contains("loss: krr (auto: a feature map"), "{e}");
+    // a loss named: that loss, no choice
+    let e = stderr(&ok(joker(
+        &t.0,
+        &[
+            "train",
+            "real.svm",
+            "rk.json",
+            "-l",
+            "krr",
+            "--max-iter",
+            "20",
+        ],
+    )));
+    assert!(e.contains("fit: krr,") && !e.contains("loss: "), "{e}");
     let args = [
         "train",
         "classes.svm",
@@ -939,7 +977,10 @@ fn the_task_is_inferred_from_the_labels() {
         "regression",
     ];
     let e = stderr(&ok(joker(&t.0, &args)));
-    assert!(!e.contains("inferred") && e.contains("fit: krr"), "{e}");
+    assert!(
+        !e.contains("inferred") && e.contains("loss: svr (auto: the exact kernel"),
+        "{e}"
+    );
     let args = [
         "train",
         "classes.svm",
