@@ -945,6 +945,25 @@ impl Terms {
 /// exact-kernel sets: docs/bench/defaults.md).
 pub const CACHED_BLOCK: usize = 256;
 
+/// Checks per pass over the data where a check costs `O(n)`: on the cached exact kernel the
+/// decision values are kept, so a check is the objectives' sums, against a block's update of
+/// `b n` kernel products. Four a pass stop a fit that converges within a pass (SVR, whose
+/// active set settles early) and move its intercept a quarter pass after the last move, not
+/// a pass (measured on the shared exact-kernel sets: docs/bench/defaults.md).
+const CACHED_CHECKS_PER_PASS: usize = 4;
+
+/// Iterations between checks by default: one pass over the `n` rows in blocks of `b`, or a
+/// [`CACHED_CHECKS_PER_PASS`]th of one where a check is cheap (`cheap`: the cached exact kernel
+/// without a validation set to score).
+fn checks_apart(n: usize, b: usize, cheap: bool) -> usize {
+    let pass = n.div_ceil(b.max(1)).max(1);
+    if cheap {
+        pass.div_ceil(CACHED_CHECKS_PER_PASS)
+    } else {
+        pass
+    }
+}
+
 /// The block size the fit uses: [`CACHED_BLOCK`] under a cached exact kernel when the caller
 /// left the block size to the solver (and a trust-region metric of lower rank fits in it), the
 /// configured one otherwise.
@@ -988,10 +1007,11 @@ pub fn solve<T: Scalar>(
         note: None,
         kernel_cache: cfg.kernel_cache,
     };
-    let check_every = if cfg.check_every == 0 {
-        n.div_ceil(b)
-    } else {
-        cfg.check_every
+    let cached = matches!(prob.repr, Repr::Exact(_))
+        && crate::backend::cached::caches_kernel::<T>(n, cfg.kernel_cache);
+    let check_every = match cfg.check_every {
+        0 => checks_apart(n, b, cached && hooks.validate.is_none()),
+        k => k,
     };
 
     let mut delta_max = cfg.delta_max;
