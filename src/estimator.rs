@@ -361,7 +361,8 @@ impl JokerBuilder {
         self.p.solver.trust_region.nystrom_rank = r;
         self
     }
-    /// Monitoring period in iterations (0: once per pass over the data).
+    /// Monitoring period in iterations (0: once per pass over the data, four times a pass for
+    /// an intercept searched on the cached exact kernel without a validation set).
     pub fn check_every(mut self, k: usize) -> Self {
         self.p.solver.check_every = k;
         self

@@ -517,7 +517,8 @@ pub struct TrainArgs {
     #[arg(long, value_name = "SECONDS", help_heading = "Solver")]
     pub time_limit: Option<f64>,
     /// Check the gap (a full pass over the data) every this many iterations [default: once
-    /// per pass, n / block size].
+    /// per pass, n / block size; four times a pass for an intercept searched on the cached
+    /// exact kernel without -v].
     #[arg(long, value_name = "ITERS", help_heading = "Solver")]
     pub check_every: Option<usize>,
     /// Rank of a Nystrom preconditioner for the block solver's CG (0: none). Fewer CG

@@ -69,7 +69,9 @@ pub struct SolverConfig {
     /// Wall-clock budget.
     pub time_limit: Option<Duration>,
     /// Evaluate objectives, gap and validation every this many iterations (0: once per pass
-    /// over the data, `ceil(n / block_size)`).
+    /// over the data, `ceil(n / block_size)`, or four times a pass where an intercept is
+    /// searched on the cached exact kernel without a validation set: a check costs `O(n)`
+    /// there and moves the intercept).
     pub check_every: usize,
     /// Initial `Delta_max` (reference code: 64).
     pub delta_max: f64,
@@ -945,20 +947,21 @@ impl Terms {
 /// exact-kernel sets: docs/bench/defaults.md).
 pub const CACHED_BLOCK: usize = 256;
 
-/// Checks per pass over the data where a check costs `O(n)`: on the cached exact kernel the
-/// decision values are kept, so a check is the objectives' sums, against a block's update of
-/// `b n` kernel products. Four a pass stop a fit that converges within a pass (SVR, whose
-/// active set settles early) and move its intercept a quarter pass after the last move, not
-/// a pass (measured on the shared exact-kernel sets: docs/bench/defaults.md).
-const CACHED_CHECKS_PER_PASS: usize = 4;
+/// Checks per pass over the data for a fit that searches its intercept on the cached exact
+/// kernel. There a check costs `O(n)` (the decision values are kept, so it is the objectives'
+/// sums) against a block's update of `b n` kernel products, and the intercept moves at a
+/// check: four a pass move it a quarter pass after a solve has settled, not a pass, and stop
+/// SVR, whose active set settles within a pass, sooner (measured on the shared regression
+/// sets: docs/solver.md; the classifiers gained no time from it and keep one a pass).
+const SEARCH_CHECKS_PER_PASS: usize = 4;
 
 /// Iterations between checks by default: one pass over the `n` rows in blocks of `b`, or a
-/// [`CACHED_CHECKS_PER_PASS`]th of one where a check is cheap (`cheap`: the cached exact kernel
-/// without a validation set to score).
-fn checks_apart(n: usize, b: usize, cheap: bool) -> usize {
+/// [`SEARCH_CHECKS_PER_PASS`]th of one (`often`: an intercept searched on the cached exact
+/// kernel, no validation set to score).
+fn checks_apart(n: usize, b: usize, often: bool) -> usize {
     let pass = n.div_ceil(b.max(1)).max(1);
-    if cheap {
-        pass.div_ceil(CACHED_CHECKS_PER_PASS)
+    if often {
+        pass.div_ceil(SEARCH_CHECKS_PER_PASS)
     } else {
         pass
     }
@@ -1009,8 +1012,9 @@ pub fn solve<T: Scalar>(
     };
     let cached = matches!(prob.repr, Repr::Exact(_))
         && crate::backend::cached::caches_kernel::<T>(n, cfg.kernel_cache);
+    let searched = cfg.intercept && !prob.loss.is_classifier();
     let check_every = match cfg.check_every {
-        0 => checks_apart(n, b, cached && hooks.validate.is_none()),
+        0 => checks_apart(n, b, cached && searched && hooks.validate.is_none()),
         k => k,
     };
 
@@ -1025,7 +1029,7 @@ pub fn solve<T: Scalar>(
     let mut schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
     // with an intercept, a stop is a solve for the current one: the checks since it moved
     // (`since`) judge the fit, and a converged or stalled solve moves it until it is found
-    let mut intercept = (cfg.intercept && !prob.loss.is_classifier()).then(|| Intercept::new(tt));
+    let mut intercept = searched.then(|| Intercept::new(tt));
     let mut since = 0;
 
     // KRR and L2-SVC on a small feature map start at their optimum, solved in the primal;
