@@ -920,8 +920,9 @@ JokerStatus joker_params_set_stall(struct JokerParams *params, int32_t on);
 JokerStatus joker_params_set_time_limit(struct JokerParams *params, double seconds);
 
 /**
- * Sets the monitoring period in iterations (0: once per pass over the data, the default; every
- * 50 iterations for full KRR). The progress callback and the validation set are evaluated at
+ * Sets the monitoring period in iterations (0: once per pass over the data, the default, four
+ * times a pass for an intercept searched on the cached exact kernel without a validation set;
+ * every 50 iterations for full KRR). The progress callback and the validation set are evaluated at
  * every check.
  *
  * # Safety
