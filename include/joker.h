@@ -1051,6 +1051,20 @@ JokerStatus joker_params_set_tr_norm(struct JokerParams *params, int32_t norm);
 JokerStatus joker_params_set_intercept(struct JokerParams *params, int32_t mode);
 
 /**
+ * With `on` nonzero, a regression takes its loss from the representation the fit trains on:
+ * SVR (epsilon 0.1, with its intercept: LIBSVM's epsilon-SVR) on the exact kernel, KRR on a
+ * feature map, where it is one direct solve; the loss set by `joker_params_set_loss` is then
+ * the one fitted only by the other solvers. `joker train` does this when no loss is named.
+ * The model file's `training.loss_choice` says which it took and why. Default off. Refused
+ * with JOKER_STATUS_INVALID_ARGUMENT for a classification (a classifier loss, or the task
+ * set to classification), whichever of the settings comes last.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_auto_loss(struct JokerParams *params, int32_t on);
+
+/**
  * Appends a constant feature of value `b >= 0` to the random features, so that the decision
  * function has an intercept (as LIBLINEAR's `-B`; its weight is regularised with the rest). 0,
  * the default, appends none. Only random-feature fits by DBCD-TR take it: a fit on the exact

@@ -882,7 +882,35 @@ fn direct_krr_trust_region_norm_and_bias_feature() {
             JokerStatus::InvalidArgument,
             "intercept",
         );
+        // a classifier has no regression loss to choose
+        expect(
+            joker_params_set_auto_loss(svc, 1),
+            JokerStatus::InvalidArgument,
+            "auto_loss",
+        );
         ok(joker_params_free(svc));
+
+        // the automatic loss: KRR on a feature map, SVR with its intercept on the exact kernel
+        let auto = params(JokerLoss::Krr);
+        ok(joker_params_set_device(auto, JOKER_DEVICE_CPU));
+        ok(joker_params_set_n_components(auto, 32));
+        ok(joker_params_set_auto_loss(auto, 1));
+        let m = fit(auto);
+        assert_eq!((*m).model.loss, crate::Loss::SquaredError);
+        let choice = &(*m).model.training.loss_choice;
+        assert!(choice.starts_with("krr (auto: a feature map"), "{choice}");
+        ok(joker_model_free(m));
+        ok(joker_params_set_exact(auto));
+        let m = fit(auto);
+        assert_eq!(
+            (*m).model.loss,
+            crate::Loss::EpsilonInsensitive {
+                epsilon: crate::AUTO_EPSILON
+            }
+        );
+        assert!((*m).model.training.intercept.is_some());
+        ok(joker_model_free(m));
+        ok(joker_params_free(auto));
 
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             expect(

@@ -229,6 +229,7 @@ _sig("joker_params_set_stall", _P, c_int32)
 _sig("joker_params_set_direct_krr", _P, c_int32)
 _sig("joker_params_set_newton_start", _P, c_int32)
 _sig("joker_params_set_intercept", _P, c_int32)
+_sig("joker_params_set_auto_loss", _P, c_int32)
 _sig("joker_params_set_tr_norm", _P, c_int32)
 _sig("joker_params_set_bias", _P, c_double)
 _sig("joker_params_set_multiclass", _P, c_int32)
@@ -514,7 +515,7 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
                 auto_exact=False, stall=True, multiclass="auto", solver="dbcd", batch_size=None,
                 feature_block=None, step_theta=None, step_t0=None, direct_krr=True,
-                tr_norm="auto", bias=0.0, newton_start=True, intercept=None):
+                tr_norm="auto", bias=0.0, newton_start=True, intercept=None, auto_loss=False):
     """A new JokerParams handle from the arguments of Joker (JokerError if one is invalid)."""
     h = _P()
     _check(_lib.joker_params_new(byref(h)))
@@ -609,6 +610,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         _check(_lib.joker_params_set_bias(h, float(bias)))
         _check(_lib.joker_params_set_intercept(h, {None: 2, False: 0, True: 1}[
             None if intercept is None else bool(intercept)]))
+        # the automatic loss against the task
+        _check(_lib.joker_params_set_auto_loss(h, int(bool(auto_loss))))
     except BaseException:
         _lib.joker_params_free(h)
         raise
@@ -767,8 +770,11 @@ class Joker:
     only). ``intercept``: an unregularised intercept ``b`` beside the kernel expansion, the model
     ``f(x) + b`` as LIBSVM's SVR (True), none (False), or None (the default: one for "svr",
     "huber", "l1" and "lp" trained by DBCD-TR, none for "krr", whose constant is the targets'
-    mean); the model file's ``training.intercept`` holds the fitted value. Invalid values raise
-    JokerError here.
+    mean); the model file's ``training.intercept`` holds the fitted value. ``auto_loss``: for a
+    regression, the loss follows the representation the fit takes (``joker train``'s default
+    when no loss is named): "svr" (epsilon 0.1, with its intercept) on the exact kernel, "krr"
+    on a feature map, where it is one direct solve; ``loss`` then applies to the other solvers
+    only; refused for a classification. Invalid values raise JokerError here.
 
     ``copy.copy``, ``copy.deepcopy`` and pickling rebuild the parameters from these arguments.
     """
@@ -821,6 +827,7 @@ class Joker:
         bias=0.0,
         newton_start=True,
         intercept=None,
+        auto_loss=False,
     ):
         args = dict(locals())
         del args["self"]

@@ -293,6 +293,30 @@ class TestApi(unittest.TestCase):
             joker.Joker("l2-svc", intercept=True)
         self.assertIn("intercept", str(e.exception))
 
+    def test_auto_loss(self):
+        # the regression's loss follows the representation: SVR with its intercept on the
+        # exact kernel (the same model as asking for it), KRR on a feature map
+        y = 3.0 + 0.5 * self.X[:, 0] + (self.y > 0)
+        with tempfile.TemporaryDirectory() as d:
+            def training(**kw):
+                m = joker.Joker(device="cpu", **kw).fit(self.X, y)
+                path = os.path.join(d, "m.json")
+                m.save(path)
+                with open(path) as f:
+                    return m, json.load(f)["training"]
+            auto, t = training(n_components=None, auto_loss=True)
+            self.assertEqual(auto.loss, "svr")
+            self.assertTrue(t["loss_choice"].startswith("svr (auto: the exact kernel"))
+            self.assertIn("intercept", t)
+            named, t_named = training(n_components=None, loss="svr", loss_param=0.1)
+            self.assertNotIn("loss_choice", t_named)
+            np.testing.assert_array_equal(auto.predict(self.Xt), named.predict(self.Xt))
+            mapped, t = training(n_components=64, auto_loss=True)
+            self.assertEqual(mapped.loss, "krr")
+            self.assertTrue(t["loss_choice"].startswith("krr (auto: a feature map"))
+        with self.assertRaisesRegex(joker.JokerError, "auto_loss"):
+            joker.Joker("l2-svc", auto_loss=True)
+
     def test_doubly_stochastic_solvers(self):
         # DSG, UDSG and CDSG train random-feature models for a budget of steps (no gap)
         for name in ("dsg", "udsg", "cdsg"):

@@ -138,6 +138,7 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "tr_norm")) st = joker_params_set_tr_norm(p, (int32_t)v);
     else if (!strcmp(k, "bias")) st = joker_params_set_bias(p, v);
     else if (!strcmp(k, "intercept")) st = joker_params_set_intercept(p, (int32_t)v);
+    else if (!strcmp(k, "auto_loss")) st = joker_params_set_auto_loss(p, v != 0);
     else if (!strcmp(k, "multiclass")) st = joker_params_set_multiclass(p, (int32_t)v);
     else if (!strcmp(k, "feature_map"))
         st = joker_params_set_feature_map(p, (int32_t)v, (int32_t)Rf_asReal(param));

@@ -267,6 +267,13 @@ ok(all(is.finite(predict(svr_b, x_test))) && all(is.finite(predict(krr_b, x_test
    "fits with an intercept (SVR's by default, KRR's asked for)")
 expect_error(joker_params(loss = "l2-svc", intercept = TRUE), "intercept", "an intercept for a classifier")
 expect_error(joker_params(intercept = NA), "intercept", "an intercept neither TRUE, FALSE nor NULL")
+svr_auto <- joker(x_test, yr_off, n_components = NULL, auto_loss = TRUE)
+krr_auto <- joker(x_test, yr_off, n_components = 64, auto_loss = TRUE)
+ok(joker_info(svr_auto)$loss == "svr" && joker_info(krr_auto)$loss == "krr",
+   "the automatic loss: SVR on the exact kernel, KRR on a feature map")
+joker_free(svr_auto)
+joker_free(krr_auto)
+expect_error(joker_params(loss = "l2-svc", auto_loss = TRUE), "auto_loss", "the automatic loss for a classifier")
 expect_error(joker_params(bias = -1), "bias", "a negative bias")
 on_cpu <- joker(x_test, yt, loss = "l2-svc", n_components = 64, max_iter = 20, device = "cpu")
 ok(startsWith(joker_info(on_cpu)$device, "cpu"), "device = \"cpu\" trains on the CPU")

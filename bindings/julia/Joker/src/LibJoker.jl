@@ -295,7 +295,8 @@ for (name, T) in [(:joker_params_set_kernel, Int32), (:joker_params_set_gamma, F
     (:joker_params_set_auto_exact, Int32), (:joker_params_set_stall, Int32),
     (:joker_params_set_multiclass, Int32), (:joker_params_set_direct_krr, Int32),
     (:joker_params_set_tr_norm, Int32), (:joker_params_set_bias, Float64),
-    (:joker_params_set_newton_start, Int32), (:joker_params_set_intercept, Int32)]
+    (:joker_params_set_newton_start, Int32), (:joker_params_set_intercept, Int32),
+    (:joker_params_set_auto_loss, Int32)]
     @eval $name(h::Ptr{Cvoid}, v, names=Dict{String,String}()) =
         check(ccall(($(QuoteNode(name)), libjoker), Int32, (Ptr{Cvoid}, $T), h, v), names)
 end
@@ -340,7 +341,7 @@ end
           features="rff", centers="leverage", working_set="auto", auto_exact=false, stall=true,
           multiclass="auto", solver="dbcd", batch_size=nothing, feature_block=nothing,
           step_theta=nothing, step_t0=nothing, direct_krr=true, tr_norm="auto", bias=0.0,
-          newton_start=true, intercept=nothing)
+          newton_start=true, intercept=nothing, auto_loss=false)
 
 Validated training parameters (as the Python `joker.Joker`); invalid values throw JokerError.
 `tr_model`: the trust region's model curvature with random features, "gram", "kernel" or
@@ -375,7 +376,10 @@ block solves' trust-region steps, "euclidean", "diagonal" (Jacobi-preconditioned
 random features, an intercept as LIBLINEAR's `-B` (0: none; random features by DBCD-TR only).
 `intercept`: an unregularised intercept `b` beside the kernel expansion, the model `f(x) + b` as
 LIBSVM's SVR (`true`), none (`false`), or `nothing` (the default: one for "svr", "huber", "l1"
-and "lp" trained by DBCD-TR, none for "krr").
+and "lp" trained by DBCD-TR, none for "krr"). `auto_loss`: for a regression, the loss follows the
+representation the fit takes (`joker train`'s default when no loss is named): "svr" (epsilon
+0.1, with its intercept) on the exact kernel, "krr" on a feature map; refused for a
+classification.
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
@@ -386,13 +390,13 @@ function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
     kernel_cache=2 << 30, features="rff", centers="leverage", working_set="auto",
     auto_exact=false, stall=true, multiclass="auto", solver="dbcd", batch_size=nothing,
     feature_block=nothing, step_theta=nothing, step_t0=nothing, direct_krr=true,
-    tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing)
+    tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing, auto_loss=false)
     args = deepcopy((; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_components,
         precision, task, standardize, normalize_target, class_weight, block_size, max_iter, tol,
         time_limit, check_every, seed, max_memory, device, nystrom_rank, tr_model, full_krr, krr_blocks,
         krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features, centers, working_set,
         auto_exact, stall, multiclass, solver, batch_size, feature_block, step_theta, step_t0,
-        direct_krr, tr_norm, bias, newton_start, intercept))
+        direct_krr, tr_norm, bias, newton_start, intercept, auto_loss))
     finalizer(close, Params(new_params(; args...), args))
 end
 
@@ -403,7 +407,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
     krr_rank, krr_tol, krr_store_preconditioners, kernel_cache, features="rff", centers="leverage",
     working_set="auto", auto_exact=false, stall=true, multiclass="auto", solver="dbcd",
     batch_size=nothing, feature_block=nothing, step_theta=nothing, step_t0=nothing,
-    direct_krr=true, tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing)
+    direct_krr=true, tr_norm="auto", bias=0.0, newton_start=true, intercept=nothing,
+    auto_loss=false)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(ccall((:joker_params_new, libjoker), Int32, (Ptr{Ptr{Cvoid}},), out))
     h = out[]
@@ -480,6 +485,8 @@ function new_params(; loss, loss_param, kernel, gamma, bandwidth, c, lambda_, n_
         # the intercept against the loss and the solver
         joker_params_set_bias(h, Float64(bias))
         joker_params_set_intercept(h, Int32(intercept === nothing ? 2 : intercept ? 1 : 0))
+        # the automatic loss against the task
+        joker_params_set_auto_loss(h, Int32(auto_loss ? 1 : 0))
     catch
         ccall((:joker_params_free, libjoker), Int32, (Ptr{Cvoid},), h)
         rethrow()
