@@ -883,26 +883,26 @@ impl Joker {
             None => self.n_components.is_none(),
         };
         let (est, loss_choice) = self.loss_for(exact);
-        let mut model = match chosen {
-            None => est.fit_on(data, opts, None)?,
-            Some((choice, why)) => {
-                let mut model = match choice {
-                    AutoRepr::Exact => Joker {
-                        n_components: None,
-                        ..est
-                    }
-                    .fit_on(data, opts, None)?,
-                    AutoRepr::Nystrom => Joker {
-                        feature_map: FeatureKind::Nystrom(Centers::default()),
-                        ..est
-                    }
-                    .fit_on(data, opts, None)?,
-                    AutoRepr::Random => est.fit_on(data, opts, None)?,
-                };
-                model.training.representation = why;
-                model
-            }
+        let (est, representation) = match chosen {
+            None => (est, String::new()),
+            Some((AutoRepr::Exact, why)) => (
+                Joker {
+                    n_components: None,
+                    ..est
+                },
+                why,
+            ),
+            Some((AutoRepr::Nystrom, why)) => (
+                Joker {
+                    feature_map: FeatureKind::Nystrom(Centers::default()),
+                    ..est
+                },
+                why,
+            ),
+            Some((AutoRepr::Random, why)) => (est, why),
         };
+        let mut model = est.fit_on(data, opts, None)?;
+        model.training.representation = representation;
         model.training.loss_choice = loss_choice;
         Ok(model)
     }

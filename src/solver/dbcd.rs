@@ -967,13 +967,17 @@ fn checks_apart(n: usize, b: usize, often: bool) -> usize {
     }
 }
 
+/// Whether the fit keeps its exact kernel matrix ([`crate::backend::cached::CachedExact`]).
+fn kernel_cached<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig) -> bool {
+    matches!(prob.repr, Repr::Exact(_))
+        && crate::backend::cached::caches_kernel::<T>(prob.x.nrows(), cfg.kernel_cache)
+}
+
 /// The block size the fit uses: [`CACHED_BLOCK`] under a cached exact kernel when the caller
 /// left the block size to the solver (and a trust-region metric of lower rank fits in it), the
 /// configured one otherwise.
 fn block_for<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig) -> usize {
-    let cached = matches!(prob.repr, Repr::Exact(_))
-        && crate::backend::cached::caches_kernel::<T>(prob.x.nrows(), cfg.kernel_cache);
-    if cfg.block_auto && cached && cfg.trust_region.nystrom_rank < CACHED_BLOCK {
+    if cfg.block_auto && kernel_cached(prob, cfg) && cfg.trust_region.nystrom_rank < CACHED_BLOCK {
         cfg.block_size.min(CACHED_BLOCK)
     } else {
         cfg.block_size
@@ -1010,11 +1014,13 @@ pub fn solve<T: Scalar>(
         note: None,
         kernel_cache: cfg.kernel_cache,
     };
-    let cached = matches!(prob.repr, Repr::Exact(_))
-        && crate::backend::cached::caches_kernel::<T>(n, cfg.kernel_cache);
     let searched = cfg.intercept && !prob.loss.is_classifier();
     let check_every = match cfg.check_every {
-        0 => checks_apart(n, b, cached && searched && hooks.validate.is_none()),
+        0 => checks_apart(
+            n,
+            b,
+            searched && kernel_cached(prob, cfg) && hooks.validate.is_none(),
+        ),
         k => k,
     };
 

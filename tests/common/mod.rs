@@ -19,6 +19,15 @@ pub fn regression(n: usize, d: usize, seed: u64) -> Dataset<f64> {
     Dataset::new(Features::Dense(DenseMatrix::new(n, d, x).unwrap()), y).unwrap()
 }
 
+/// The largest absolute difference between two equally long vectors.
+pub fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max)
+}
+
 /// A binary set with labels `-1/+1`: the sign of `x0^2 + x1 - 1` with 5% flipped labels.
 pub fn binary(n: usize, d: usize, seed: u64) -> Dataset<f64> {
     let mut s = Stream::new(seed, 78);

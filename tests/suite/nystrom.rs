@@ -20,14 +20,6 @@ fn tight(b: JokerBuilder, loss: Loss) -> Joker {
         .unwrap()
 }
 
-fn max_diff(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(p, q)| (p - q).abs())
-        .fold(0.0, f64::max)
-}
-
 /// With every training row a centre, `psi(x)^T psi(z) = k(x, X) K^-1 k(X, z)`, which is `k`
 /// on the training rows: the Nystrom fit solves the exact-kernel problem, and its decision
 /// values, on training and on new rows, are the exact model's.
@@ -65,7 +57,7 @@ fn all_rows_as_centres_give_the_exact_model() {
             // values are within sqrt(2 (P - D)) of the optimum's
             let within = |m: &joker::Model| (2.0 * (m.training.primal - m.training.dual)).sqrt();
             let bound = (within(&exact) + within(&ny)).max(1e-6);
-            let d = max_diff(&a, &b);
+            let d = common::max_diff(&a, &b);
             assert!(
                 d < bound,
                 "{loss:?}: decision values differ by {d} > {bound}"
@@ -121,7 +113,7 @@ fn stored_and_per_block_features_reach_one_optimum() {
         for m in [&stored, &per_block] {
             assert!(m.training.gap < 1e-9, "{loss:?}: gap {}", m.training.gap);
         }
-        let d = max_diff(
+        let d = common::max_diff(
             &stored.decision_function(&test.x).unwrap(),
             &per_block.decision_function(&test.x).unwrap(),
         );
@@ -150,7 +142,7 @@ fn growing_the_centres_reaches_the_cold_optimum() {
             "{rule:?}: gap {}",
             grown.training.gap
         );
-        let d = max_diff(
+        let d = common::max_diff(
             &cold.decision_function(&test.x).unwrap(),
             &grown.decision_function(&test.x).unwrap(),
         );

@@ -1699,15 +1699,10 @@ fn krr_on_features_with_an_intercept_starts_at_the_bordered_optimum() {
             direct.training.intercept.unwrap(),
             iterative.training.intercept.unwrap(),
         );
-        let (p, q) = (
-            direct.decision_function(&test.x).unwrap(),
-            iterative.decision_function(&test.x).unwrap(),
+        let d = common::max_diff(
+            &direct.decision_function(&test.x).unwrap(),
+            &iterative.decision_function(&test.x).unwrap(),
         );
-        let d = p
-            .iter()
-            .zip(&q)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0.0, f64::max);
         assert!(
             d < 1e-3 && (b0 - b1).abs() < 1e-3,
             "{map:?}: the models differ by {d}, intercepts {b0} and {b1}"

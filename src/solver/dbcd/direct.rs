@@ -77,10 +77,14 @@ pub(super) fn krr_optimum<T: Scalar>(
                 (&formed[..rows * m], Box::new(move |i| start + i))
             }
         };
-        let p = Mat::<f64>::from_fn(rows, k, |i, j| match j < m {
-            true => phi[i * m + j].to_f64(),
-            false => 1.0,
-        });
+        // the constant feature in column m
+        let p = Mat::<f64>::from_fn(
+            rows,
+            k,
+            |i, j| {
+                if j < m { phi[i * m + j].to_f64() } else { 1.0 }
+            },
+        );
         let c: Vec<f64> = (0..rows).map(|i| 1.0 / prob.lam[row_of(i)]).collect();
         let cp = Mat::<f64>::from_fn(rows, k, |i, j| c[i] * p[(i, j)]);
         let cy = Mat::<f64>::from_fn(rows, tt, |i, t| c[i] * prob.y[t * n + row_of(i)]);
