@@ -111,7 +111,7 @@ group gpu "random-feature kernels (W, features, Gram, update, prediction)" \
 group gpu "device engines against host engines, the self-check" "device_engine|exact_engine|kernel_model_engine|the_gpu_passes"
 group gpu "trust-region block solve on the device" "tr_solve"
 group gpu "exact kernels against f64 direct sums" "exact_kernels"
-group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit|distributed_fit|mapped_rows"
+group gpu "fits on the GPU against fits on the CPU" "end_to_end|exact_fit|full_krr|many_columns|kernel_model_fit|distributed_fit|mapped_rows|intercept_fit"
 group gpu "Nystrom maps: features and a fit on the GPU against the CPU" "nystrom_"
 exited gpu
 suite gpu-everywhere suite gpu::
