@@ -584,11 +584,13 @@ fn nystrom_rank_gives_the_same_solution() {
 #[test]
 fn the_automatic_representation_follows_the_kernel_cache() {
     let data = common::binary(600, 3, 21);
+    // on the CPU: beyond the cache a GPU takes random features, which it forms itself
     let fit = |cache: usize, bias: f64| {
         Joker::builder()
             .loss(Loss::SquaredHinge)
             .n_components(64)
             .auto_exact(true)
+            .device(joker::Device::Cpu)
             .kernel_cache(cache)
             .bias(bias)
             .max_iter(50)
@@ -663,11 +665,13 @@ fn the_automatic_representation_follows_the_kernel_cache() {
 #[test]
 fn the_automatic_loss_is_svr_on_the_exact_kernel_and_krr_on_a_feature_map() {
     let data = common::regression(400, 4, 31);
+    // on the CPU, where the map beyond the cache is Nystrom's (a GPU's is random features)
     let auto = |cache: usize| {
         Joker::builder()
             .n_components(64)
             .auto_exact(true)
             .auto_loss(true)
+            .device(joker::Device::Cpu)
             .kernel_cache(cache)
             .build()
             .unwrap()
