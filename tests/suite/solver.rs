@@ -1712,3 +1712,53 @@ fn krr_on_features_with_an_intercept_starts_at_the_bordered_optimum() {
         );
     }
 }
+
+/// SVR's `epsilon |a|` at a dual a rounding error from zero: from the optimum with one
+/// coordinate `a_j < 0` replaced by `1e-162`, its residual beyond the tube, DBCD-TR converges
+/// again (the coordinate takes its orthant from its gradient, as at zero). When the sign of
+/// `a_j` fixed the orthant, the free set froze it at the orthant's edge, a hair from zero, and
+/// the fit ran to its iteration cap at the gap it started with (docs/gpu-validation.md).
+#[test]
+fn an_svr_dual_a_hair_from_zero_does_not_stall_the_fit() {
+    let data = common::regression(300, 3, 41);
+    let fit = |warm: Option<&Model>| {
+        Joker::builder()
+            .loss(Loss::EpsilonInsensitive { epsilon: 0.1 })
+            .intercept(false)
+            .exact()
+            .block_size(64)
+            .tol(1e-6)
+            .stall(false)
+            .max_iter(3000)
+            .device(joker::Device::Cpu)
+            .build()
+            .unwrap()
+            .fit_with(
+                &data,
+                FitOptions {
+                    warm_start: warm,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+    };
+    let optimum = fit(None);
+    assert_eq!(optimum.training.stop, StopReason::Converged);
+    let mut moved = optimum.clone();
+    let alpha = moved.dual.as_mut().unwrap();
+    let j = (0..alpha.len())
+        .min_by(|&p, &q| alpha[p].total_cmp(&alpha[q]))
+        .unwrap();
+    assert!(alpha[j] < -0.1, "the most negative dual {}", alpha[j]);
+    alpha[j] = 1e-162;
+    let again = fit(Some(&moved));
+    assert_eq!(
+        again.training.stop,
+        StopReason::Converged,
+        "gap {:e} after {} iterations",
+        again.training.gap,
+        again.training.iterations
+    );
+    let a = again.dual.as_ref().unwrap();
+    assert!(a[j] < 0.0, "dual {j} stayed at {:e}", a[j]);
+}
