@@ -81,7 +81,7 @@ using namespace joker;
 #ifndef TR_THREADS
 #define TR_THREADS 256  // a multiple of 32 (the emulator test also builds it with 64)
 #endif
-// |a| at most this counts as zero for SVR's orthant (trust_region::AT_ZERO in the Rust solver)
+// |a| at most this counts as zero for SVR's orthant (loss::AT_ZERO in the Rust code)
 #define TR_AT_ZERO 1e-13
 #define TR_MAXRED 5     // most sums in one block reduction
 #define TR_NVEC 20  // f64 vectors of length b per column in the workspace
@@ -568,7 +568,7 @@ __device__ __forceinline__ void tr_solve_body(
             if (l1 > 0.0) {
                 double sigma;
                 // within TR_AT_ZERO of zero the orthant follows the gradient, as at zero
-                // (trust_region::AT_ZERO: an edge missed by a rounding error is not a sign)
+                // (loss::AT_ZERO: an edge missed by a rounding error is not a sign)
                 if (a > TR_AT_ZERO) sigma = 1.0;
                 else if (a < -TR_AT_ZERO) sigma = -1.0;
                 else if (gs < -l1) sigma = 1.0;

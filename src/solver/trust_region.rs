@@ -19,7 +19,7 @@
 //! steepest-descent sign at zero), where the model is exact.
 
 use crate::linalg::{dot, matvec, matvec_mixed};
-use crate::loss::{Coord, Loss};
+use crate::loss::{Coord, Loss, l1_sign};
 
 /// How the radius reacts to the ratio `rho`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -655,27 +655,18 @@ fn predicted(free: &[usize], sf: &[f64], g: &[f64], ks: &[f64], h: &[f64]) -> (f
     (pred, noise, sks)
 }
 
-/// Where `|a|` is at most this, an `l1 |a|` coordinate counts as at zero and takes the orthant
-/// of its steepest descent. A move to the orthant's edge can stop a rounding error short of
-/// zero (`a = 1e-162` was seen); within the free set's tolerance (`1e-13 (1 + |a|)`) of that
-/// edge the coordinate is frozen there, so without this it would never cross zero, and
-/// DBCD-TR stalled at a duality gap of 1e-3 with one SVR coordinate violating its optimality
-/// by 0.4.
-pub const AT_ZERO: f64 = 1e-13;
-
 /// The gradient and the step box `[lo_s, hi_s]` of a coordinate at `a` with smooth gradient
 /// `gs` and box `(lo, hi)`. With an `l1 |a|` term (SVR) the coordinate is confined to the
 /// orthant of its sign, or of its steepest-descent sign at zero (no move where `|gs| <= l1`);
-/// within [`AT_ZERO`] of zero it counts as at zero.
+/// within [`AT_ZERO`](crate::loss::AT_ZERO) of zero it counts as at zero.
 pub fn orthant_step(gs: f64, a: f64, (lo, hi): (f64, f64), l1: f64) -> (f64, f64, f64) {
     let (mut lo_s, mut hi_s) = (lo - a, hi - a);
     if l1 <= 0.0 {
         return (gs, lo_s, hi_s);
     }
-    let sigma = if a > AT_ZERO {
-        1.0
-    } else if a < -AT_ZERO {
-        -1.0
+    let side = l1_sign(a);
+    let sigma = if side != 0.0 {
+        side
     } else if gs < -l1 {
         1.0
     } else if gs > l1 {
