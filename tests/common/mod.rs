@@ -28,6 +28,15 @@ pub fn max_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The sum of the dual coefficients and their absolute sum: with an intercept the first is
+/// zero at the optimum, measured against the second.
+pub fn dual_balance(alpha: &[f64]) -> (f64, f64) {
+    (
+        alpha.iter().sum::<f64>(),
+        alpha.iter().map(|a| a.abs()).sum::<f64>(),
+    )
+}
+
 /// A binary set with labels `-1/+1`: the sign of `x0^2 + x1 - 1` with 5% flipped labels.
 pub fn binary(n: usize, d: usize, seed: u64) -> Dataset<f64> {
     let mut s = Stream::new(seed, 78);

@@ -1381,7 +1381,7 @@ fn intercept_fit_on_the_gpu_matches_the_cpu() {
     let Features::Dense(dm) = &raw.x else {
         unreachable!()
     };
-    let x: Vec<f32> = dm.as_slice().iter().map(|&v| v as f32).collect();
+    let x = f32s(dm.as_slice());
     // a level that the intercept carries (its optimum is near 1.5 here, the expansion the rest)
     let y: Vec<f64> = raw.y.iter().map(|v| v + 3.0).collect();
     let data = Dataset::new(Features::Dense(DenseMatrix::new(700, 4, x).unwrap()), y).unwrap();
@@ -1432,10 +1432,7 @@ fn intercept_fit_on_the_gpu_matches_the_cpu() {
         }
         for (dev, model) in [("cpu", &cpu), ("gpu", &gpu)] {
             if let Some(alpha) = model.dual.as_ref() {
-                let (sum, size) = (
-                    alpha.iter().sum::<f64>(),
-                    alpha.iter().map(|a| a.abs()).sum::<f64>(),
-                );
+                let (sum, size) = common::dual_balance(alpha);
                 assert!(
                     sum.abs() <= 1e-3 * size,
                     "{what} on the {dev}: duals sum to {sum} of {size}"

@@ -1592,10 +1592,7 @@ fn svr_with_an_intercept_balances_its_duals_and_meets_the_kkt_conditions() {
     let (with, without) = (fit(true), fit(false));
     let b = with.training.intercept.unwrap();
     let alpha = with.dual.as_ref().unwrap();
-    let (sum, size) = (
-        alpha.iter().sum::<f64>(),
-        alpha.iter().map(|a| a.abs()).sum::<f64>(),
-    );
+    let (sum, size) = common::dual_balance(alpha);
     assert!(
         sum.abs() <= 1e-3 * size,
         "duals sum to {sum} (of {size}), intercept {b}"
@@ -1691,10 +1688,7 @@ fn krr_on_features_with_an_intercept_starts_at_the_bordered_optimum() {
         let direct = fit(true, 1e-3);
         assert_eq!(direct.training.iterations, 0, "{map:?}");
         let alpha = direct.dual.as_ref().unwrap();
-        let (sum, size) = (
-            alpha.iter().sum::<f64>(),
-            alpha.iter().map(|a| a.abs()).sum::<f64>(),
-        );
+        let (sum, size) = common::dual_balance(alpha);
         assert!(sum.abs() < 1e-9 * size, "{map:?}: duals sum to {sum}");
         let iterative = fit(false, 1e-10);
         assert!(iterative.training.iterations > 0);
