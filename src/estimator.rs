@@ -89,12 +89,12 @@ pub struct Joker {
     /// chosen by [`auto_exact`](Joker::auto_exact) has no intercept and leaves it out.
     pub bias: f64,
     /// Fit an unregularised intercept `b` beside the kernel expansion (regression losses,
-    /// DBCD-TR in one process): the model is `f(x) + b`, as LIBSVM's SVR, with `b` where the
-    /// dual coefficients sum to zero ([`SolverConfig::intercept`]). Recorded in
-    /// [`TrainingInfo::intercept`](crate::model::TrainingInfo) and folded into the target
-    /// scaler's mean. `None` (the default) fits one for SVR, Huber, L1 and Lp, whose best
-    /// constant is not the targets' mean that the target scaling removes, where the fit runs
-    /// DBCD-TR in one process; KRR (scikit-learn's `KernelRidge` has none, and the mean is
+    /// DBCD-TR, in one process or across MPI ranks): the model is `f(x) + b`, as LIBSVM's SVR,
+    /// with `b` where the dual coefficients sum to zero ([`SolverConfig::intercept`]).
+    /// Recorded in [`TrainingInfo::intercept`](crate::model::TrainingInfo) and folded into the
+    /// target scaler's mean. `None` (the default) fits one for SVR, Huber, L1 and Lp, whose
+    /// best constant is not the targets' mean that the target scaling removes, where the fit
+    /// runs DBCD-TR; KRR (scikit-learn's `KernelRidge` has none, and the mean is
     /// KRR's own constant) and the other solvers fit none. See [`Joker::fits_intercept`].
     pub intercept: Option<bool>,
     /// Working precision.
@@ -693,16 +693,16 @@ impl Joker {
         JokerBuilder::default()
     }
 
-    /// Whether a fit (`distributed`: across the ranks of an MPI job) has an intercept: as
-    /// asked, or by default for SVR, Huber, L1 and Lp regression solved by DBCD-TR in one
-    /// process ([`Joker::intercept`]).
-    pub fn fits_intercept(&self, distributed: bool) -> bool {
+    /// Whether a fit has an intercept: as asked, or by default for SVR, Huber, L1 and Lp
+    /// regression solved by DBCD-TR, in one process or across the ranks of an MPI job
+    /// ([`Joker::intercept`]).
+    pub fn fits_intercept(&self) -> bool {
         let regression = !self.loss.is_classifier() && self.task() == Task::Regression;
         let robust = matches!(
             self.loss,
             Loss::EpsilonInsensitive { .. } | Loss::Huber { .. } | Loss::Absolute | Loss::Lp { .. }
         );
-        let dbcd = self.dsg.is_none() && self.full_krr.is_none() && !distributed;
+        let dbcd = self.dsg.is_none() && self.full_krr.is_none();
         regression && dbcd && self.intercept.unwrap_or(robust)
     }
 
@@ -1253,12 +1253,6 @@ impl Joker {
                 "one-vs-one is not distributed: train with one-vs-rest over MPI",
             ));
         }
-        if self.intercept == Some(true) && dist.is_some() {
-            return Err(invalid(
-                "intercept",
-                "the intercept is not fitted across ranks yet: train without it (`--no-intercept`) over MPI",
-            ));
-        }
         let lam = self.sample_lambdas(
             &data.y,
             targets.classes.as_deref(),
@@ -1274,7 +1268,7 @@ impl Joker {
         let solver = SolverConfig {
             block_size: b,
             kernel_cache: self.kernel_cache_for::<T>(self.kernel_rows(&data.y, scheme), need),
-            intercept: self.fits_intercept(dist.is_some()),
+            intercept: self.fits_intercept(),
             ..self.solver.clone()
         };
 

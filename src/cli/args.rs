@@ -397,7 +397,7 @@ pub struct TrainArgs {
     )]
     pub bias: Option<f64>,
     /// Fit an unregularised intercept b beside the kernel expansion, the model f(x) + b, as
-    /// LIBSVM's SVR [default: for svr, huber, l1 and lp trained by DBCD-TR in one process;
+    /// LIBSVM's SVR [default: for svr, huber, l1 and lp trained by DBCD-TR, also over MPI;
     /// not for krr, whose constant is the targets' mean]
     #[arg(long, conflicts_with = "no_intercept", help_heading = "Loss")]
     pub intercept: bool,

@@ -135,6 +135,12 @@ fn rank_fit<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path, comm: &Mpi
             peaks.iter().cloned().fold(0.0, f64::max)
         );
     }
+    if let Some(b) = t.intercept {
+        outln!(
+            "intercept   {} (where the dual coefficients over all ranks sum to zero)",
+            super::sig(b, 6)
+        );
+    }
     if let Some(v) = &val {
         outln!("validation  {:.4}", model.score(v)?);
     }

@@ -77,6 +77,10 @@ pub struct Manifest {
     pub targets: usize,
     /// The files, each `(start, end, name)`, in row order.
     pub files: Vec<(usize, usize, String)>,
+    /// The target columns' intercepts where the fit searches them (shifts of the targets, in
+    /// the units the solver sees); empty otherwise, and in checkpoints written without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intercept: Vec<f64>,
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> JokerError {
@@ -91,12 +95,13 @@ fn file_name(outer: usize, start: usize, end: usize) -> String {
 }
 
 /// Writes this rank's coefficients (`alpha`: `(end - start) x T`, column-major) for outer step
-/// `outer`, then, once every rank has, the manifest (rank 0). Every rank calls it.
+/// `outer`, then, once every rank has, the manifest (rank 0) with the target columns'
+/// intercepts (`intercept`, the same on every rank; empty without them). Every rank calls it.
 pub fn write(
     cfg: &CheckpointConfig,
     comm: &dyn Collective,
     (start, outer, targets): (usize, usize, usize),
-    alpha: &[f64],
+    (alpha, intercept): (&[f64], &[f64]),
 ) -> Result<()> {
     let rows = alpha.len() / targets.max(1);
     let end = start + rows;
@@ -131,6 +136,7 @@ pub fn write(
             rows: files.last().map_or(0, |f| f.1),
             targets,
             files,
+            intercept: intercept.to_vec(),
         };
         let path = cfg.dir.join(MANIFEST);
         write_atomically(&path, |w| {
@@ -161,8 +167,13 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
 
 /// The coefficients of rows `start..start + rows` (`rows x T`, column-major) from the last
 /// complete checkpoint in `dir`, whatever the number of ranks that wrote it; with the
-/// checkpoint's outer step.
-pub fn read(dir: &Path, start: usize, rows: usize, targets: usize) -> Result<(Vec<f64>, usize)> {
+/// checkpoint's outer step and intercepts (empty where it has none).
+pub fn read(
+    dir: &Path,
+    start: usize,
+    rows: usize,
+    targets: usize,
+) -> Result<(Vec<f64>, usize, Vec<f64>)> {
     let m = read_manifest(dir)?.ok_or_else(|| JokerError::Io {
         path: dir.join(MANIFEST),
         source: std::io::Error::new(
@@ -220,7 +231,14 @@ pub fn read(dir: &Path, start: usize, rows: usize, targets: usize) -> Result<(Ve
             dir.display()
         )));
     }
-    Ok((alpha, m.outer))
+    if !(m.intercept.is_empty() || m.intercept.len() == targets) {
+        return Err(JokerError::ModelFormat(format!(
+            "the checkpoint in {} holds {} intercepts for {targets} target columns",
+            dir.display(),
+            m.intercept.len()
+        )));
+    }
+    Ok((alpha, m.outer, m.intercept))
 }
 
 #[cfg(test)]
@@ -250,7 +268,8 @@ mod tests {
                         let alpha: Vec<f64> = (0..tt)
                             .flat_map(|t| (a..b).map(move |i| value(i, t, step)))
                             .collect();
-                        write(cfg, c, (a, step, tt), &alpha).unwrap();
+                        let b0 = [0.5 * step as f64, -1.25];
+                        write(cfg, c, (a, step, tt), (&alpha, &b0)).unwrap();
                     });
                 }
             });
@@ -260,8 +279,9 @@ mod tests {
         let m = read_manifest(&dir).unwrap().unwrap();
         assert_eq!((m.outer, m.rows, m.targets), (2, n, tt));
         for (start, rows) in [(0, 5), (5, 5), (2, 6)] {
-            let (alpha, outer) = read(&dir, start, rows, tt).unwrap();
+            let (alpha, outer, intercept) = read(&dir, start, rows, tt).unwrap();
             assert_eq!(outer, 2);
+            assert_eq!(intercept, [1.0, -1.25]);
             for t in 0..tt {
                 for k in 0..rows {
                     assert_eq!(alpha[t * rows + k], value(start + k, t, 2));

@@ -50,6 +50,15 @@ pub trait Collective {
     fn decide(&self, values: &mut [f64]) -> Result<()> {
         self.broadcast(0, values)
     }
+    /// Element-wise sum over the ranks, rank 0's sums on every rank: for sums that decide
+    /// something (a reduction need not round alike on every rank).
+    fn agreed_sum(&self, buf: &mut [f64]) -> Result<()> {
+        self.sum(buf)?;
+        if self.size() > 1 {
+            self.decide(buf)?;
+        }
+        Ok(())
+    }
     /// The sum of one number over the ranks.
     fn sum_one(&self, v: f64) -> Result<f64> {
         let mut b = [v];

@@ -997,7 +997,7 @@ pub const JOKER_INTERCEPT_OFF: i32 = 0;
 pub const JOKER_INTERCEPT_ON: i32 = 1;
 
 /// `joker_params_set_intercept`: an intercept for SVR, Huber, L1 and Lp regression trained by
-/// DBCD-TR in one process, none for KRR and elsewhere (the default).
+/// DBCD-TR (also by `joker_fit_mpi`), none for KRR and elsewhere (the default).
 pub const JOKER_INTERCEPT_AUTO: i32 = 2;
 
 /// Chooses whether a regression fits an unregularised intercept `b` beside the kernel
@@ -1005,7 +1005,7 @@ pub const JOKER_INTERCEPT_AUTO: i32 = 2;
 /// coefficients sum to zero (LIBSVM's SVR). The intercept is kept in the model's target
 /// scaling, so predictions include it. `JOKER_INTERCEPT_ON` with a classifier, a doubly
 /// stochastic solver or full KRR is refused with JOKER_STATUS_INVALID_ARGUMENT, whichever of
-/// the settings comes last, and `joker_fit_mpi` refuses it.
+/// the settings comes last; `joker_fit_mpi` searches it over the ranks.
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.

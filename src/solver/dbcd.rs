@@ -1213,7 +1213,9 @@ fn moves_intercept<T: Scalar>(
     st: &mut State<'_, T>,
 ) -> Result<bool> {
     match (intercept, reason) {
-        (Some(search), None | Some(StopReason::Converged | StopReason::Stalled)) => search.step(st),
+        (Some(search), None | Some(StopReason::Converged | StopReason::Stalled)) => {
+            search.step(st, &crate::distributed::Single)
+        }
         _ => Ok(false),
     }
 }

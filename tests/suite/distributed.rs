@@ -383,6 +383,140 @@ fn exact_kernels_over_ranks_reach_the_single_process_optimum() {
     }
 }
 
+/// SVR with its intercept over the ranks: on one rank the single-process fit (checked a pass
+/// apart, as an outer step is), iterate for iterate and intercept for intercept; on 2 and 3
+/// ranks at the default tolerance (1e-3) the single process's optimum at 1e-6: the intercept
+/// to 1% of the targets' spread, the dual coefficients balanced (`|sum a| <= 1e-3 sum |a|`),
+/// the primal objective to 2e-3 relative, every rank with the same model; a checkpoint holds
+/// the intercept, and a fit resumed from it on another number of ranks reaches the optimum.
+#[test]
+fn svr_with_an_intercept_over_ranks_reaches_the_single_process_optimum() {
+    let mut data = common::regression(360, 3, 41);
+    data.y.iter_mut().for_each(|y| *y += 2.0);
+    let svr = |tol: f64| {
+        Joker::builder()
+            .loss(Loss::EpsilonInsensitive { epsilon: 0.1 })
+            .exact()
+            .gamma(0.5)
+            .lambda(0.5)
+            .precision(joker::Precision::F64)
+            .standardize(false)
+            .normalize_target(false)
+            .intercept(true)
+            .block_size(40)
+            .check_every(9)
+            .tol(tol)
+            .stall(false)
+            .max_iter(20_000)
+            .device(joker::Device::Cpu)
+            .build()
+            .unwrap()
+    };
+    let est = svr(1e-6);
+    let single = est.fit(&data).unwrap();
+    let b = single.training.intercept.unwrap();
+    // the targets, raised by 2, have their mean near 1.6: far from a zero intercept
+    assert!(b > 1.0, "single-process intercept {b}");
+    let one = est
+        .fit_distributed(&data, &Single, &PbmConfig::default(), FitOptions::default())
+        .unwrap();
+    assert_eq!(one.training.intercept, Some(b));
+    assert_eq!(exact_alpha(&one), exact_alpha(&single));
+    assert_eq!(one.training.iterations, single.training.iterations);
+
+    let spread = {
+        let mean = data.y.iter().sum::<f64>() / data.len() as f64;
+        (data.y.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / data.len() as f64).sqrt()
+    };
+    let est = svr(1e-3);
+    for k in [2, 3] {
+        let models: Vec<Model> = fit_on_ranks(&est, &shards(&data, k), &PbmConfig::default())
+            .into_iter()
+            .map(|m| m.unwrap())
+            .collect();
+        for m in &models[1..] {
+            assert_eq!(exact_alpha(m), exact_alpha(&models[0]), "ranks disagree");
+            assert_eq!(m.training.intercept, models[0].training.intercept);
+        }
+        let m = &models[0];
+        let got = m.training.intercept.unwrap();
+        let (sum, size) = common::dual_balance(exact_alpha(m));
+        let primal = (m.training.primal - single.training.primal) / single.training.primal;
+        eprintln!(
+            "SVR on {k} ranks: {} outer steps, gap {:.2e}, intercept {got:.6} against {b:.6}, \
+             duals' sum {sum:.2e} of {size:.3}, primal {:.6} against {:.6}",
+            m.history.len(),
+            m.training.gap,
+            m.training.primal,
+            single.training.primal
+        );
+        assert_eq!(m.training.stop, StopReason::Converged, "{k} ranks");
+        assert!(
+            (got - b).abs() <= 1e-2 * spread,
+            "{k} ranks: intercept {got} against {b}"
+        );
+        assert!(
+            sum.abs() <= 1e-3 * size,
+            "{k} ranks: duals sum to {sum} of {size}"
+        );
+        // the gap bounds the primal's distance from the optimum for the intercept found; the
+        // intercept's own error adds a little
+        assert!(
+            primal.abs() <= 2e-3,
+            "{k} ranks: primal off by {primal:e} relative"
+        );
+    }
+
+    // a checkpoint keeps the intercept where the coefficients were written, and a fit resumed
+    // from it on another number of ranks reaches the same optimum
+    let dir = std::env::temp_dir().join(format!("joker-resume-svr-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let first = PbmConfig {
+        max_outer: 60,
+        checkpoint: Some(joker::distributed::checkpoint::CheckpointConfig {
+            dir: dir.clone(),
+            every: 1,
+            seconds: None,
+        }),
+        ..PbmConfig::default()
+    };
+    let stopped = fit_on_ranks(&est, &shards(&data, 2), &first)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    let manifest = joker::distributed::checkpoint::read_manifest(&dir)
+        .unwrap()
+        .unwrap();
+    assert_eq!(manifest.intercept.len(), 1);
+    assert!(
+        manifest.intercept[0] != 0.0,
+        "the intercept moved within 60 steps"
+    );
+    let resume = PbmConfig {
+        resume: Some(dir.clone()),
+        ..PbmConfig::default()
+    };
+    let resumed = fit_on_ranks(&est, &shards(&data, 3), &resume)
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
+    let got = resumed.training.intercept.unwrap();
+    eprintln!(
+        "resumed on 3 ranks after 60 steps on 2 (intercept {:.6} there): {} outer steps more, \
+         intercept {got:.6}",
+        stopped.training.intercept.unwrap(),
+        resumed.history.len()
+    );
+    assert_eq!(resumed.training.stop, StopReason::Converged);
+    assert!(
+        (got - b).abs() <= 1e-2 * spread,
+        "resumed: intercept {got} against {b}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_fit_resumes_from_a_checkpoint_on_another_number_of_ranks() {
     let d = common::binary(2400, 3, 31);

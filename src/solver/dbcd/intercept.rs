@@ -17,6 +17,7 @@
 //! biased towards zero leaves far from zero exactly when an intercept matters.
 
 use super::{State, engine_of};
+use crate::distributed::Collective;
 use crate::error::Result;
 use crate::loss::Loss;
 use crate::scalar::Scalar;
@@ -69,44 +70,64 @@ impl Intercept {
     /// At a check: moves the shift of every column whose dual coefficients do not sum to
     /// zero, and says whether any moved (the fit then goes on from where it is; after a
     /// converged solve, none moving means the intercepts are found). The sums are read off
-    /// the current coefficients, exact after a converged solve and close to it near one.
-    pub fn step<T: Scalar>(&mut self, st: &mut State<'_, T>) -> Result<bool> {
+    /// the current coefficients, exact after a converged solve and close to it near one; over
+    /// the ranks of `comm` (each holding its rows' coefficients), rank 0's sums on every
+    /// rank, so that every rank moves alike.
+    pub fn step<T: Scalar>(
+        &mut self,
+        st: &mut State<'_, T>,
+        comm: &dyn Collective,
+    ) -> Result<bool> {
         if self.moves >= MAX_MOVES {
             return Ok(false);
         }
-        let (n, loss) = (st.n, st.prob.loss);
-        let mut u: Option<Vec<f64>> = None;
-        let mut moved = false;
-        for (t, s) in self.cols.iter_mut().enumerate() {
+        let (n, tt) = (st.n, self.cols.len());
+        // per column: sum_i a_i, sum_i |a_i| and sum_i y_i^2; then the rows
+        let mut sums = vec![0.0; 3 * tt + 1];
+        for t in 0..tt {
             let a = &st.alpha[t * n..(t + 1) * n];
-            let g: f64 = a.iter().sum();
-            let size: f64 = a.iter().map(|v| v.abs()).sum();
-            let b = st.shift[t];
+            sums[3 * t] = a.iter().sum();
+            sums[3 * t + 1] = a.iter().map(|v| v.abs()).sum();
+            sums[3 * t + 2] = st.prob.y[t * n..(t + 1) * n].iter().map(|v| v * v).sum();
+        }
+        sums[3 * tt] = n as f64;
+        comm.agreed_sum(&mut sums)?;
+        let rows = sums[3 * tt].max(1.0);
+        // each column's proposal: a secant, or (at its first move) the best intercept for the
+        // current predictions
+        let mut proposed: Vec<Option<f64>> = vec![None; tt];
+        let mut first = Vec::new();
+        for (t, s) in self.cols.iter_mut().enumerate() {
+            let (g, size) = (sums[3 * t], sums[3 * t + 1]);
             if g.abs() <= BALANCE * size {
                 continue;
             }
-            let y = &st.prob.y[t * n..(t + 1) * n];
-            let rms = (y.iter().map(|v| v * v).sum::<f64>() / n.max(1) as f64)
-                .sqrt()
-                .max(f64::MIN_POSITIVE);
-            let next = match s.next(b, g) {
-                Some(v) => v,
-                None => {
-                    let u = match &mut u {
-                        Some(u) => u,
-                        None => u.insert(engine_of(&mut st.engine)?.decision()?),
-                    };
-                    let best = best_for(loss, y, &u[t * n..(t + 1) * n], st.prob.lam);
-                    // where the loss is flat around the predictions (SVR's tube holds the
-                    // free coefficients) the best intercept is not unique, and may not move:
-                    // a tenth of the targets' spread, the way g points
-                    if (best - b) * g > SHORTEST_MOVE * rms * g.abs() {
-                        best
-                    } else {
-                        b + FIRST_STEP * rms * g.signum()
-                    }
-                }
-            };
+            match s.next(st.shift[t], g) {
+                Some(v) => proposed[t] = Some(v),
+                None => first.push(t),
+            }
+        }
+        if !first.is_empty() {
+            let u = engine_of(&mut st.engine)?.decision()?;
+            let best = best_for(st.prob.loss, (st.prob.y, &u), st.prob.lam, &first, comm)?;
+            for (&t, best) in first.iter().zip(best) {
+                let (g, b) = (sums[3 * t], st.shift[t]);
+                let rms = rms_of(sums[3 * t + 2], rows);
+                // where the loss is flat around the predictions (SVR's tube holds the free
+                // coefficients) the best intercept is not unique, and may not move: a tenth
+                // of the targets' spread, the way g points
+                proposed[t] = Some(if (best - b) * g > SHORTEST_MOVE * rms * g.abs() {
+                    best
+                } else {
+                    b + FIRST_STEP * rms * g.signum()
+                });
+            }
+        }
+        let mut moved = false;
+        for (t, next) in proposed.into_iter().enumerate() {
+            let Some(next) = next else { continue };
+            let b = st.shift[t];
+            let rms = rms_of(sums[3 * t + 2], rows);
             if !next.is_finite() || (next - b).abs() <= SHORTEST_MOVE * rms {
                 continue;
             }
@@ -118,6 +139,11 @@ impl Intercept {
         }
         Ok(moved)
     }
+}
+
+/// The targets' root mean square from their sum of squares over `rows` rows.
+fn rms_of(sum_sq: f64, rows: f64) -> f64 {
+    (sum_sq / rows).sqrt().max(f64::MIN_POSITIVE)
 }
 
 impl Search {
@@ -159,49 +185,85 @@ impl Search {
     }
 }
 
-/// The intercept best for the predictions `u`: the root of the nondecreasing
-/// `phi(b) = sum_i c_i dl(y_i, u_i + b)/du`, by bisection between the residuals' extremes
-/// widened by one (beyond them every residual has one sign, and so has `phi`).
-fn best_for(loss: Loss, y: &[f64], u: &[f64], lam: &[f64]) -> f64 {
-    let phi = |b: f64| -> f64 {
-        (y.iter().zip(u).zip(lam))
-            .map(|((&y, &u), &l)| loss.derivative(u + b, y) / l)
-            .sum()
-    };
-    let (lo, hi) = y
-        .iter()
-        .zip(u)
-        .map(|(y, u)| y - u)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
-            (lo.min(r), hi.max(r))
-        });
-    let (mut lo, mut hi) = (lo - 1.0, hi + 1.0);
-    if !(lo.is_finite() && hi.is_finite()) {
-        return 0.0;
+/// The intercepts best for the predictions of the target columns `cols` (`y` and `u`
+/// column-major, `n x T`, over the rows of every rank of `comm`): each the root of the
+/// nondecreasing `phi_t(b) = sum_i c_i dl(y_ti, u_ti + b)/du`, by bisection between the
+/// residuals' extremes widened by one (beyond them every residual has one sign, and so has
+/// `phi_t`), all columns in one sum over the ranks per halving.
+fn best_for(
+    loss: Loss,
+    (y, u): (&[f64], &[f64]),
+    lam: &[f64],
+    cols: &[usize],
+    comm: &dyn Collective,
+) -> Result<Vec<f64>> {
+    let n = lam.len();
+    let column = |t: usize| (&y[t * n..(t + 1) * n], &u[t * n..(t + 1) * n]);
+    // the residuals' extremes: max of -r and of r, over the ranks
+    let mut ends = vec![f64::NEG_INFINITY; 2 * cols.len()];
+    for (k, &t) in cols.iter().enumerate() {
+        let (y, u) = column(t);
+        for (y, u) in y.iter().zip(u) {
+            ends[2 * k] = ends[2 * k].max(u - y);
+            ends[2 * k + 1] = ends[2 * k + 1].max(y - u);
+        }
     }
+    comm.max(&mut ends)?;
+    comm.decide(&mut ends)?;
+    let mut brackets: Vec<(f64, f64)> = (0..cols.len())
+        .map(|k| (-ends[2 * k] - 1.0, ends[2 * k + 1] + 1.0))
+        .collect();
+    let mut open: Vec<bool> = brackets
+        .iter()
+        .map(|(lo, hi)| lo.is_finite() && hi.is_finite())
+        .collect();
+    let mut phi = vec![0.0; cols.len()];
     for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
+        for (k, &t) in cols.iter().enumerate() {
+            phi[k] = 0.0;
+            if open[k] {
+                let (y, u) = column(t);
+                let b = 0.5 * (brackets[k].0 + brackets[k].1);
+                phi[k] = (y.iter().zip(u).zip(lam))
+                    .map(|((&y, &u), &l)| loss.derivative(u + b, y) / l)
+                    .sum();
+            }
+        }
+        comm.agreed_sum(&mut phi)?;
+        for k in 0..cols.len() {
+            let (lo, hi) = brackets[k];
+            let mid = 0.5 * (lo + hi);
+            if !open[k] || mid <= lo || mid >= hi {
+                open[k] = false;
+            } else if phi[k] < 0.0 {
+                brackets[k].0 = mid;
+            } else {
+                brackets[k].1 = mid;
+            }
+        }
+        if !open.iter().any(|&o| o) {
             break;
         }
-        if phi(mid) < 0.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
     }
-    0.5 * (lo + hi)
+    Ok(brackets
+        .iter()
+        .map(|&(lo, hi)| match lo.is_finite() && hi.is_finite() {
+            true => 0.5 * (lo + hi),
+            false => 0.0,
+        })
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::distributed::Single;
 
     #[test]
     fn the_best_intercept_of_squared_error_is_the_mean_residual() {
         let y = [1.0, 2.0, 4.5, -0.5];
         let u = [0.5, 0.0, 1.0, 0.0];
-        let b = best_for(Loss::SquaredError, &y, &u, &[1.0; 4]);
+        let b = best_for(Loss::SquaredError, (&y, &u), &[1.0; 4], &[0], &Single).unwrap()[0];
         let mean = (0.5 + 2.0 + 3.5 - 0.5) / 4.0;
         assert!((b - mean).abs() < 1e-9, "{b} against {mean}");
     }
@@ -212,7 +274,7 @@ mod tests {
         // more than the others together, so it alone decides)
         let y = [3.0, -1.0, 0.0, 10.0, 2.0];
         let lam = [1.0, 1.0, 1.0, 1.0, 0.2];
-        let b = best_for(Loss::Absolute, &y, &[0.0; 5], &lam);
+        let b = best_for(Loss::Absolute, (&y, &[0.0; 5]), &lam, &[0], &Single).unwrap()[0];
         assert!((b - 2.0).abs() < 1e-9, "{b}");
     }
 

@@ -33,15 +33,18 @@
 //! `beta_r += beta (K d)_{S_r}`.
 //!
 //! Then the objectives and the duality gap are summed over the ranks, and rank 0 decides
-//! whether to stop, for everyone. On one rank the block-diagonal model is the whole problem:
-//! the step is 1 and the iterates are those of [`super::solve`].
+//! whether to stop, for everyone. A regression's intercept moves at such a check as in one
+//! process (src/solver/dbcd/intercept.rs), from sums over the ranks. On one rank the
+//! block-diagonal model is the whole problem: the step is 1 and the iterates are those of
+//! [`super::solve`].
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::intercept::Intercept;
 use super::{
-    Hooks, Problem, Progress, Repr, Schedule, Solution, SolverConfig, StopReason, Terms, Timings,
-    apply_update, check_shapes, coord, engine_of, start_state, tally,
+    Hooks, INTERCEPT_GAP, Problem, Progress, Repr, Schedule, Solution, SolverConfig, StopReason,
+    Terms, Timings, apply_update, check_shapes, engine_of, shifted, start_state, tally,
 };
 use crate::backend::Backend;
 use crate::backend::predict::Predictor;
@@ -235,14 +238,20 @@ fn run<T: Scalar>(
         .iter()
         .map(|v| v[0] as usize)
         .sum();
-    let (alpha0, mut outer) = match &pbm.resume {
+    let (alpha0, mut outer, shift) = match &pbm.resume {
         Some(dir) => {
-            let (a, outer) = checkpoint::read(dir, first_row, n, tt)?;
-            (Some(a), outer)
+            let (a, outer, shift) = checkpoint::read(dir, first_row, n, tt)?;
+            (Some(a), outer, shift)
         }
-        None => (None, 0),
+        None => (None, 0, Vec::new()),
     };
     let mut st = start_state(backend, prob, alpha0, &perm, (b, cfg.kernel_cache))?;
+    // the intercept, searched as in one process with its sums over the ranks; a resumed fit
+    // goes on from the checkpoint's
+    let mut intercept = (cfg.intercept && !prob.loss.is_classifier()).then(|| Intercept::new(tt));
+    if intercept.is_some() && shift.len() == tt {
+        st.shift = shift;
+    }
     if adding {
         st.scale = ranks as f64;
     }
@@ -344,7 +353,7 @@ fn run<T: Scalar>(
             && c.due(outer, last_checkpoint.elapsed().as_secs_f64(), comm)?
         {
             let tc = Instant::now();
-            checkpoint::write(c, comm, (first_row, outer, tt), &st.alpha)?;
+            checkpoint::write(c, comm, (first_row, outer, tt), (&st.alpha, &st.shift))?;
             timings.check += tc.elapsed().as_secs_f64();
             last_checkpoint = Instant::now();
         }
@@ -364,15 +373,29 @@ fn run<T: Scalar>(
             &timings,
         )?;
         timings.check += tc.elapsed().as_secs_f64();
-        // rank 0 decides for everyone
-        let mut code = [Decision::GoOn as i64 as f64];
+        // rank 0 decides for everyone, and whether the gap is near enough the tolerance for
+        // the intercept to move
+        let mut code = [Decision::GoOn as i64 as f64, 0.0];
         if rank == 0 {
             let go_on = hooks.progress.as_mut().is_none_or(|f| f(&p));
             code[0] = decide(&p, cfg, go_on && !interrupted, start, iter) as i64 as f64;
+            code[1] = f64::from(u8::from(p.gap <= INTERCEPT_GAP * cfg.tol));
         }
         comm.decide(&mut code)?;
         history.push(p);
-        stop = match Decision::from_code(code[0]) {
+        let decision = Decision::from_code(code[0]);
+        // a converged solve, or one near it, moves the intercept; the fit goes on from where
+        // it is, and the plane search starts afresh (the objective has moved)
+        let searching = matches!(decision, Decision::Converged)
+            || matches!(decision, Decision::GoOn) && code[1] != 0.0;
+        if let Some(search) = intercept.as_mut().filter(|_| searching)
+            && search.step(&mut st, comm)?
+        {
+            last_step = None;
+            schedule = Schedule::new(&mut st, &local, &perm, tt)?;
+            continue;
+        }
+        stop = match decision {
             Decision::GoOn => continue,
             Decision::Converged => StopReason::Converged,
             Decision::Cancelled => StopReason::Cancelled,
@@ -410,7 +433,10 @@ fn run<T: Scalar>(
         working_set: schedule.choice.note,
         fell_back: None,
         pairs_at_once: 0,
-        intercept: Vec::new(),
+        intercept: match intercept {
+            Some(_) => st.shift,
+            None => Vec::new(),
+        },
         start: String::new(),
     })
 }
@@ -626,13 +652,13 @@ fn combine<T: Scalar>(
         let q = quadratic(&[], &vec![0.0; d.len()])?;
         (line_search(st, alpha0, (q[0], q[2]), comm)?, 0.0)
     };
-    let (n, prob) = (st.n, st.prob);
+    let (n, prob, shift) = (st.n, st.prob, &st.shift);
     let mut step_alpha = vec![0.0; d.len()];
     for (k, (a, &a0)) in st.alpha.iter_mut().zip(alpha0).enumerate() {
         let from_last = last.as_ref().map_or(0.0, |(sa, _)| gamma * sa[k]);
         let step = beta * d[k] + from_last;
         if step != 0.0 {
-            let (lo, hi) = prob.loss.bounds(&coord(prob, k % n, k / n));
+            let (lo, hi) = prob.loss.bounds(&shifted(prob, shift, k % n, k / n));
             *a = (a0 + step).clamp(lo, hi);
         } else {
             *a = a0;
@@ -701,7 +727,7 @@ fn plane_search<T: Scalar>(
         if d[k] == 0.0 && s[k] == 0.0 {
             continue;
         }
-        let c = coord(prob, k % n, k / n);
+        let c = st.coord(k % n, k / n);
         let (g, h) = (prob.loss.grad(alpha0[k], &c), prob.loss.hess(alpha0[k], &c));
         t[0] += g * d[k];
         t[1] += g * s[k];
@@ -734,7 +760,7 @@ fn plane_search<T: Scalar>(
             for k in 0..d.len() {
                 let v = b * d[k] + gm * s[k];
                 if v != 0.0 {
-                    let (lo, hi) = prob.loss.bounds(&coord(prob, k % n, k / n));
+                    let (lo, hi) = prob.loss.bounds(&st.coord(k % n, k / n));
                     let r = if v > 0.0 {
                         (hi - alpha0[k]) / v
                     } else {
@@ -781,7 +807,7 @@ fn line_search<T: Scalar>(
         moving
             .iter()
             .map(|&(k, a0, d)| {
-                let c = coord(prob, k % n, k / n);
+                let c = st.coord(k % n, k / n);
                 prob.loss.dual(a0 + beta * d, &c) - prob.loss.dual(a0, &c)
             })
             .sum()
@@ -839,8 +865,8 @@ fn check<T: Scalar>(
     }
     .objectives();
     let validation = hooks.validate.as_mut().map(|f| match &whole {
-        Some(p) => f(p, &[]),
-        None => f(&st.predictor(), &[]),
+        Some(p) => f(p, &st.shift),
+        None => f(&st.predictor(), &st.shift),
     });
     Ok(Progress {
         iter,
