@@ -123,7 +123,7 @@
 
 /**
  * `joker_params_set_intercept`: an intercept for SVR, Huber, L1 and Lp regression trained by
- * DBCD-TR in one process, none for KRR and elsewhere (the default).
+ * DBCD-TR (also by `joker_fit_mpi`), none for KRR and elsewhere (the default).
  */
 #define JOKER_INTERCEPT_AUTO 2
 
@@ -1043,7 +1043,7 @@ JokerStatus joker_params_set_tr_norm(struct JokerParams *params, int32_t norm);
  * coefficients sum to zero (LIBSVM's SVR). The intercept is kept in the model's target
  * scaling, so predictions include it. `JOKER_INTERCEPT_ON` with a classifier, a doubly
  * stochastic solver or full KRR is refused with JOKER_STATUS_INVALID_ARGUMENT, whichever of
- * the settings comes last, and `joker_fit_mpi` refuses it.
+ * the settings comes last; `joker_fit_mpi` searches it over the ranks.
  *
  * # Safety
  * As for `joker_params_set_loss`.
