@@ -327,21 +327,21 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
 
 impl<T: Scalar> CachedExact<'_, T> {
     /// `beta[:, t] += sum_j K[rows_j, :] v[j, t]` for any distinct positions `rows` (`v`:
-    /// `rows.len() x T`, column-major): by the symmetry of `K` its columns are rows, each read
-    /// once, contiguously, per column chunk, for all targets; rows whose `v` is zero in every
-    /// target are skipped.
+    /// `rows.len() x T`, column-major): by the symmetry of `K` its columns are rows, read
+    /// contiguously per column chunk, four at a time into each load and store of the chunk's
+    /// sums ([`Scalar::add_rows`]); rows whose `v` is zero in a target are skipped there.
     fn add_rows(&mut self, rows: &[usize], v: &[f64]) {
         let (n, len, tt) = (self.n(), rows.len(), self.targets);
-        let moving: Vec<(usize, Vec<f64>)> = (0..len)
-            .map(|j| {
-                (
-                    rows[j],
-                    (0..tt).map(|t| v[t * len + j]).collect::<Vec<f64>>(),
-                )
+        // per target: the moving rows' positions and coefficients
+        let moving: Vec<(Vec<usize>, Vec<f64>)> = (0..tt)
+            .map(|t| {
+                (0..len)
+                    .filter(|&j| v[t * len + j] != 0.0)
+                    .map(|j| (rows[j], v[t * len + j]))
+                    .unzip()
             })
-            .filter(|(_, w)| w.iter().any(|&x| x != 0.0))
             .collect();
-        if moving.is_empty() {
+        if moving.iter().all(|(p, _)| p.is_empty()) {
             return;
         }
         let k = &self.k;
@@ -350,16 +350,10 @@ impl<T: Scalar> CachedExact<'_, T> {
             .map(|c| {
                 let (q0, w) = (c * SPAN, SPAN.min(n - c * SPAN));
                 let mut out = vec![0.0; w * tt];
-                for (p, coef) in &moving {
-                    let seg = &k[p * n + q0..p * n + q0 + w];
-                    for (t, &a) in coef.iter().enumerate() {
-                        if a != 0.0 {
-                            out[t * w..(t + 1) * w]
-                                .iter_mut()
-                                .zip(seg)
-                                .for_each(|(o, kv)| *o += a * kv.to_f64());
-                        }
-                    }
+                for ((ps, coef), out) in moving.iter().zip(out.chunks_exact_mut(w)) {
+                    let segs: Vec<&[T]> =
+                        ps.iter().map(|p| &k[p * n + q0..p * n + q0 + w]).collect();
+                    T::add_rows(&segs, coef, out);
                 }
                 (q0, out)
             })
