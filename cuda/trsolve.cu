@@ -32,7 +32,8 @@
 //   repeat up to max_iter times:
 //     g_i = gbar_i + f_i'(a_i) (+ SVR's epsilon sigma_i on the orthant sigma_i), step box
 //     [slo_i, shi_i] = [lo_i - a_i, hi_i - a_i] (cut to the orthant for SVR); coordinates at a
-//     bound whose gradient points outward are frozen; stop when max |g_free| < kkt_tol.
+//     bound whose gradient points outward are frozen; stop when max |g_free| < kkt_tol, or
+//     when it is below kkt_rtol times its value at the first iteration.
 //     s = CG-Steihaug on min g^T s + 1/2 s^T Q s, ||s|| <= radius, slo <= s <= shi over the
 //     free coordinates, Q = (float)(K_BB + diag h) (products accumulated in f64).
 //     pred = -(g.s + (s K s + s h s)/2); ared = -(s.gbar + sum [f_i(a_i+s_i) - f_i(a_i)] +
@@ -516,7 +517,7 @@ __device__ __forceinline__ void tr_solve_body(
     const KT* __restrict__ kbb, int b, int loss, double lparam, const double* __restrict__ ycol,
     const double* __restrict__ lamcol, const double* __restrict__ epscol,
     double* __restrict__ alpha_all, double* __restrict__ gbar_all, double delta_max, double eta,
-    int max_iter, int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+    int max_iter, int max_cg_iter, double cg_rtol, double kkt_tol, double kkt_rtol, int rule,
     const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
     double diag_shift, double* __restrict__ work, int* __restrict__ iwork,
     int* __restrict__ stats) {
@@ -554,6 +555,7 @@ __device__ __forceinline__ void tr_solve_body(
     int tr_iters = 0, accepted = 0, cg_iters = 0;
     double radius = 0.25 * delta_max;
 
+    double kkt0 = -1.0;  // the block's KKT residual at its start (kkt_rtol is relative to it)
     for (int outer = 0; outer < max_iter; ++outer) {
         // Gradient, orthant, step box, and the free set.
         double kkt = 0.0;
@@ -598,7 +600,8 @@ __device__ __forceinline__ void tr_solve_body(
         }
         kkt = block_max(kkt, red);  // its barriers also publish free_ and nfree_sh
         const int nf = nfree_sh;
-        if (kkt < kkt_tol || nf == 0) break;
+        if (kkt0 < 0.0) kkt0 = kkt;
+        if (kkt < kkt_tol || kkt < kkt_rtol * kkt0 || nf == 0) break;
         ++tr_iters;
 
         // The model restricted to the free coordinates.
@@ -680,11 +683,11 @@ tr_solve(const double* __restrict__ kbb, int b, int loss, double lparam,
          const double* __restrict__ y, const double* __restrict__ lam,
          const double* __restrict__ eps, double* __restrict__ alpha, double* __restrict__ gbar,
          double delta_max, double eta, int max_iter, int max_cg_iter, double cg_rtol,
-         double kkt_tol, int rule, const double* __restrict__ ny_u,
+         double kkt_tol, double kkt_rtol, int rule, const double* __restrict__ ny_u,
          const double* __restrict__ ny_lam, int rank, double diag_shift,
          double* __restrict__ work, int* __restrict__ iwork, int* __restrict__ stats) {
     tr_solve_body<double>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
-                          max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
+                          max_iter, max_cg_iter, cg_rtol, kkt_tol, kkt_rtol, rule, ny_u, ny_lam, rank,
                           diag_shift, work, iwork, stats);
 }
 
@@ -695,12 +698,12 @@ tr_solve_f32(const float* __restrict__ kbb, int b, int loss, double lparam,
              const double* __restrict__ y, const double* __restrict__ lam,
              const double* __restrict__ eps, double* __restrict__ alpha,
              double* __restrict__ gbar, double delta_max, double eta, int max_iter,
-             int max_cg_iter, double cg_rtol, double kkt_tol, int rule,
+             int max_cg_iter, double cg_rtol, double kkt_tol, double kkt_rtol, int rule,
              const double* __restrict__ ny_u, const double* __restrict__ ny_lam, int rank,
              double diag_shift, double* __restrict__ work, int* __restrict__ iwork,
              int* __restrict__ stats) {
     tr_solve_body<float>(kbb, b, loss, lparam, y, lam, eps, alpha, gbar, delta_max, eta,
-                         max_iter, max_cg_iter, cg_rtol, kkt_tol, rule, ny_u, ny_lam, rank,
+                         max_iter, max_cg_iter, cg_rtol, kkt_tol, kkt_rtol, rule, ny_u, ny_lam, rank,
                          diag_shift, work, iwork, stats);
 }
 

@@ -610,6 +610,12 @@ fn validate_solver(s: &SolverConfig) -> Result<()> {
             format!("must be in [0, 1/4), got {}", tr.eta),
         ));
     }
+    if !(tr.kkt_rtol >= 0.0 && tr.kkt_rtol < 1.0) {
+        return Err(invalid(
+            "kkt_rtol",
+            format!("must be in [0, 1), got {}", tr.kkt_rtol),
+        ));
+    }
     if tr.max_iter == 0 || tr.max_cg_iter == 0 {
         return Err(invalid(
             "max_cg_iter",

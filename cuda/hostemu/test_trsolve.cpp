@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
         rd.expect("params");
         double delta_max = rd.num(), eta = rd.num();
         int max_iter = (int)rd.integer(), max_cg = (int)rd.integer();
-        double rtol = rd.num(), kkt_tol = rd.num();
+        double rtol = rd.num(), kkt_tol = rd.num(), kkt_rtol = rd.num();
         int rule = (int)rd.integer();
         const Mat& M = mats[mi];
         const int b = M.b;
@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
         std::vector<double> work((size_t)T * tr_work_stride(b, rank), NAN);
         std::vector<int> iwork((size_t)T * 2 * b, -7), stats(3 * T, -1);
         launch([&] { tr_solve(M.k.data(), b, loss, param, Y.data(), L.data(), E.data(), A.data(), G.data(), delta_max, eta,
-                              max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, shift, work.data(), iwork.data(), stats.data()); },
+                              max_iter, max_cg, rtol, kkt_tol, kkt_rtol, rule, nyu.data(), nylam.data(), rank, shift, work.data(), iwork.data(), stats.data()); },
                {(unsigned)T, 1, 1}, {TR_THREADS, 1, 1});
         bool cols_equal = T == 1 || (std::memcmp(A.data(), A.data() + b, b * 8) == 0 && std::memcmp(G.data(), G.data() + b, b * 8) == 0 &&
                                      stats[0] == stats[3] && stats[1] == stats[4] && stats[2] == stats[5]);
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
             std::vector<double> w1(tr_work_stride(b, rank), NAN);
             std::vector<int> iw1((size_t)2 * b, -7), st1(3, -1);
             launch([&] { tr_solve_f32(kf.data(), b, loss, param, y.data(), lam.data(), eps.data(), A1.data(), G1.data(), delta_max, eta,
-                                      max_iter, max_cg, rtol, kkt_tol, rule, nyu.data(), nylam.data(), rank, shift, w1.data(), iw1.data(), st1.data()); },
+                                      max_iter, max_cg, rtol, kkt_tol, kkt_rtol, rule, nyu.data(), nylam.data(), rank, shift, w1.data(), iw1.data(), st1.data()); },
                    {1, 1, 1}, {TR_THREADS, 1, 1});
             bool same32 = std::memcmp(A1.data(), ad.data(), b * 8) == 0 && std::memcmp(G1.data(), gd.data(), b * 8) == 0 &&
                           st1[0] == stats[0] && st1[1] == stats[1] && st1[2] == stats[2];

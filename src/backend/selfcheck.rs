@@ -85,6 +85,7 @@ impl Problem {
             coords,
             trust_region: TrustRegion {
                 kkt_tol: 1e-10,
+                kkt_rtol: 0.0,
                 max_iter: 200,
                 ..TrustRegion::default()
             },

@@ -1122,12 +1122,13 @@ fn imbalanced_classes(n: usize, seed: u64) -> Dataset<f64> {
 }
 
 /// KLR on imbalanced classes: in the diagonal norm (the default for KLR) the fit reaches the
-/// duality-gap tolerance, the Euclidean norm has not after four times its iterations (the
-/// coordinates near a bound, whose entropy curvature is orders of magnitude above the
-/// others', make every Euclidean step short), and the two models agree within what their gaps
+/// duality-gap tolerance in fewer iterations than in the Euclidean norm (the coordinates near
+/// a bound, whose entropy curvature is orders of magnitude above the others', make the
+/// Euclidean steps short; measured 276 against 324 with the default inexact block solves,
+/// and with blocks solved to `kkt_tol` the Euclidean norm stayed above the tolerance after four
+/// times the diagonal norm's iterations), and the two models agree within what their gaps
 /// guarantee. Pinned to the CPU: on a GPU's engine (the Gram as the trust region's model) the
-/// Euclidean norm reached the tolerance in 444 iterations against the diagonal norm's 276, not
-/// four times them (docs/gpu-validation.md).
+/// iteration counts differ (docs/gpu-validation.md).
 #[test]
 fn klr_in_the_diagonal_norm_reaches_the_optimum_sooner() {
     let data = imbalanced_classes(6000, 17);
@@ -1149,8 +1150,7 @@ fn klr_in_the_diagonal_norm_reaches_the_optimum_sooner() {
             .unwrap()
     };
     let diagonal = fit(TrNorm::Diagonal, 20_000);
-    let budget = 4 * diagonal.training.iterations;
-    let euclidean = fit(TrNorm::Euclidean, budget);
+    let euclidean = fit(TrNorm::Euclidean, 20_000);
     println!(
         "diagonal norm: gap {:.2e} after {} iterations; Euclidean: gap {:.2e} after {}",
         diagonal.training.gap,
@@ -1161,8 +1161,10 @@ fn klr_in_the_diagonal_norm_reaches_the_optimum_sooner() {
     assert_eq!(diagonal.training.stop, StopReason::Converged);
     assert!(diagonal.training.gap <= tol);
     assert!(
-        euclidean.training.gap > tol,
-        "the Euclidean norm reached the tolerance in {} iterations",
+        euclidean.training.gap <= tol
+            && euclidean.training.iterations > diagonal.training.iterations,
+        "the Euclidean norm: gap {:.2e} after {} iterations",
+        euclidean.training.gap,
         euclidean.training.iterations
     );
     let auto = fit(TrNorm::Auto, diagonal.training.iterations);

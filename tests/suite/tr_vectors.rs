@@ -277,8 +277,8 @@ fn case(ci: usize, loss: Loss, kind: &Kind, mat: &IntMat) -> Case {
     .unwrap();
     writeln!(
         t,
-        "params {:?} {:?} {} {} {:?} {:?} {rule}",
-        kind.delta_max, p.eta, p.max_iter, p.max_cg_iter, p.cg_rtol, p.kkt_tol
+        "params {:?} {:?} {} {} {:?} {:?} {:?} {rule}",
+        kind.delta_max, p.eta, p.max_iter, p.max_cg_iter, p.cg_rtol, p.kkt_tol, p.kkt_rtol
     )
     .unwrap();
     vec(&mut t, "y", &coords.iter().map(|c| c.y).collect::<Vec<_>>());
@@ -339,7 +339,7 @@ fn generate() -> (String, Vec<Case>) {
          # JOKER_UPDATE_TR_VECTORS=1 cargo test --test suite -- tr_vectors::\n\
          # K_BB of matrix q = A A^T / denom + shift I (A: b x m integers, row-major).\n\
          # case <index> <loss name> <loss id> <loss param> <matrix> <well conditioned>\n\
-         # params <delta_max> <eta> <max_iter> <max_cg_iter> <cg_rtol> <kkt_tol> <rule 0 Reference|1 Paper>\n\
+         # params <delta_max> <eta> <max_iter> <max_cg_iter> <cg_rtol> <kkt_tol> <kkt_rtol> <rule 0 Reference|1 Paper>\n\
          # then y, lam, eps, alpha0, gbar0 (inputs); nystrom <rank> and, if rank > 0, the solver's Nystrom factors\n\
          # nyu (b x rank, row-major) and nylam (rank); diagonal <rho of the diagonal norm, 0: Euclidean>;\n\
          # alpha, gbar, stats (tr_iters accepted cg_iters) of the Rust solver.\n",

@@ -371,7 +371,7 @@ pub(super) fn tr_solve<K: KbbElem>(
     };
     let mut l = kernel_args!(gpu, K::solve(&gpu.k);
         kbb, &b, &loss_id, &lparam, &ws.y, &ws.lam, &ws.eps, &mut ws.alpha, &mut ws.gbar,
-        &delta_max, &p.eta, &max_iter, &max_cg, &p.cg_rtol, &p.kkt_tol, &rule,
+        &delta_max, &p.eta, &max_iter, &max_cg, &p.cg_rtol, &p.kkt_tol, &p.kkt_rtol, &rule,
         &ws.ny_u, &ws.ny_lam, &rank_i, &diag_shift, &mut ws.work, &mut ws.iwork, &mut ws.stats);
     // SAFETY: the arguments match the signature of `tr_solve_f32` (f32 K_BB) or `tr_solve`
     // (f64 K_BB), chosen by K, the element type of kbb, in order and type. kbb holds at
