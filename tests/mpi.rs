@@ -58,6 +58,23 @@ fn coefficients(m: &Model) -> Vec<f64> {
     }
 }
 
+/// The single-process fit of an `--mpi` command line (`args(model)`, `--mpi` dropped), written
+/// to and loaded from `path`.
+fn single_process_fit(path: &Path, args: impl Fn(&Path) -> Vec<String>) -> Model {
+    let mut single_args = args(path);
+    single_args.retain(|a| a != "--mpi");
+    let out = Command::new(env!("CARGO_BIN_EXE_joker"))
+        .args(&single_args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Model::load(path).unwrap()
+}
+
 fn write_set(dir: &Path, name: &str, data: &Dataset<f64>) -> PathBuf {
     let p = dir.join(name);
     write_libsvm(&p, data).unwrap();
@@ -114,19 +131,7 @@ fn svr_over_ranks_fits_its_intercept() {
         .chain([train.display().to_string(), model.display().to_string()])
         .collect()
     };
-    let single_path = dir.join("single.json");
-    let mut single_args = args(&single_path);
-    single_args.retain(|a| a != "--mpi");
-    let out = Command::new(env!("CARGO_BIN_EXE_joker"))
-        .args(&single_args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let single = Model::load(&single_path).unwrap();
+    let single = single_process_fit(&dir.join("single.json"), args);
     let path = dir.join("model2.json");
     let a = args(&path);
     let out = mpirun(2, &a.iter().map(String::as_str).collect::<Vec<_>>());
@@ -186,19 +191,7 @@ fn ranks_train_one_model(dir: &Path, train: &Path, test: &Path, representation: 
         .to_vec()
     };
     // the single-process fit of the same file
-    let single_path = dir.join("single.json");
-    let mut single_args = args(&single_path);
-    single_args.retain(|a| a != "--mpi");
-    let out = Command::new(env!("CARGO_BIN_EXE_joker"))
-        .args(&single_args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let single = Model::load(&single_path).unwrap();
+    let single = single_process_fit(&dir.join("single.json"), args);
     let test_set: Dataset<f64> = joker::io::read_libsvm(
         test,
         &joker::io::LibsvmOptions {
@@ -282,19 +275,7 @@ fn shared_rows_fit_as_one(dir: &Path, rows: &Path) {
         .map(String::from)
         .to_vec()
     };
-    let single_path = dir.join("single.json");
-    let mut single_args = args(&single_path);
-    single_args.retain(|a| a != "--mpi");
-    let out = Command::new(env!("CARGO_BIN_EXE_joker"))
-        .args(&single_args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let single = Model::load(&single_path).unwrap();
+    let single = single_process_fit(&dir.join("single.json"), args);
     let base = single.score(&test).unwrap();
     for ranks in [1, 2] {
         let path = dir.join(format!("model{ranks}.json"));
