@@ -1014,12 +1014,12 @@ pub fn solve<T: Scalar>(
         note: None,
         kernel_cache: cfg.kernel_cache,
     };
-    let searched = cfg.intercept && !prob.loss.is_classifier();
+    let mut intercept = Intercept::of_fit(prob, cfg);
     let check_every = match cfg.check_every {
         0 => checks_apart(
             n,
             b,
-            searched && kernel_cached(prob, cfg) && hooks.validate.is_none(),
+            intercept.is_some() && kernel_cached(prob, cfg) && hooks.validate.is_none(),
         ),
         k => k,
     };
@@ -1035,7 +1035,6 @@ pub fn solve<T: Scalar>(
     let mut schedule = Schedule::new(&mut st, cfg, &perm, tt)?;
     // with an intercept, a stop is a solve for the current one: the checks since it moved
     // (`since`) judge the fit, and a converged or stalled solve moves it until it is found
-    let mut intercept = searched.then(|| Intercept::new(tt));
     let mut since = 0;
 
     // KRR and L2-SVC on a small feature map start at their optimum, solved in the primal;

@@ -16,7 +16,7 @@
 //! current predictions, `argmin_b sum_i c_i l(y_i - b, u_i)`, which a no-intercept fit
 //! biased towards zero leaves far from zero exactly when an intercept matters.
 
-use super::{State, engine_of};
+use super::{Problem, SolverConfig, State, engine_of};
 use crate::distributed::Collective;
 use crate::error::Result;
 use crate::loss::Loss;
@@ -59,6 +59,12 @@ pub(super) struct Intercept {
 }
 
 impl Intercept {
+    /// The search of a fit of `prob` under `cfg`: one where the configuration asks for an
+    /// intercept and the loss is a regression's, `None` otherwise.
+    pub fn of_fit<T>(prob: &Problem<T>, cfg: &SolverConfig) -> Option<Self> {
+        (cfg.intercept && !prob.loss.is_classifier()).then(|| Intercept::new(prob.targets))
+    }
+
     /// A search for each of `targets` columns, from `b = 0`.
     pub fn new(targets: usize) -> Self {
         Intercept {
@@ -208,8 +214,8 @@ fn best_for(
             ends[2 * k + 1] = ends[2 * k + 1].max(y - u);
         }
     }
+    // (a maximum rounds alike on every rank)
     comm.max(&mut ends)?;
-    comm.decide(&mut ends)?;
     let mut brackets: Vec<(f64, f64)> = (0..cols.len())
         .map(|k| (-ends[2 * k] - 1.0, ends[2 * k + 1] + 1.0))
         .collect();

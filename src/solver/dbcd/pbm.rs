@@ -248,7 +248,7 @@ fn run<T: Scalar>(
     let mut st = start_state(backend, prob, alpha0, &perm, (b, cfg.kernel_cache))?;
     // the intercept, searched as in one process with its sums over the ranks; a resumed fit
     // goes on from the checkpoint's
-    let mut intercept = (cfg.intercept && !prob.loss.is_classifier()).then(|| Intercept::new(tt));
+    let mut intercept = Intercept::of_fit(prob, cfg);
     if intercept.is_some() && shift.len() == tt {
         st.shift = shift;
     }
@@ -353,7 +353,11 @@ fn run<T: Scalar>(
             && c.due(outer, last_checkpoint.elapsed().as_secs_f64(), comm)?
         {
             let tc = Instant::now();
-            checkpoint::write(c, comm, (first_row, outer, tt), (&st.alpha, &st.shift))?;
+            let shift = match intercept {
+                Some(_) => &st.shift[..],
+                None => &[],
+            };
+            checkpoint::write(c, comm, (first_row, outer, tt), (&st.alpha, shift))?;
             timings.check += tc.elapsed().as_secs_f64();
             last_checkpoint = Instant::now();
         }
