@@ -386,9 +386,10 @@ fn exact_kernels_over_ranks_reach_the_single_process_optimum() {
 /// SVR with its intercept over the ranks: on one rank the single-process fit (checked a pass
 /// apart, as an outer step is), iterate for iterate and intercept for intercept; on 2 and 3
 /// ranks at the default tolerance (1e-3) the single process's optimum at 1e-6: the primal
-/// objective to 2e-3 relative, the intercept to 2% of the targets' spread (a missing one is
-/// 130% off) and the dual coefficients balanced to `|sum a| <= 5e-3 sum |a|` (the search
-/// reads the sums off solves that are only as exact as the gap), every rank with the same
+/// objective to 2e-3 relative, the intercept to 0.5% of the targets' spread (a missing one is
+/// 130% off) and the dual coefficients balanced to `|sum a| <= 1e-3 sum |a|` (the search's
+/// own balance: it reads the sums off solves that are only as exact as the gap, and drops a
+/// bracket's end that such a reading left stale), every rank with the same
 /// model; a checkpoint holds the intercept, and a fit resumed from it on another number of
 /// ranks reaches the optimum.
 #[test]
@@ -454,11 +455,11 @@ fn svr_with_an_intercept_over_ranks_reaches_the_single_process_optimum() {
         );
         assert_eq!(m.training.stop, StopReason::Converged, "{k} ranks");
         assert!(
-            (got - b).abs() <= 2e-2 * spread,
+            (got - b).abs() <= 5e-3 * spread,
             "{k} ranks: intercept {got} against {b}"
         );
         assert!(
-            sum.abs() <= 5e-3 * size,
+            sum.abs() <= 1e-3 * size,
             "{k} ranks: duals sum to {sum} of {size}"
         );
         // the gap bounds the primal's distance from the optimum for the intercept found; the
@@ -513,7 +514,7 @@ fn svr_with_an_intercept_over_ranks_reaches_the_single_process_optimum() {
     );
     assert_eq!(resumed.training.stop, StopReason::Converged);
     assert!(
-        (got - b).abs() <= 2e-2 * spread,
+        (got - b).abs() <= 5e-3 * spread,
         "resumed: intercept {got} against {b}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

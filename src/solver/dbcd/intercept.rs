@@ -36,6 +36,11 @@ const BALANCE: f64 = 1e-3;
 /// not made: it moves every prediction by less than the fit's tolerance does.
 const SHORTEST_MOVE: f64 = 1e-4;
 
+/// The first step of a search started again from a stale bracket, in shortest moves: long
+/// enough that the next reading's `g` differs from this one's by more than an inexact solve's
+/// noise, short against the targets' spread.
+const RESTART_STEP: f64 = 10.0;
+
 /// One target column's search for its intercept.
 #[derive(Clone, Debug, Default)]
 struct Search {
@@ -108,7 +113,8 @@ impl Intercept {
             if g.abs() <= BALANCE * size {
                 continue;
             }
-            match s.next(st.shift[t], g) {
+            let shortest = SHORTEST_MOVE * rms_of(sums[3 * t + 2], rows);
+            match s.next(st.shift[t], g, shortest) {
                 Some(v) => proposed[t] = Some(v),
                 None => first.push(t),
             }
@@ -155,7 +161,13 @@ fn rms_of(sum_sq: f64, rows: f64) -> f64 {
 impl Search {
     /// Records `g(b)` and proposes the next `b`: regula falsi inside a bracket, the secant on
     /// the last two points before one, `None` at the first point.
-    fn next(&mut self, b: f64, g: f64) -> Option<f64> {
+    ///
+    /// Each `g` is read off a solve that is not exact yet, and a bracket's end read early can
+    /// be on the wrong side by the time the solve is closer: the bracket then closes on that
+    /// end while `g` here stays unbalanced. A bracketed step shorter than `shortest` (the
+    /// caller's shortest move) is such a case, and the stale end is dropped: the search
+    /// steps [`RESTART_STEP`] shortest moves the way `g` points and brackets again.
+    fn next(&mut self, b: f64, g: f64, shortest: f64) -> Option<f64> {
         let prev = self.last.replace((b, g));
         if g > 0.0 {
             self.below = Some((b, g));
@@ -176,7 +188,22 @@ impl Search {
                 }
             }
             self.side = side;
-            return Some(b0 + g0 * (b1 - b0) / (g0 - g1));
+            let falsi = b0 + g0 * (b1 - b0) / (g0 - g1);
+            if (falsi - b).abs() > shortest {
+                return Some(falsi);
+            }
+            // the other end is stale: only this reading stays, and the search starts again
+            // from it
+            *self = Search {
+                last: Some((b, g)),
+                ..Search::default()
+            };
+            if g > 0.0 {
+                self.below = Some((b, g));
+            } else {
+                self.above = Some((b, g));
+            }
+            return Some(b + RESTART_STEP * shortest * g.signum());
         }
         let (bp, gp) = prev?;
         let slope = (g - gp) / (b - bp);
@@ -289,14 +316,36 @@ mod tests {
         // g(b) = 3 - 2 b - b^3 / 4, falling, root near 1.2
         let g = |b: f64| 3.0 - 2.0 * b - b * b * b / 4.0;
         let mut s = Search::default();
-        assert_eq!(s.next(0.0, g(0.0)), None);
+        assert_eq!(s.next(0.0, g(0.0), 1e-12), None);
         let mut b = 0.3; // a first step that falls short
         for _ in 0..40 {
-            match s.next(b, g(b)) {
+            match s.next(b, g(b), 1e-12) {
                 Some(v) if (v - b).abs() > 1e-12 => b = v,
                 _ => break,
             }
         }
         assert!(g(b).abs() < 1e-9, "g({b}) = {}", g(b));
+    }
+
+    #[test]
+    fn a_stale_end_of_the_bracket_is_dropped_and_the_root_found_beyond_it() {
+        // g(b) = 1.2 - b; an early, inexact reading put g(1) below zero, so the bracket
+        // [0, 1] does not hold the root
+        let g = |b: f64| 1.2 - b;
+        let shortest = 1e-6;
+        let mut s = Search::default();
+        assert_eq!(s.next(0.0, g(0.0), shortest), None);
+        let mut b = s.next(1.0, -0.5, shortest).unwrap();
+        assert!(b > 0.0 && b < 1.0, "{b}");
+        let mut beyond = false;
+        for _ in 0..200 {
+            beyond |= b > 1.0;
+            match s.next(b, g(b), shortest) {
+                Some(v) if (v - b).abs() > shortest => b = v,
+                _ => break,
+            }
+        }
+        assert!(beyond, "the search never left the stale bracket");
+        assert!((b - 1.2).abs() < 1e-5, "{b}");
     }
 }
