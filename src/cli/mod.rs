@@ -363,6 +363,16 @@ impl Score {
     }
 }
 
+/// `R^2` to `digits` significant digits, or why it has none: it is undefined (`NaN` from
+/// [`Score::of`] and the streamed sums) where the targets are all equal.
+pub(crate) fn r_squared(r2: f64, digits: usize) -> String {
+    if r2.is_nan() {
+        "undefined (constant targets)".to_string()
+    } else {
+        sig(r2, digits)
+    }
+}
+
 impl std::fmt::Display for Score {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
@@ -372,7 +382,12 @@ impl std::fmt::Display for Score {
                 sig(100.0 * hits as f64 / n.max(1) as f64, 4)
             ),
             Score::Regression { rmse, r2, n } => {
-                write!(f, "RMSE {} R^2 {:.4} ({n} samples)", sig(rmse, 6), r2)
+                write!(
+                    f,
+                    "RMSE {} R^2 {} ({n} samples)",
+                    sig(rmse, 6),
+                    r_squared(r2, 4)
+                )
             }
         }
     }

@@ -218,7 +218,7 @@ impl Tally {
                 eprintln!(
                     "RMSE = {} (regression), R^2 = {} ({n} samples)",
                     sig((self.ss_res / nf).sqrt(), 6),
-                    sig(r2, 6)
+                    super::r_squared(r2, 6)
                 );
             }
         }
@@ -258,7 +258,7 @@ fn report_score(model: &Model, pred: &[f64], truth: &[f64], n: usize) {
                 eprintln!(
                     "RMSE = {} (regression), R^2 = {} ({n} samples)",
                     sig(rmse, 6),
-                    sig(r2, 6)
+                    super::r_squared(r2, 6)
                 );
             }
         }

@@ -898,6 +898,30 @@ fn messages_name_flags_and_causes() {
     ));
 }
 
+/// Labels that are all equal are a regression whose `R^2` has no value: training and
+/// prediction say so instead of printing `NaN`.
+#[test]
+fn constant_targets_have_no_r_squared() {
+    let t = TempDir::new("constant");
+    let mut rows = String::new();
+    for i in 0..20 {
+        rows += &format!("1 1:{} 2:{}\n", i % 5, (i * 3) % 7);
+    }
+    t.write("same.svm", &rows);
+    let o = ok(joker(&t.0, &["train", "same.svm", "m.json"]));
+    let all = stdout(&o) + &stderr(&o);
+    assert!(
+        all.contains("R^2 undefined (constant targets)") && !all.contains("NaN"),
+        "{all}"
+    );
+    let o = ok(joker(&t.0, &["predict", "same.svm", "m.json", "out.txt"]));
+    let e = stderr(&o);
+    assert!(
+        e.contains("R^2 = undefined (constant targets)") && !e.contains("NaN"),
+        "{e}"
+    );
+}
+
 /// Without `--loss`, integer labels with 2-32 values fit a classifier and other labels a
 /// regression, and the CLI says which and why; `--task` and a loss parameter decide instead.
 #[test]
