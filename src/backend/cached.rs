@@ -15,7 +15,7 @@ use super::{Backend, BlockEngine};
 use crate::data::Features;
 use crate::error::Result;
 use crate::kernel::Kernel;
-use crate::memory::{try_filled, try_filled_par, try_zeroed};
+use crate::memory::{try_filled, try_zeroed};
 use crate::scalar::Scalar;
 
 /// Rows of `K` formed per kernel tile.
@@ -561,7 +561,7 @@ fn form_whole<T: Scalar>(
     n: usize,
     d: usize,
 ) -> Result<Vec<T>> {
-    let mut k = try_filled_par(n * n, T::default(), "the cached kernel matrix")?;
+    let mut k = try_zeroed(n * n, "the cached kernel matrix")?;
     let mut rows: Vec<&mut [T]> = k.chunks_exact_mut(n.max(1)).collect();
     form_among(backend, kernel, xs, d, |j| j, &mut rows)?;
     Ok(k)
@@ -583,10 +583,11 @@ fn form_among<T: Scalar>(
     rows: &mut [&mut [T]],
 ) -> Result<()> {
     let m = rows.len();
-    let span = match backend.name() {
-        "cpu" => FORM_COLS.min(m.max(1)),
-        _ => m.max(1),
-    };
+    if backend.name() == "cpu" {
+        form_among_host(kernel, xp, d, pos, rows);
+        return Ok(());
+    }
+    let span = m.max(1);
     let mut tile = try_filled(FORM_ROWS.min(m.max(1)) * span, 0.0f64, "a kernel tile")?;
     for p0 in (0..m).step_by(FORM_ROWS) {
         let nr = FORM_ROWS.min(m - p0);
@@ -635,6 +636,115 @@ fn form_among<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// The rows of `K` as raw pointers, for [`form_among_host`]'s bands, which write disjoint parts
+/// of rows that other bands write too.
+struct RowPointers<T>(Vec<*mut T>);
+
+// SAFETY: the pointers are only written through at the elements each band owns
+// ([`form_among_host`] states which), so sharing them between threads shares no element.
+unsafe impl<T: Send> Sync for RowPointers<T> {}
+
+impl<T> RowPointers<T> {
+    /// The first value of row `i`.
+    fn row(&self, i: usize) -> *mut T {
+        self.0[i]
+    }
+}
+
+/// [`form_among`] on the host: the bands of rows in parallel, each band's tiles in its own
+/// thread one after another (a band of `FORM_ROWS` rows against a span of `FORM_COLS`
+/// columns, its f64 tile in that core's cache while it is written into the band's rows and,
+/// transposed, into the earlier rows' columns). One fork and join for the whole triangle
+/// instead of several per tile, and the largest bands (the last) first.
+fn form_among_host<T: Scalar>(
+    kernel: &Kernel,
+    xp: &[T],
+    d: usize,
+    pos: impl Fn(usize) -> usize + Sync,
+    rows: &mut [&mut [T]],
+) {
+    let m = rows.len();
+    if m == 0 {
+        return;
+    }
+    let span = FORM_COLS.min(m);
+    let ptrs = RowPointers(rows.iter_mut().map(|r| r.as_mut_ptr()).collect());
+    let lens: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+    let bands: Vec<usize> = (0..m).step_by(FORM_ROWS).rev().collect();
+    bands.into_par_iter().for_each_init(
+        || (Vec::new(), Vec::<T>::new(), Vec::<*mut T>::new()),
+        |(tile, dots, group), p0| {
+            let nr = FORM_ROWS.min(m - p0);
+            let end = p0 + nr;
+            let xi = &xp[p0 * d..end * d];
+            // The band owns, in its rows, the positions up to its last one, pos(end - 1),
+            // and, in the earlier rows, its own positions pos(p0) ..= pos(end - 1); since
+            // `pos` increases, no other band writes there: a later band's positions are above
+            // pos(end - 1), an earlier band's below pos(p0), and each band writes only the
+            // positions of the rows it forms and, in its own rows, those below them.
+            let (first, last) = (pos(p0), pos(end - 1));
+            for c0 in (0..end).step_by(span) {
+                let w = span.min(end - c0);
+                tile.resize(nr * w, 0.0f64);
+                let tile = &mut tile[..nr * w];
+                crate::backend::cpu::kernel_tile_on(
+                    kernel,
+                    (xi, nr),
+                    (&xp[c0 * d..(c0 + w) * d], w),
+                    d,
+                    tile,
+                    dots,
+                    false,
+                );
+                // the span's positions in the band's rows: one slice where they are
+                // consecutive
+                let (lo, hi) = (pos(c0), pos(c0 + w - 1));
+                let consecutive = hi - lo == w - 1;
+                for (r, t) in tile.chunks(w).enumerate() {
+                    assert!(last < lens[p0 + r]);
+                    // SAFETY: row p0 + r is `lens[p0 + r]` values long and this band owns its
+                    // first `last + 1` (above); no other reference to them exists meanwhile.
+                    let row = unsafe { std::slice::from_raw_parts_mut(ptrs.row(p0 + r), last + 1) };
+                    if consecutive {
+                        row[lo..=hi]
+                            .iter_mut()
+                            .zip(t)
+                            .for_each(|(o, v)| *o = T::from_f64(*v));
+                    } else {
+                        for (j, v) in t.iter().enumerate() {
+                            row[pos(c0 + j)] = T::from_f64(*v);
+                        }
+                    }
+                }
+                // the earlier rows of the span take the tile's columns, a group of rows at a
+                // time: each of the band's rows gives the group a consecutive run of the tile,
+                // and the group's rows fill a cache line each
+                let below = p0.min(c0 + w);
+                for g0 in (c0..below).step_by(TRANSPOSE_ROWS) {
+                    let g1 = (g0 + TRANSPOSE_ROWS).min(below);
+                    group.clear();
+                    for q in g0..g1 {
+                        assert!(last < lens[q]);
+                        // SAFETY: row q (q < p0) is `lens[q]` values long, so `first` is
+                        // inside it.
+                        group.push(unsafe { ptrs.row(q).add(first) });
+                    }
+                    for r in 0..nr {
+                        let col = pos(p0 + r) - first;
+                        let t = &tile[r * w + g0 - c0..r * w + g1 - c0];
+                        for (&q, v) in group.iter().zip(t) {
+                            // SAFETY: `col <= last - first`, inside row q's positions
+                            // first ..= last, which this band owns (above) and writes
+                            // through no reference.
+                            unsafe { *q.add(col) = T::from_f64(*v) };
+                        }
+                    }
+                }
+            }
+        },
+    );
 }
 
 #[cfg(test)]

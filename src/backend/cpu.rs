@@ -230,77 +230,113 @@ impl<T: Scalar> Backend<T> for Cpu {
         d: usize,
         out: &mut [f64],
     ) {
-        // a public trait method: a wrong buffer is a caller's bug, said plainly (once per tile)
-        assert!(
-            out.len() == ni * nj && xi.len() >= ni * d && xj.len() >= nj * d,
-            "kernel_tile: out must hold ni x nj = {ni} x {nj} values (has {}), xi and xj ni x d and nj x d",
-            out.len()
-        );
-        match kernel.kind {
-            KernelKind::Laplacian => {
-                out.par_chunks_mut(nj).enumerate().for_each(|(i, row)| {
-                    clear_upper_state();
-                    let a = &xi[i * d..(i + 1) * d];
-                    for (j, o) in row.iter_mut().enumerate() {
-                        let b = &xj[j * d..(j + 1) * d];
-                        *o = a
+        kernel_tile_on(kernel, (xi, ni), (xj, nj), d, out, &mut Vec::new(), true);
+    }
+}
+
+/// [`Backend::kernel_tile`] on the host: `out (ni x nj) = k(xi, xj)`, its rows in parallel
+/// where `parallel`, else all in the calling thread (for callers that run tiles in parallel
+/// themselves: a tile then costs no fork and join). `dots` is scratch for the GEMM's dot
+/// products, kept between the tiles of one caller.
+pub(crate) fn kernel_tile_on<T: Scalar>(
+    kernel: &Kernel,
+    (xi, ni): (&[T], usize),
+    (xj, nj): (&[T], usize),
+    d: usize,
+    out: &mut [f64],
+    dots: &mut Vec<T>,
+    parallel: bool,
+) {
+    // a public trait method's work: a wrong buffer is a caller's bug, said plainly (once per
+    // tile)
+    assert!(
+        out.len() == ni * nj && xi.len() >= ni * d && xj.len() >= nj * d,
+        "kernel_tile: out must hold ni x nj = {ni} x {nj} values (has {}), xi and xj ni x d and nj x d",
+        out.len()
+    );
+    let rows = |finish: &(dyn Fn(usize, &mut [f64]) + Sync), out: &mut [f64]| {
+        if parallel {
+            out.par_chunks_mut(nj)
+                .enumerate()
+                .for_each(|(i, row)| finish(i, row));
+        } else {
+            out.chunks_mut(nj)
+                .enumerate()
+                .for_each(|(i, row)| finish(i, row));
+        }
+    };
+    match kernel.kind {
+        KernelKind::Laplacian => {
+            let finish = |i: usize, row: &mut [f64]| {
+                clear_upper_state();
+                let a = &xi[i * d..(i + 1) * d];
+                for (j, o) in row.iter_mut().enumerate() {
+                    let b = &xj[j * d..(j + 1) * d];
+                    *o = a
+                        .iter()
+                        .zip(b)
+                        .map(|(p, q)| (p.to_f64() - q.to_f64()).abs())
+                        .sum();
+                }
+                of_distances::<T>(kernel, row);
+            };
+            rows(&finish, out);
+        }
+        KernelKind::Gaussian | KernelKind::Matern { .. } => {
+            // ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a.b with the dot products from a GEMM,
+            // clamped at zero against rounding.
+            dots.clear();
+            dots.resize(ni * nj, T::default());
+            faer::linalg::matmul::matmul(
+                MatMut::from_row_major_slice_mut(dots, ni, nj),
+                Accum::Replace,
+                MatRef::from_row_major_slice(xi, ni, d),
+                MatRef::from_row_major_slice(xj, nj, d).transpose(),
+                T::from_f64(1.0),
+                if parallel {
+                    par_for(ni, nj, d)
+                } else {
+                    faer::Par::Seq
+                },
+            );
+            clear_upper_state();
+            let sq = |x: &[T], k: usize| -> Vec<f64> {
+                (0..k)
+                    .map(|i| {
+                        x[i * d..(i + 1) * d]
                             .iter()
-                            .zip(b)
-                            .map(|(p, q)| (p.to_f64() - q.to_f64()).abs())
-                            .sum();
+                            .map(|v| v.to_f64().powi(2))
+                            .sum()
+                    })
+                    .collect()
+            };
+            let (na, nb) = (sq(xi, ni), sq(xj, nj));
+            let euclid = !matches!(kernel.kind, KernelKind::Gaussian);
+            let gamma = kernel.gamma;
+            let norms_b: Vec<f64> = nb.iter().map(|v| v.sqrt()).collect();
+            let widest_b = norms_b.iter().fold(0.0f64, |m, &v| m.max(v));
+            let dots = &dots[..];
+            let finish = |i: usize, row: &mut [f64]| {
+                clear_upper_state();
+                let dots = &dots[i * nj..(i + 1) * nj];
+                if euclid {
+                    for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
+                        *o = (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0).sqrt();
                     }
                     of_distances::<T>(kernel, row);
-                });
-            }
-            KernelKind::Gaussian | KernelKind::Matern { .. } => {
-                // ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a.b with the dot products from a GEMM,
-                // clamped at zero against rounding.
-                let mut dots = vec![T::default(); ni * nj];
-                faer::linalg::matmul::matmul(
-                    MatMut::from_row_major_slice_mut(&mut dots, ni, nj),
-                    Accum::Replace,
-                    MatRef::from_row_major_slice(xi, ni, d),
-                    MatRef::from_row_major_slice(xj, nj, d).transpose(),
-                    T::from_f64(1.0),
-                    par_for(ni, nj, d),
-                );
-                clear_upper_state();
-                let sq = |x: &[T], k: usize| -> Vec<f64> {
-                    (0..k)
-                        .map(|i| {
-                            x[i * d..(i + 1) * d]
-                                .iter()
-                                .map(|v| v.to_f64().powi(2))
-                                .sum()
-                        })
-                        .collect()
+                } else {
+                    // exp(-gamma d^2) by the vectorised exp to the working precision, a
+                    // row at a time
+                    T::gaussian_row(dots, na[i], &nb, gamma, row);
+                }
+                let a = &xi[i * d..(i + 1) * d];
+                let exact = |j: usize| {
+                    let squared = squared_distance(a, &xj[j * d..(j + 1) * d]);
+                    kernel.of_distance(if euclid { squared.sqrt() } else { squared })
                 };
-                let (na, nb) = (sq(xi, ni), sq(xj, nj));
-                let euclid = !matches!(kernel.kind, KernelKind::Gaussian);
-                let gamma = kernel.gamma;
-                let norms_b: Vec<f64> = nb.iter().map(|v| v.sqrt()).collect();
-                let widest_b = norms_b.iter().fold(0.0f64, |m, &v| m.max(v));
-                out.par_chunks_mut(nj).enumerate().for_each(|(i, row)| {
-                    clear_upper_state();
-                    let dots = &dots[i * nj..(i + 1) * nj];
-                    if euclid {
-                        for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
-                            *o = (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0).sqrt();
-                        }
-                        of_distances::<T>(kernel, row);
-                    } else {
-                        // exp(-gamma d^2) by the vectorised exp to the working precision, a
-                        // row at a time
-                        T::gaussian_row(dots, na[i], &nb, gamma, row);
-                    }
-                    let a = &xi[i * d..(i + 1) * d];
-                    let exact = |j: usize| {
-                        let squared = squared_distance(a, &xj[j * d..(j + 1) * d]);
-                        kernel.of_distance(if euclid { squared.sqrt() } else { squared })
-                    };
-                    redo_cancelled::<T>(kernel, na[i].sqrt(), &norms_b, widest_b, exact, row);
-                });
-            }
+                redo_cancelled::<T>(kernel, na[i].sqrt(), &norms_b, widest_b, exact, row);
+            };
+            rows(&finish, out);
         }
     }
 }
