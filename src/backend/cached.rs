@@ -180,8 +180,12 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
                 rows.push(row);
             }
         }
-        let (band, span) = (FORM_ROWS.min(fresh.len()), FORM_COLS.min(n));
         let xf = gather_rows(xs, d, &fresh);
+        if backend.name() == "cpu" {
+            form_rows_host(kernel, &xf, xs, d, &mut rows);
+            return Ok(());
+        }
+        let (band, span) = (FORM_ROWS.min(fresh.len()), FORM_COLS.min(n));
         let mut tile = try_filled(band * span, 0.0f64, "a kernel tile")?;
         for (c, rows) in rows.chunks_mut(band).enumerate() {
             let g = rows.len();
@@ -636,6 +640,49 @@ fn form_among<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// Column spans of [`form_rows_host`]: [`FORM_COLS`] wide, or narrower so that there are at
+/// least this many (tasks to share among the threads), down to [`FORM_ROWS`] wide.
+const ROW_SPANS: usize = 8;
+
+/// The rows `rows` of `K` (each `n` long) for the features `xf` of their rows, against all `n`
+/// rows `xs`, on the host: a task per span of columns, each forming its span of every row a
+/// band of [`FORM_ROWS`] rows at a time in its own thread (the tile stays in that core's
+/// cache until it is written). One fork and join for all the rows, and tasks for both threads
+/// however few the rows.
+fn form_rows_host<T: Scalar>(kernel: &Kernel, xf: &[T], xs: &[T], d: usize, rows: &mut [&mut [T]]) {
+    let Some(n) = rows.first().map(|r| r.len()) else {
+        return;
+    };
+    let span = n.div_ceil(ROW_SPANS).clamp(FORM_ROWS.min(n), FORM_COLS);
+    let mut spans: Vec<Vec<&mut [T]>> = (0..n.div_ceil(span)).map(|_| Vec::new()).collect();
+    for row in rows.iter_mut() {
+        for (s, piece) in row.chunks_mut(span).enumerate() {
+            spans[s].push(piece);
+        }
+    }
+    spans.into_par_iter().enumerate().for_each_init(
+        || (Vec::new(), Vec::<T>::new()),
+        |(tile, dots), (s, mut pieces)| {
+            let c0 = s * span;
+            let w = span.min(n - c0);
+            let xj = &xs[c0 * d..(c0 + w) * d];
+            for (c, band) in pieces.chunks_mut(FORM_ROWS).enumerate() {
+                let g = band.len();
+                let xg = &xf[c * FORM_ROWS * d..(c * FORM_ROWS + g) * d];
+                tile.resize(g * w, 0.0f64);
+                let tile = &mut tile[..g * w];
+                crate::backend::cpu::kernel_tile_on(kernel, (xg, g), (xj, w), d, tile, dots, false);
+                for (piece, t) in band.iter_mut().zip(tile.chunks(w)) {
+                    piece
+                        .iter_mut()
+                        .zip(t)
+                        .for_each(|(o, v)| *o = T::from_f64(*v));
+                }
+            }
+        },
+    );
 }
 
 /// The rows of `K` as raw pointers, for [`form_among_host`]'s bands, which write disjoint parts
