@@ -772,10 +772,10 @@ fn form_among_host<T: Scalar>(
                 for g0 in (c0..below).step_by(TRANSPOSE_ROWS) {
                     let g1 = (g0 + TRANSPOSE_ROWS).min(below);
                     group.clear();
-                    for q in g0..g1 {
-                        assert!(last < lens[q]);
-                        // SAFETY: row q (q < p0) is `lens[q]` values long, so `first` is
-                        // inside it.
+                    for (q, &len) in lens.iter().enumerate().take(g1).skip(g0) {
+                        assert!(last < len);
+                        // SAFETY: row q (q < p0) is `len` values long, so `first` is inside
+                        // it.
                         group.push(unsafe { ptrs.row(q).add(first) });
                     }
                     for r in 0..nr {
