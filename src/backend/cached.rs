@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::cpu::clear_upper_state;
+use super::cpu::{Tile, clear_upper_state, kernel_tile_on, squared_norms};
 use super::{Backend, BlockEngine};
 use crate::data::Features;
 use crate::error::Result;
@@ -656,6 +656,7 @@ fn form_rows_host<T: Scalar>(kernel: &Kernel, xf: &[T], xs: &[T], d: usize, rows
         return;
     };
     let span = n.div_ceil(ROW_SPANS).clamp(FORM_ROWS.min(n), FORM_COLS);
+    let (nf, ns) = (squared_norms(xf, rows.len(), d), squared_norms(xs, n, d));
     let mut spans: Vec<Vec<&mut [T]>> = (0..n.div_ceil(span)).map(|_| Vec::new()).collect();
     for row in rows.iter_mut() {
         for (s, piece) in row.chunks_mut(span).enumerate() {
@@ -673,7 +674,15 @@ fn form_rows_host<T: Scalar>(kernel: &Kernel, xf: &[T], xs: &[T], d: usize, rows
                 let xg = &xf[c * FORM_ROWS * d..(c * FORM_ROWS + g) * d];
                 tile.resize(g * w, 0.0f64);
                 let tile = &mut tile[..g * w];
-                crate::backend::cpu::kernel_tile_on(kernel, (xg, g), (xj, w), d, tile, dots, false);
+                let operands = Tile {
+                    xi: xg,
+                    ni: g,
+                    xj,
+                    nj: w,
+                    d,
+                    norms: Some((&nf[c * FORM_ROWS..c * FORM_ROWS + g], &ns[c0..c0 + w])),
+                };
+                kernel_tile_on(kernel, &operands, tile, dots, false);
                 for (piece, t) in band.iter_mut().zip(tile.chunks(w)) {
                     piece
                         .iter_mut()
@@ -717,6 +726,7 @@ fn form_among_host<T: Scalar>(
         return;
     }
     let span = FORM_COLS.min(m);
+    let norms = squared_norms(xp, m, d);
     let ptrs = RowPointers(rows.iter_mut().map(|r| r.as_mut_ptr()).collect());
     let lens: Vec<usize> = rows.iter().map(|r| r.len()).collect();
     let bands: Vec<usize> = (0..m).step_by(FORM_ROWS).rev().collect();
@@ -736,15 +746,15 @@ fn form_among_host<T: Scalar>(
                 let w = span.min(end - c0);
                 tile.resize(nr * w, 0.0f64);
                 let tile = &mut tile[..nr * w];
-                crate::backend::cpu::kernel_tile_on(
-                    kernel,
-                    (xi, nr),
-                    (&xp[c0 * d..(c0 + w) * d], w),
+                let operands = Tile {
+                    xi,
+                    ni: nr,
+                    xj: &xp[c0 * d..(c0 + w) * d],
+                    nj: w,
                     d,
-                    tile,
-                    dots,
-                    false,
-                );
+                    norms: Some((&norms[p0..end], &norms[c0..c0 + w])),
+                };
+                kernel_tile_on(kernel, &operands, tile, dots, false);
                 // the span's positions in the band's rows: one slice where they are
                 // consecutive
                 let (lo, hi) = (pos(c0), pos(c0 + w - 1));

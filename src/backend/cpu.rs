@@ -230,8 +230,42 @@ impl<T: Scalar> Backend<T> for Cpu {
         d: usize,
         out: &mut [f64],
     ) {
-        kernel_tile_on(kernel, (xi, ni), (xj, nj), d, out, &mut Vec::new(), true);
+        let tile = Tile {
+            xi,
+            ni,
+            xj,
+            nj,
+            d,
+            norms: None,
+        };
+        kernel_tile_on(kernel, &tile, out, &mut Vec::new(), true);
     }
+}
+
+/// The operands of one kernel tile: the rows `xi` (`ni x d`) against the rows `xj` (`nj x d`),
+/// with their squared norms ([`squared_norms`]) where the caller keeps them for many tiles.
+#[derive(Clone, Copy)]
+pub(crate) struct Tile<'a, T> {
+    pub xi: &'a [T],
+    pub ni: usize,
+    pub xj: &'a [T],
+    pub nj: usize,
+    pub d: usize,
+    /// `||x||^2` of the rows of `xi` and of `xj`, or `None` to compute them here.
+    pub norms: Option<(&'a [f64], &'a [f64])>,
+}
+
+/// The squared norms, in f64, of the first `rows` rows of `x` (`d` values each), as the
+/// Gaussian and Matern tiles take them.
+pub(crate) fn squared_norms<T: Scalar>(x: &[T], rows: usize, d: usize) -> Vec<f64> {
+    (0..rows)
+        .map(|i| {
+            x[i * d..(i + 1) * d]
+                .iter()
+                .map(|v| v.to_f64().powi(2))
+                .sum()
+        })
+        .collect()
 }
 
 /// [`Backend::kernel_tile`] on the host: `out (ni x nj) = k(xi, xj)`, its rows in parallel
@@ -240,13 +274,19 @@ impl<T: Scalar> Backend<T> for Cpu {
 /// products, kept between the tiles of one caller.
 pub(crate) fn kernel_tile_on<T: Scalar>(
     kernel: &Kernel,
-    (xi, ni): (&[T], usize),
-    (xj, nj): (&[T], usize),
-    d: usize,
+    tile: &Tile<'_, T>,
     out: &mut [f64],
     dots: &mut Vec<T>,
     parallel: bool,
 ) {
+    let Tile {
+        xi,
+        ni,
+        xj,
+        nj,
+        d,
+        norms,
+    } = *tile;
     // a public trait method's work: a wrong buffer is a caller's bug, said plainly (once per
     // tile)
     assert!(
@@ -300,17 +340,14 @@ pub(crate) fn kernel_tile_on<T: Scalar>(
                 },
             );
             clear_upper_state();
-            let sq = |x: &[T], k: usize| -> Vec<f64> {
-                (0..k)
-                    .map(|i| {
-                        x[i * d..(i + 1) * d]
-                            .iter()
-                            .map(|v| v.to_f64().powi(2))
-                            .sum()
-                    })
-                    .collect()
+            let owned;
+            let (na, nb) = match norms {
+                Some(norms) => norms,
+                None => {
+                    owned = (squared_norms(xi, ni, d), squared_norms(xj, nj, d));
+                    (&owned.0[..], &owned.1[..])
+                }
             };
-            let (na, nb) = (sq(xi, ni), sq(xj, nj));
             let euclid = !matches!(kernel.kind, KernelKind::Gaussian);
             let gamma = kernel.gamma;
             let norms_b: Vec<f64> = nb.iter().map(|v| v.sqrt()).collect();
@@ -320,14 +357,14 @@ pub(crate) fn kernel_tile_on<T: Scalar>(
                 clear_upper_state();
                 let dots = &dots[i * nj..(i + 1) * nj];
                 if euclid {
-                    for ((o, &nbj), dot) in row.iter_mut().zip(&nb).zip(dots) {
+                    for ((o, &nbj), dot) in row.iter_mut().zip(nb).zip(dots) {
                         *o = (na[i] + nbj - 2.0 * dot.to_f64()).max(0.0).sqrt();
                     }
                     of_distances::<T>(kernel, row);
                 } else {
                     // exp(-gamma d^2) by the vectorised exp to the working precision, a
                     // row at a time
-                    T::gaussian_row(dots, na[i], &nb, gamma, row);
+                    T::gaussian_row(dots, na[i], nb, gamma, row);
                 }
                 let a = &xi[i * d..(i + 1) * d];
                 let exact = |j: usize| {
