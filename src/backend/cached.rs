@@ -603,24 +603,10 @@ fn form_among<T: Scalar>(
             backend.kernel_tile(kernel, xi, nr, &xp[c0 * d..(c0 + w) * d], w, d, tile);
             let tile = &*tile;
             let (earlier, own) = rows.split_at_mut(p0);
-            // the span's positions in the band's rows: one slice where they are consecutive
-            let (first, last) = (pos(c0), pos(c0 + w - 1));
-            let consecutive = last - first == w - 1;
             own[..nr]
                 .par_iter_mut()
                 .zip(tile.par_chunks(w))
-                .for_each(|(row, t)| {
-                    if consecutive {
-                        row[first..=last]
-                            .iter_mut()
-                            .zip(t)
-                            .for_each(|(o, v)| *o = T::from_f64(*v));
-                    } else {
-                        for (j, v) in t.iter().enumerate() {
-                            row[pos(c0 + j)] = T::from_f64(*v);
-                        }
-                    }
-                });
+                .for_each(|(row, t)| write_span(row, t, c0, &pos));
             // the span's rows before the band take the tile's columns; in groups of rows, so
             // that the tile's columns they read stay in the nearest cache
             let below = p0.min(c0 + w).saturating_sub(c0);
@@ -640,6 +626,22 @@ fn form_among<T: Scalar>(
         }
     }
     Ok(())
+}
+
+/// Writes the tile row `t`, the kernel values at the rows `c0..c0 + t.len()` of a span, into
+/// `row` at their positions: one slice where they are consecutive.
+fn write_span<T: Scalar>(row: &mut [T], t: &[f64], c0: usize, pos: &impl Fn(usize) -> usize) {
+    let (first, last) = (pos(c0), pos(c0 + t.len() - 1));
+    if last - first == t.len() - 1 {
+        row[first..=last]
+            .iter_mut()
+            .zip(t)
+            .for_each(|(o, v)| *o = T::from_f64(*v));
+    } else {
+        for (j, v) in t.iter().enumerate() {
+            row[pos(c0 + j)] = T::from_f64(*v);
+        }
+    }
 }
 
 /// Column spans of [`form_rows_host`]: [`FORM_COLS`] wide, or narrower so that there are at
@@ -755,25 +757,12 @@ fn form_among_host<T: Scalar>(
                     norms: Some((&norms[p0..end], &norms[c0..c0 + w])),
                 };
                 kernel_tile_on(kernel, &operands, tile, dots, false);
-                // the span's positions in the band's rows: one slice where they are
-                // consecutive
-                let (lo, hi) = (pos(c0), pos(c0 + w - 1));
-                let consecutive = hi - lo == w - 1;
                 for (r, t) in tile.chunks(w).enumerate() {
                     assert!(last < lens[p0 + r]);
                     // SAFETY: row p0 + r is `lens[p0 + r]` values long and this band owns its
                     // first `last + 1` (above); no other reference to them exists meanwhile.
                     let row = unsafe { std::slice::from_raw_parts_mut(ptrs.row(p0 + r), last + 1) };
-                    if consecutive {
-                        row[lo..=hi]
-                            .iter_mut()
-                            .zip(t)
-                            .for_each(|(o, v)| *o = T::from_f64(*v));
-                    } else {
-                        for (j, v) in t.iter().enumerate() {
-                            row[pos(c0 + j)] = T::from_f64(*v);
-                        }
-                    }
+                    write_span(row, t, c0, &pos);
                 }
                 // the earlier rows of the span take the tile's columns, a group of rows at a
                 // time: each of the band's rows gives the group a consecutive run of the tile,
