@@ -195,11 +195,7 @@ fn ranks_train_one_model(dir: &Path, train: &Path, test: &Path, representation: 
         .to_vec()
     };
     // the single-process fit of the same file
-    let single = single_process_fit(&dir.join("single.json"), |model| {
-        let mut a = args(model);
-        a.splice(1..1, ["--tol".to_string(), "1e-7".to_string()]);
-        a
-    });
+    let single = single_process_fit(&dir.join("single.json"), args);
     let test_set: Dataset<f64> = joker::io::read_libsvm(
         test,
         &joker::io::LibsvmOptions {
@@ -283,11 +279,7 @@ fn shared_rows_fit_as_one(dir: &Path, rows: &Path) {
         .map(String::from)
         .to_vec()
     };
-    let single = single_process_fit(&dir.join("single.json"), |model| {
-        let mut a = args(model);
-        a.splice(1..1, ["--tol".to_string(), "1e-7".to_string()]);
-        a
-    });
+    let single = single_process_fit(&dir.join("single.json"), args);
     let base = single.score(&test).unwrap();
     for ranks in [1, 2] {
         let path = dir.join(format!("model{ranks}.json"));

@@ -729,8 +729,9 @@ fn form_among_host<T: Scalar>(
     }
     let span = FORM_COLS.min(m);
     let norms = squared_norms(xp, m, d);
-    let ptrs = RowPointers(rows.iter_mut().map(|r| r.as_mut_ptr()).collect());
     let lens: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+    // (no reference to the rows' values is made from here on but through `ptrs`)
+    let ptrs = RowPointers(rows.iter_mut().map(|r| r.as_mut_ptr()).collect());
     let bands: Vec<usize> = (0..m).step_by(FORM_ROWS).rev().collect();
     bands.into_par_iter().for_each_init(
         || (Vec::new(), Vec::<T>::new(), Vec::<*mut T>::new()),
