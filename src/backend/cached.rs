@@ -64,6 +64,8 @@ pub enum Formation {
 /// which rows of `K` hold their values.
 struct Pending<T> {
     xs: Vec<T>,
+    /// The squared norms of the rows of `xs`, which every row's tiles take.
+    norms: Vec<f64>,
     formed: Vec<bool>,
     count: usize,
 }
@@ -120,6 +122,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
             Formation::Whole => (form_whole(backend, kernel, &xs, n, d)?, None),
             Formation::OnDemand => {
                 let pending = Pending {
+                    norms: squared_norms(&xs, n, d),
                     xs,
                     formed: vec![false; n],
                     count: 0,
@@ -182,7 +185,8 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         }
         let xf = gather_rows(xs, d, &fresh);
         if backend.name() == "cpu" {
-            form_rows_host(kernel, &xf, xs, d, &mut rows);
+            let nf: Vec<f64> = fresh.iter().map(|&p| pend.norms[p]).collect();
+            form_rows_host(kernel, (&xf, &nf), (xs, &pend.norms), d, &mut rows);
             return Ok(());
         }
         let (band, span) = (FORM_ROWS.min(fresh.len()), FORM_COLS.min(n));
@@ -649,16 +653,21 @@ fn write_span<T: Scalar>(row: &mut [T], t: &[f64], c0: usize, pos: &impl Fn(usiz
 const ROW_SPANS: usize = 8;
 
 /// The rows `rows` of `K` (each `n` long) for the features `xf` of their rows, against all `n`
-/// rows `xs`, on the host: a task per span of columns, each forming its span of every row a
-/// band of [`FORM_ROWS`] rows at a time in its own thread (the tile stays in that core's
-/// cache until it is written). One fork and join for all the rows, and tasks for both threads
-/// however few the rows.
-fn form_rows_host<T: Scalar>(kernel: &Kernel, xf: &[T], xs: &[T], d: usize, rows: &mut [&mut [T]]) {
+/// rows `xs`, on the host (`nf` and `ns` their squared norms): a task per span of columns,
+/// each forming its span of every row a band of [`FORM_ROWS`] rows at a time in its own thread
+/// (the tile stays in that core's cache until it is written). One fork and join for all the
+/// rows, and tasks for both threads however few the rows.
+fn form_rows_host<T: Scalar>(
+    kernel: &Kernel,
+    (xf, nf): (&[T], &[f64]),
+    (xs, ns): (&[T], &[f64]),
+    d: usize,
+    rows: &mut [&mut [T]],
+) {
     let Some(n) = rows.first().map(|r| r.len()) else {
         return;
     };
     let span = n.div_ceil(ROW_SPANS).clamp(FORM_ROWS.min(n), FORM_COLS);
-    let (nf, ns) = (squared_norms(xf, rows.len(), d), squared_norms(xs, n, d));
     let mut spans: Vec<Vec<&mut [T]>> = (0..n.div_ceil(span)).map(|_| Vec::new()).collect();
     for row in rows.iter_mut() {
         for (s, piece) in row.chunks_mut(span).enumerate() {

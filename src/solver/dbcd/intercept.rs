@@ -192,17 +192,14 @@ impl Search {
             if (falsi - b).abs() > shortest {
                 return Some(falsi);
             }
-            // the other end is stale: only this reading stays, and the search starts again
-            // from it
-            *self = Search {
-                last: Some((b, g)),
-                ..Search::default()
-            };
+            // the other end is stale: only this reading (its own end, and `last`) stays, and
+            // the search starts again from it
             if g > 0.0 {
-                self.below = Some((b, g));
+                self.above = None;
             } else {
-                self.above = Some((b, g));
+                self.below = None;
             }
+            self.side = 0;
             return Some(b + RESTART_STEP * shortest * g.signum());
         }
         let (bp, gp) = prev?;
