@@ -506,6 +506,180 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
     return it;
 }
 
+// Projected CG (twin of `cg_projected`, Lin and More's TRON subspace step): rounds of CG on
+// the coordinates not held at a bound, through the box, each ending at a tenth of its first
+// residual (or cg_rtol of the solve's first; cg_rtol alone where no coordinate has a bound),
+// the radius or the budget; then a search along
+// the round's step w = s - base, P[base + t w] for t = 1, 1/2, ... (TR_PROJ_HALVINGS
+// halvings), kept at the first sufficient decrease of the model; the coordinates it clamps
+// are held on their bound for the later rounds (held: one int per compact coordinate). The
+// product Q x of a trial point is always formed afresh here (the CPU adds the rows of the
+// clamped coordinates when they are few); the budget counts a product where the CPU forms one.
+// Where no trial decreases the model enough it returns -(products used + 1), and the caller
+// runs cg_steihaug from the start. Otherwise the step lands in v.s; returns the products used. All threads call it and return together. Vectors: act
+// (the round's free flags), st / qst (the round's base and Q base), cl / qcl (the trial point
+// and its product), z (the trial's step for its M-norm once CG is done).
+#define TR_PROJ_ROUND_RTOL 0.1
+#define TR_PROJ_MU 0.01
+#define TR_PROJ_HALVINGS 4
+template <typename KT>
+__device__ int cg_projected(const KT* __restrict__ kbb, int b, const int* free_, int nf,
+                            const Vecs& v, const Metric& m, int* held, double radius,
+                            int max_cg_iter, double cg_rtol, RedBuf& red) {
+    const int tid = threadIdx.x;
+    const double* g = v.gf;
+    const double* slo = v.lf;
+    const double* shi = v.hf;
+    double gb[2] = {0.0, 0.0};  // g.g, coordinates with a bound
+    for (int c = tid; c < nf; c += TR_THREADS) {
+        v.s[c] = 0.0;
+        v.qs[c] = 0.0;
+        held[c] = 0;
+        gb[0] += g[c] * g[c];
+        if (isfinite(slo[c]) || isfinite(shi[c])) gb[1] += 1.0;
+    }
+    block_sums<2>(gb, red);
+    const double stop = gb[0] * cg_rtol * cg_rtol;
+    if (stop == 0.0) return 0;
+    const bool boxed = gb[1] > 0.0;  // without a bound the rounds run to cg_rtol
+    int it = 0;
+    while (it < max_cg_iter) {
+        // the round's coordinates: gradient into the box, not held on a bound
+        double rr0 = 0.0;
+        for (int c = tid; c < nf; c += TR_THREADS) {
+            const double gi = g[c] + v.qs[c];
+            const bool at_lo = v.s[c] <= slo[c] && (gi > 0.0 || held[c] != 0);
+            const bool at_hi = v.s[c] >= shi[c] && (gi < 0.0 || held[c] != 0);
+            v.act[c] = (at_lo || at_hi) ? 0.0 : 1.0;
+            v.r[c] = v.act[c] != 0.0 ? -gi : 0.0;
+            rr0 += v.r[c] * v.r[c];
+            v.st[c] = v.s[c];
+            v.qst[c] = v.qs[c];
+        }
+        const double rr_first = block_sum(rr0, red);
+        if (rr_first <= stop) break;
+        const double round_stop =
+            boxed ? fmax(stop, rr_first * TR_PROJ_ROUND_RTOL * TR_PROJ_ROUND_RTOL) : stop;
+        precond_apply(m, free_, v.hc, v.r, v.act, v.z, nf);
+        double rz0 = 0.0;
+        for (int c = tid; c < nf; c += TR_THREADS) {
+            v.d[c] = v.z[c];
+            rz0 += v.r[c] * v.z[c];
+        }
+        double rz = block_sum(rz0, red);
+        bool on_radius = false;
+        while (it < max_cg_iter) {
+            ++it;
+            q_matvec(kbb, b, free_, nf, v.hc, v.d, v.qd);
+            double s4[4] = {0.0, 0.0, 0.0, 0.0};
+            for (int c = tid; c < nf; c += TR_THREADS) {
+                const double dc = v.d[c], sc = v.s[c];
+                s4[0] += dc * v.qd[c];
+                s4[1] += dc * dc;
+                s4[2] += sc * dc;
+                s4[3] += sc * sc;
+            }
+            block_sums<4>(s4, red);
+            const double dqd = s4[0], dd = s4[1];
+            double tau_radius;
+            if (m.on) {  // the root of ||s + tau d||_M = radius
+                m_ut(m, free_, nf, v.d, m.tx);
+                m_ut(m, free_, nf, v.s, m.ty);
+                double w3[3] = {0.0, 0.0, 0.0};
+                for (int c = tid; c < nf; c += TR_THREADS) {
+                    const double dc = v.d[c], sc = v.s[c], di = m_dinv(m, v.hc, c);
+                    w3[0] += dc * dc / di;
+                    w3[1] += sc * dc / di;
+                    w3[2] += sc * sc / di;
+                }
+                block_sums<3>(w3, red);
+                tau_radius = to_boundary(w3[0] + m_lam_dot(m, m.tx, m.tx),
+                                         w3[1] + m_lam_dot(m, m.ty, m.tx),
+                                         w3[2] + m_lam_dot(m, m.ty, m.ty), radius);
+            } else {
+                tau_radius = to_boundary(dd, s4[2], s4[3], radius);
+            }
+            const bool curved = dqd > 1e-14 * dd;
+            const double omega = curved ? rz / dqd : INFINITY;
+            const double tau = fmin(omega, tau_radius);
+            double rr = 0.0;
+            for (int c = tid; c < nf; c += TR_THREADS) {
+                v.s[c] += tau * v.d[c];
+                v.qs[c] += tau * v.qd[c];
+                if (!(tau >= tau_radius)) {
+                    if (v.act[c] != 0.0) v.r[c] -= omega * v.qd[c];
+                    rr += v.r[c] * v.r[c];
+                }
+            }
+            if (tau >= tau_radius) {
+                on_radius = true;
+                __syncthreads();
+                break;
+            }
+            rr = block_sum(rr, red);
+            if (rr <= round_stop) break;
+            precond_apply(m, free_, v.hc, v.r, v.act, v.z, nf);
+            double rzn = 0.0;
+            for (int c = tid; c < nf; c += TR_THREADS) rzn += v.r[c] * v.z[c];
+            const double rz_new = block_sum(rzn, red);
+            const double beta = rz_new / rz;
+            for (int c = tid; c < nf; c += TR_THREADS) v.d[c] = v.z[c] + beta * v.d[c];
+            rz = rz_new;
+        }
+        double outside = 0.0;
+        for (int c = tid; c < nf; c += TR_THREADS)
+            if (v.s[c] < slo[c] || v.s[c] > shi[c]) outside += 1.0;
+        if (!(block_sum(outside, red) > 0.0)) break;  // no bound crossed: the step stands
+        // The projected search along w = s - base.
+        double mb[2] = {0.0, 0.0};
+        for (int c = tid; c < nf; c += TR_THREADS) {
+            mb[0] += g[c] * v.st[c];
+            mb[1] += v.st[c] * v.qst[c];
+        }
+        block_sums<2>(mb, red);
+        const double m_base = mb[0] + 0.5 * mb[1];
+        double t = 1.0;
+        bool found = false;
+        for (int h = 0; h <= TR_PROJ_HALVINGS; ++h) {
+            double moved = 0.0;
+            for (int c = tid; c < nf; c += TR_THREADS) {
+                const double y = v.st[c] + t * (v.s[c] - v.st[c]);
+                v.cl[c] = joker_clamp(y, slo[c], shi[c]);
+                if (v.cl[c] - y != 0.0) moved += 1.0;
+                v.z[c] = v.cl[c] - v.st[c];
+            }
+            moved = block_sum(moved, red);
+            q_matvec(kbb, b, free_, nf, v.hc, v.cl, v.qcl);
+            if (moved * 4.0 > (double)nf) ++it;
+            double p3[3] = {0.0, 0.0, 0.0};  // slope, g.x, x.Qx
+            for (int c = tid; c < nf; c += TR_THREADS) {
+                p3[0] += (g[c] + v.qst[c]) * v.z[c];
+                p3[1] += g[c] * v.cl[c];
+                p3[2] += v.cl[c] * v.qcl[c];
+            }
+            block_sums<3>(p3, red);
+            const double mx = p3[1] + 0.5 * p3[2];
+            const bool inside = !m.on || sqrt(m_norm_sq(m, free_, v.hc, v.z, nf, red)) <= radius;
+            if (inside && mx < m_base && mx - m_base <= TR_PROJ_MU * p3[0]) {
+                found = true;
+                break;
+            }
+            t *= 0.5;
+        }
+        if (!found) return -(it + 1);  // the caller runs cg_steihaug (one inlined copy)
+        for (int c = tid; c < nf; c += TR_THREADS) {
+            const double y = v.st[c] + t * (v.s[c] - v.st[c]);
+            if (v.cl[c] != y) held[c] = 1;
+            v.s[c] = v.cl[c];
+            v.qs[c] = v.qcl[c];
+        }
+        __syncthreads();
+        if (on_radius) break;
+    }
+    __syncthreads();
+    return it;
+}
+
 // ==========================================================================================
 // tr_solve_body: one trust-region block solve per column (twin of solve_column); see the
 // header. rule: 0 = RadiusRule::Reference, 1 = RadiusRule::Paper. KT: the storage of K_BB
@@ -615,7 +789,18 @@ __device__ __forceinline__ void tr_solve_body(
         }
         __syncthreads();
         metric_build(m, free_, nf, v.hc, &chol_ok_sh);
-        cg_iters += cg_steihaug(kbb, b, free_, nf, v, m, radius, max_cg_iter, cg_rtol, red);
+        // the projected CG where the loss's curvature is positive on every free coordinate
+        // (the device's model is always the objective's own curvature), as on the CPU; flag
+        // is free once the free set is compacted and holds its held coordinates
+        double flat = 0.0;
+        for (int c = tid; c < nf; c += TR_THREADS)
+            if (!(v.hc[c] > 0.0)) flat += 1.0;
+        int used = -1;
+        if (block_sum(flat, red) == 0.0)
+            used = cg_projected(kbb, b, free_, nf, v, m, flag, radius, max_cg_iter, cg_rtol, red);
+        if (used < 0)  // not projected, or its search failed (-(products + 1))
+            used = -(used + 1) + cg_steihaug(kbb, b, free_, nf, v, m, radius, max_cg_iter, cg_rtol, red);
+        cg_iters += used;
 
         // Predicted and actual decrease.
         k_matvec(kbb, b, free_, nf, v.sf, v.ks);
