@@ -303,8 +303,8 @@ pub fn heuristic_rows(n: usize, seed: u64) -> Vec<usize> {
 /// Rows beyond which [`heuristic_rows`] draws by Floyd's algorithm instead of a shuffle.
 const FLOYD_ROWS: usize = 1 << 24;
 
-/// Median pairwise distance (Euclidean or L1) over all pairs of a deterministic subsample of
-/// at most `HEURISTIC_ROWS` rows.
+/// Median pairwise distance (Euclidean or L1) over the pairs within groups of a deterministic
+/// subsample of at most `HEURISTIC_ROWS` rows ([`median_groups`]).
 pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let (n, d) = (x.nrows(), x.ncols());
     let idx = heuristic_rows(n, seed);
@@ -312,12 +312,50 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let mut rows = vec![T::default(); k * d];
     x.gather_dense(&idx, &mut rows);
     let rows: Vec<f64> = rows.iter().map(|v| v.to_f64()).collect();
+    let groups = median_groups(k, seed);
+    let mut dists: Vec<f64> = groups
+        .par_iter()
+        .map(|group| {
+            let mut own = Vec::with_capacity(group.len() * d);
+            for &r in group {
+                own.extend_from_slice(&rows[r * d..(r + 1) * d]);
+            }
+            if l1 {
+                l1_distances_below(&own, group.len(), d)
+            } else {
+                squared_distances_below(&own, group.len(), d)
+            }
+        })
+        .flatten_iter()
+        .collect();
     if l1 {
-        upper_median(&mut l1_distances_below(&rows, k, d))
+        upper_median(&mut dists)
     } else {
         // the square root is monotone: the median of the squares, rooted once
-        upper_median(&mut squared_distances_below(&rows, k, d)).sqrt()
+        upper_median(&mut dists).sqrt()
     }
+}
+
+/// Rows per group of [`median_groups`] (at most).
+const MEDIAN_GROUP_ROWS: usize = 256;
+
+/// The groups of the `k` subsample rows whose pairs the median heuristic takes: all `k` rows
+/// up to [`MEDIAN_GROUP_ROWS`], beyond them `ceil(k / 256)` groups of near-equal size
+/// (consecutive runs of a seeded shuffle). Every row takes part in as many pairs as the
+/// others, so the median of the grouped pairs estimates the median of all pairs about as well
+/// (the rows' own spread dominates the error once there are many pairs per row) at an eighth
+/// of the distances for 2,000 rows: 255,000 instead of 2 million, a GEMM of 1/8 the flops and
+/// a selection over 2 MB instead of 16 (on 2,309 x 128 rows that was 17 ms of a 58 ms fit).
+pub fn median_groups(k: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..k).collect();
+    if k <= MEDIAN_GROUP_ROWS {
+        return vec![order];
+    }
+    Stream::new(seed, streams::MEDIAN_GROUPS).shuffle(&mut order);
+    let g = k.div_ceil(MEDIAN_GROUP_ROWS);
+    (0..g)
+        .map(|t| order[t * k / g..(t + 1) * k / g].to_vec())
+        .collect()
 }
 
 /// The element of rank `len / 2` of non-negative, non-NaN values (0 for none): the upper
@@ -543,15 +581,74 @@ mod tests {
             assert_eq!(*g == 0.0, *w == 0.0, "{g} vs {w}");
         }
         assert_eq!(got.iter().filter(|&&v| v == 0.0).count(), 3);
+        // the median heuristic: the differences' median over the pairs within its groups
+        let mut grouped = Vec::new();
+        for group in median_groups(k, 1) {
+            for (a, &i) in group.iter().enumerate() {
+                for &j in &group[..a] {
+                    grouped.push(squared_distance(
+                        &rows[i * d..(i + 1) * d],
+                        &rows[j * d..(j + 1) * d],
+                    ));
+                }
+            }
+        }
         let x = Features::Dense(DenseMatrix::new(k, d, rows).unwrap());
-        want.sort_by(f64::total_cmp);
+        grouped.sort_by(f64::total_cmp);
         let median = median_distance(&x, false, 1);
-        let wanted = want[want.len() / 2].sqrt();
+        let wanted = grouped[grouped.len() / 2].sqrt();
         assert!(
             (median - wanted).abs() < 1e-10 * median,
             "{median} vs {wanted}"
         );
         assert!(squared_distances_below(&[], 4, 0).iter().all(|&v| v == 0.0));
+    }
+
+    /// The median heuristic's groups: one of all rows up to 256, beyond that near-equal groups
+    /// of at most 256 that cover every row once, the same for the same seed; and their
+    /// median is close to the median of all pairs (2,000 fresh rows of a skewed distribution,
+    /// within 1%, Euclidean and L1).
+    #[test]
+    fn median_groups_cover_the_rows_and_estimate_the_all_pairs_median() {
+        assert_eq!(median_groups(256, 3), vec![(0..256).collect::<Vec<_>>()]);
+        for k in [257, 1000, 2000] {
+            let groups = median_groups(k, 3);
+            assert_eq!(groups.len(), k.div_ceil(256));
+            assert!(
+                groups
+                    .iter()
+                    .all(|g| g.len() <= 256 && g.len() + 1 >= k / groups.len())
+            );
+            let mut all: Vec<usize> = groups.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..k).collect::<Vec<_>>());
+            assert_eq!(groups, median_groups(k, 3));
+            assert_ne!(groups, median_groups(k, 4));
+        }
+        let (k, d) = (2000, 6);
+        let mut rng = Stream::new(21, 0);
+        let rows: Vec<f64> = (0..k * d).map(|_| (3.0 * rng.uniform()).exp()).collect();
+        let x = Features::Dense(DenseMatrix::new(k, d, rows.clone()).unwrap());
+        for l1 in [false, true] {
+            let mut all = Vec::with_capacity(k * (k - 1) / 2);
+            for i in 0..k {
+                for j in 0..i {
+                    let (a, b) = (&rows[i * d..(i + 1) * d], &rows[j * d..(j + 1) * d]);
+                    all.push(if l1 {
+                        l1_distance(a, b)
+                    } else {
+                        crate::linalg::squared_distance(a, b).sqrt()
+                    });
+                }
+            }
+            all.sort_by(f64::total_cmp);
+            let exact = all[all.len() / 2];
+            let got = median_distance(&x, l1, 1);
+            assert!(
+                (got / exact - 1.0).abs() < 0.01,
+                "l1 {l1}: {got} against {exact}"
+            );
+        }
     }
 
     #[test]

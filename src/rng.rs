@@ -95,6 +95,8 @@ pub mod streams {
     pub const PARTITION: u32 = 0x9A27;
     /// The row sample a finite Newton start of L2-SVC finds its first active set on.
     pub const NEWTON_SAMPLE: u32 = 0x4E57;
+    /// The groups of the median heuristic's subsample whose pairs it takes.
+    pub const MEDIAN_GROUPS: u32 = 0x3ED6;
 }
 
 impl Stream {
