@@ -10,7 +10,9 @@
 // CPU twin: `solve_column` in src/solver/trust_region.rs, mirrored statement by statement
 // (same gradient/orthant/free-set pass, same model matrix Q = K_BB + diag(h) rounded to f32,
 // same CG-Steihaug with its stopped-vs-clipped box exits and restarts on the still-free
-// coordinates, same predicted and actual decrease computed directly, same radius rules,
+// coordinates, or, where every free coordinate's loss curvature is positive, the same
+// projected CG (cg_projected) with its rounds, projected searches and held bounds, the same
+// predicted and actual decrease computed directly, same radius rules,
 // acceptance and stopping tests); the loss math is cuda/loss.cuh, a twin of src/loss.rs.
 // The only intended differences are summation orders (block reductions instead of the CPU's
 // 8-lane dots), so on well-conditioned problems both take the same accepted steps and
@@ -35,14 +37,15 @@
 //     bound whose gradient points outward are frozen; stop when max |g_free| < kkt_tol, or
 //     when it is below kkt_rtol times its value at the first iteration.
 //     s = CG-Steihaug on min g^T s + 1/2 s^T Q s, ||s|| <= radius, slo <= s <= shi over the
-//     free coordinates, Q = (float)(K_BB + diag h) (products accumulated in f64).
+//     free coordinates, Q = (float)(K_BB + diag h) (products accumulated in f64); the
+//     projected CG instead where h > 0 on every free coordinate.
 //     pred = -(g.s + (s K s + s h s)/2); ared = -(s.gbar + sum [f_i(a_i+s_i) - f_i(a_i)] +
 //     s K s / 2) (no difference of two objectives: no cancellation); rho = ared / pred; radius
 //     rule Reference (0) or Paper (1); on acceptance alpha += s (clamped to the box) and
 //     gbar += K_BB s.
 //
 // Launch: grid = T (one block per target column), block = TR_THREADS = 256 threads,
-//   __launch_bounds__(256, 1) (ptxas: ~190 registers, no spills; one block per SM), static
+//   __launch_bounds__(256, 1) (ptxas: 239-248 registers, no spills; one block per SM), static
 //   shared memory 13.8 KB, no dynamic shared memory. All threads follow the same control flow:
 //   every scalar is the result of a block reduction in a fixed order (partials in shared
 //   memory, 32 lanes add 8 each, every thread adds the 32 results: 3 barriers, no warp
