@@ -823,10 +823,9 @@ fn projected_product(
     (out, false)
 }
 
-/// `Q x` for `x = clamp(s + tau d)`, from the known `Q s` and `Q d`: only the few clamped
-/// coordinates need rows of `Q` (symmetric), `Q x = Q s + tau Q d + sum_k e_k Q_k` with
-/// `e = x - s - tau d`. When many are clamped the product is formed afresh. (The device twin
-/// in `cuda/trsolve.cu` always forms it afresh: the same value up to rounding.)
+/// `Q x` for `x = clamp(s + tau d)`, from the known `Q s` and `Q d` ([`projected_product`]).
+/// (The device twin in `cuda/trsolve.cu` always forms it afresh: the same value up to
+/// rounding.)
 fn clipped_product(
     q: &[f32],
     qs: &[f64],
@@ -836,23 +835,7 @@ fn clipped_product(
     d: &[f64],
     x: &[f64],
 ) -> Vec<f64> {
-    let n = x.len();
-    let moved: Vec<(usize, f64)> = (0..n)
-        .map(|i| (i, x[i] - (s[i] + tau * d[i])))
-        .filter(|&(_, e)| e != 0.0)
-        .collect();
-    let mut out = vec![0.0; n];
-    if moved.len() * 4 > n {
-        matvec_mixed(q, x, &mut out);
-        return out;
-    }
-    for i in 0..n {
-        out[i] = qs[i] + tau * qd[i];
-    }
-    let rows: Vec<&[f32]> = moved.iter().map(|&(k, _)| &q[k * n..(k + 1) * n]).collect();
-    let coef: Vec<f64> = moved.iter().map(|&(_, e)| e).collect();
-    crate::linalg::add_rows_mixed(&rows, &coef, &mut out);
-    out
+    projected_product(q, qs, qd, tau, s, d, x).0
 }
 
 /// The model's decrease `-(g^T s + 1/2 s^T (K_BB + diag(h)) s)` for the step `sf` on the free
