@@ -45,7 +45,7 @@
 //     gbar += K_BB s.
 //
 // Launch: grid = T (one block per target column), block = TR_THREADS = 256 threads,
-//   __launch_bounds__(256, 1) (ptxas: 239-248 registers, no spills; one block per SM), static
+//   __launch_bounds__(256, 1) (ptxas: 241-248 registers, no spills; one block per SM), static
 //   shared memory 13.8 KB, no dynamic shared memory. All threads follow the same control flow:
 //   every scalar is the result of a block reduction in a fixed order (partials in shared
 //   memory, 32 lanes add 8 each, every thread adds the 32 results: 3 barriers, no warp
@@ -359,6 +359,25 @@ __device__ __forceinline__ double to_boundary(double a, double sd, double ss, do
     return fmax(t, 0.0);
 }
 
+// tau >= 0 with ||s + tau d|| = radius, in the M-norm with a metric (twin of `to_boundary_m`),
+// given dd = d.d, sd = s.d and ss = s.s. All threads call it and return together.
+__device__ double radius_root(const Metric& m, const int* free_, int nf, const Vecs& v,
+                              double radius, double dd, double sd, double ss, RedBuf& red) {
+    if (!m.on) return to_boundary(dd, sd, ss, radius);
+    m_ut(m, free_, nf, v.d, m.tx);
+    m_ut(m, free_, nf, v.s, m.ty);
+    double w3[3] = {0.0, 0.0, 0.0};
+    for (int c = threadIdx.x; c < nf; c += TR_THREADS) {
+        const double dc = v.d[c], sc = v.s[c], di = m_dinv(m, v.hc, c);
+        w3[0] += dc * dc / di;
+        w3[1] += sc * dc / di;
+        w3[2] += sc * sc / di;
+    }
+    block_sums<3>(w3, red);
+    return to_boundary(w3[0] + m_lam_dot(m, m.tx, m.tx), w3[1] + m_lam_dot(m, m.ty, m.tx),
+                       w3[2] + m_lam_dot(m, m.ty, m.ty), radius);
+}
+
 // Truncated, box-aware CG-Steihaug (twin of `cg_steihaug`); the step lands in v.s (length nf).
 // Returns the CG iterations used. All threads call it and return together.
 template <typename KT>
@@ -406,24 +425,7 @@ __device__ int cg_steihaug(const KT* __restrict__ kbb, int b, const int* free_, 
         }
         block_reduce<4, true>(s4, tb, false, red);
         const double dqd = s4[0], dd = s4[1];
-        double tau_radius;
-        if (m.on) {  // the root of ||s + tau d||_M = radius
-            m_ut(m, free_, nf, v.d, m.tx);
-            m_ut(m, free_, nf, v.s, m.ty);
-            double w3[3] = {0.0, 0.0, 0.0};
-            for (int c = tid; c < nf; c += TR_THREADS) {
-                const double dc = v.d[c], sc = v.s[c], di = m_dinv(m, v.hc, c);
-                w3[0] += dc * dc / di;
-                w3[1] += sc * dc / di;
-                w3[2] += sc * sc / di;
-            }
-            block_sums<3>(w3, red);
-            tau_radius = to_boundary(w3[0] + m_lam_dot(m, m.tx, m.tx),
-                                     w3[1] + m_lam_dot(m, m.ty, m.tx),
-                                     w3[2] + m_lam_dot(m, m.ty, m.ty), radius);
-        } else {
-            tau_radius = to_boundary(dd, s4[2], s4[3], radius);
-        }
+        const double tau_radius = radius_root(m, free_, nf, v, radius, dd, s4[2], s4[3], red);
         const bool curved = dqd > 1e-14 * dd;
         const double omega = curved ? rz / dqd : INFINITY;
         const double tau = fmin(omega, tau_radius);
@@ -584,24 +586,7 @@ __device__ int cg_projected(const KT* __restrict__ kbb, int b, const int* free_,
             }
             block_sums<4>(s4, red);
             const double dqd = s4[0], dd = s4[1];
-            double tau_radius;
-            if (m.on) {  // the root of ||s + tau d||_M = radius
-                m_ut(m, free_, nf, v.d, m.tx);
-                m_ut(m, free_, nf, v.s, m.ty);
-                double w3[3] = {0.0, 0.0, 0.0};
-                for (int c = tid; c < nf; c += TR_THREADS) {
-                    const double dc = v.d[c], sc = v.s[c], di = m_dinv(m, v.hc, c);
-                    w3[0] += dc * dc / di;
-                    w3[1] += sc * dc / di;
-                    w3[2] += sc * sc / di;
-                }
-                block_sums<3>(w3, red);
-                tau_radius = to_boundary(w3[0] + m_lam_dot(m, m.tx, m.tx),
-                                         w3[1] + m_lam_dot(m, m.ty, m.tx),
-                                         w3[2] + m_lam_dot(m, m.ty, m.ty), radius);
-            } else {
-                tau_radius = to_boundary(dd, s4[2], s4[3], radius);
-            }
+            const double tau_radius = radius_root(m, free_, nf, v, radius, dd, s4[2], s4[3], red);
             const bool curved = dqd > 1e-14 * dd;
             const double omega = curved ? rz / dqd : INFINITY;
             const double tau = fmin(omega, tau_radius);

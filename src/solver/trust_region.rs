@@ -495,6 +495,20 @@ fn to_boundary_m(metric: Option<&Metric>, s: &[f64], d: &[f64], radius: f64) -> 
     .max(0.0)
 }
 
+/// `z = M^-1 r` restricted to the coordinates marked in `keep` (`r` itself without a metric,
+/// where `r` is zero off them already).
+fn precondition(metric: Option<&Metric>, r: &[f64], keep: &[bool]) -> Vec<f64> {
+    match metric {
+        None => r.to_vec(),
+        Some(m) => m
+            .solve(r)
+            .into_iter()
+            .zip(keep)
+            .map(|(v, &a)| if a { v } else { 0.0 })
+            .collect(),
+    }
+}
+
 /// Truncated, box-aware CG-Steihaug on `min g^T s + 1/2 s^T Q s` subject to
 /// `||s|| <= radius` and `slo <= s <= shi`. Returns the CG iterations used; `s` holds the
 /// step.
@@ -519,18 +533,7 @@ fn cg_steihaug(
     let n = g.len();
     s.fill(0.0);
     let mut active = vec![true; n];
-    // z = M^-1 r restricted to the active coordinates (the identity without a metric)
-    let precond = |r: &[f64], active: &[bool]| -> Vec<f64> {
-        match metric {
-            None => r.to_vec(),
-            Some(m) => m
-                .solve(r)
-                .into_iter()
-                .zip(active)
-                .map(|(v, &a)| if a { v } else { 0.0 })
-                .collect(),
-        }
-    };
+    let precond = |r: &[f64], active: &[bool]| precondition(metric, r, active);
     let mut qs = vec![0.0; n]; // Q s
     let mut r: Vec<f64> = g.iter().map(|v| -v).collect();
     let mut z = precond(&r, &active);
@@ -657,17 +660,7 @@ fn cg_projected(
     if stop == 0.0 {
         return 0;
     }
-    let precond = |r: &[f64], free: &[bool]| -> Vec<f64> {
-        match metric {
-            None => r.to_vec(),
-            Some(m) => m
-                .solve(r)
-                .into_iter()
-                .zip(free)
-                .map(|(v, &a)| if a { v } else { 0.0 })
-                .collect(),
-        }
-    };
+    let precond = |r: &[f64], free: &[bool]| precondition(metric, r, free);
     let model = |x: &[f64], qx: &[f64]| dot(g, x) + 0.5 * dot(x, qx);
     let outside = |x: &[f64]| (0..n).any(|i| x[i] < slo[i] || x[i] > shi[i]);
     // without a bound (KRR, Lp) the rounds run to `cg_rtol`: a loose CG there slowed the
