@@ -340,7 +340,7 @@ pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
 const MEDIAN_GROUP_ROWS: usize = 256;
 
 /// The groups of the `k` subsample rows whose pairs the median heuristic takes: all `k` rows
-/// up to [`MEDIAN_GROUP_ROWS`], beyond them `ceil(k / 256)` groups of near-equal size
+/// up to 256 (`MEDIAN_GROUP_ROWS`), beyond them `ceil(k / 256)` groups of near-equal size
 /// (consecutive runs of a seeded shuffle). Every row takes part in as many pairs as the
 /// others, so the median of the grouped pairs estimates the median of all pairs about as well
 /// (the rows' own spread dominates the error once there are many pairs per row) at an eighth
