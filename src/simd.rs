@@ -166,6 +166,15 @@ fn exp_lanes(v: &mut [f64; EXP_LANES]) {
     }
 }
 
+/// `ln 2` in two parts for [`exp_single`]'s reduction: `0.693359375` has few bits, so
+/// `k * EXP_LN2_HI_SINGLE` is exact.
+const EXP_LN2_HI_SINGLE: f32 = 0.693_359_4;
+/// `ln 2 - EXP_LN2_HI_SINGLE`.
+const EXP_LN2_LO_SINGLE: f32 = -2.121_944_4e-4;
+/// `1.5 * 2^23`: adding it rounds an `f32` to an integer and leaves the integer in the low
+/// bits.
+const EXP_ROUND_SINGLE: f32 = 12_582_912.0;
+
 /// `exp(x)` to single precision, for kernel values kept in `f32`: the scheme of [`exp_f64`]
 /// in `f32` fused multiply-adds (`ln 2` in two parts, the Taylor series to `r^7`, truncation
 /// below 5e-9 relative), within about one unit in the last place of `f32`. `x` is clamped to `[-87, 88]`
@@ -173,9 +182,9 @@ fn exp_lanes(v: &mut [f64; EXP_LANES]) {
 /// of it).
 #[inline(always)]
 pub fn exp_single(x: f64) -> f64 {
-    const LN2_HI: f32 = 0.693_359_4; // 0.693359375: few bits, so k * LN2_HI is exact
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = EXP_LN2_HI_SINGLE;
+    const LN2_LO: f32 = EXP_LN2_LO_SINGLE;
+    const ROUND: f32 = EXP_ROUND_SINGLE;
     let x = (x as f32).clamp(-87.0, 88.0);
     let t = x.mul_add(std::f32::consts::LOG2_E, ROUND);
     let k = t - ROUND;
@@ -215,30 +224,87 @@ fn gaussian_argument(na: f64, nb: f64, dot: f32, gamma: f64) -> f64 {
     -gamma * (na + nb - 2.0 * f64::from(dot)).max(0.0)
 }
 
-/// [`gaussian_row_single`] compiled for AVX2 and FMA.
+/// [`gaussian_row_single`] compiled for AVX2 and FMA: eight entries a step, the argument in
+/// two 4-wide `f64` halves and the exponential in one 8-wide `f32` register
+/// ([`exp8_single`]).
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2 and FMA, and `dots` and `nb` must be at least `out.len()` long.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gaussian_row_single_avx2(dots: &[f32], na: f64, nb: &[f64], gamma: f64, out: &mut [f64]) {
+    use std::arch::x86_64::*;
     let len = out.len();
-    let mut chunks = out.chunks_exact_mut(EXP_LANES);
-    for ((o, dt), b) in (&mut chunks)
-        .zip(dots.chunks_exact(EXP_LANES))
-        .zip(nb.chunks_exact(EXP_LANES))
-    {
-        let mut v = [0.0f64; EXP_LANES];
-        for i in 0..EXP_LANES {
-            v[i] = gaussian_argument(na, b[i], dt[i], gamma);
+    let done = len - len % 8;
+    let (na8, neg_gamma, two, zero) = (
+        _mm256_set1_pd(na),
+        _mm256_set1_pd(-gamma),
+        _mm256_set1_pd(2.0),
+        _mm256_setzero_pd(),
+    );
+    // -gamma max(na + nb - 2 dot, 0), as `gaussian_argument` rounds it (no contraction)
+    let argument = |dot: __m128, b: __m256d| {
+        let dist = _mm256_sub_pd(
+            _mm256_add_pd(na8, b),
+            _mm256_mul_pd(two, _mm256_cvtps_pd(dot)),
+        );
+        _mm256_cvtpd_ps(_mm256_mul_pd(neg_gamma, _mm256_max_pd(dist, zero)))
+    };
+    for j in (0..done).step_by(8) {
+        // SAFETY: j + 8 <= out.len() <= dots.len(), nb.len() (the caller's contract).
+        let (dt, b, o) = unsafe {
+            (
+                _mm256_loadu_ps(dots.as_ptr().add(j)),
+                (
+                    _mm256_loadu_pd(nb.as_ptr().add(j)),
+                    _mm256_loadu_pd(nb.as_ptr().add(j + 4)),
+                ),
+                out.as_mut_ptr().add(j),
+            )
+        };
+        let lo = argument(_mm256_castps256_ps128(dt), b.0);
+        let hi = argument(_mm256_extractf128_ps(dt, 1), b.1);
+        let e = exp8_single(_mm256_set_m128(hi, lo));
+        // SAFETY: `o` points at out[j..j + 8] (above).
+        unsafe {
+            _mm256_storeu_pd(o, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+            _mm256_storeu_pd(o.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
         }
-        exp_lanes_single(&mut v);
-        o.copy_from_slice(&v);
     }
-    let done = len - len % EXP_LANES;
-    for (j, x) in chunks.into_remainder().iter_mut().enumerate() {
+    for (j, x) in out[done..].iter_mut().enumerate() {
         *x = exp_single(gaussian_argument(na, nb[done + j], dots[done + j], gamma));
     }
+}
+
+/// [`exp_single`] of eight `f32` lanes: the same operations in the same order, so each lane
+/// is bit for bit the scalar's value (the clamp is a max then a min, which agree with `clamp`
+/// on every number).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn exp8_single(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let round = _mm256_set1_ps(EXP_ROUND_SINGLE);
+    let x = _mm256_min_ps(
+        _mm256_max_ps(x, _mm256_set1_ps(-87.0)),
+        _mm256_set1_ps(88.0),
+    );
+    let t = _mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), round);
+    let k = _mm256_sub_ps(t, round);
+    // fnmadd(k, c, y) = fma(-k, c, y): the negation is exact
+    let r = _mm256_fnmadd_ps(k, _mm256_set1_ps(EXP_LN2_HI_SINGLE), x);
+    let r = _mm256_fnmadd_ps(k, _mm256_set1_ps(EXP_LN2_LO_SINGLE), r);
+    let mut p = _mm256_set1_ps(EXP_SERIES_SINGLE[0]);
+    for c in &EXP_SERIES_SINGLE[1..] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(*c));
+    }
+    let one = _mm256_set1_ps(1.0);
+    let er = _mm256_fmadd_ps(_mm256_fmadd_ps(p, r, one), r, one);
+    let k = _mm256_sub_epi32(
+        _mm256_castps_si256(t),
+        _mm256_set1_epi32(EXP_ROUND_SINGLE.to_bits() as i32),
+    );
+    let scale = _mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127)));
+    _mm256_mul_ps(er, _mm256_castsi256_ps(scale))
 }
 
 /// `1/j!` for `j = 7` down to 2: the series of [`exp_single`] in Horner order.
@@ -273,53 +339,26 @@ pub fn exp_in_place_single(v: &mut [f64]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_in_place_single_avx2(v: &mut [f64]) {
-    // 16 values a step in f32 lanes: two 8-wide chains of the series
-    let mut chunks = v.chunks_exact_mut(EXP_LANES);
+    use std::arch::x86_64::*;
+    // eight values a step, in f64 halves around one f32 register
+    let mut chunks = v.chunks_exact_mut(8);
     for c in &mut chunks {
-        exp_lanes_single(
-            c.try_into()
-                .expect("chunks_exact_mut gives EXP_LANES values"),
-        );
+        let p = c.as_mut_ptr();
+        // SAFETY: `p` points at the chunk's eight values.
+        unsafe {
+            let x = _mm256_set_m128(
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(4))),
+                _mm256_cvtpd_ps(_mm256_loadu_pd(p)),
+            );
+            let e = exp8_single(x);
+            _mm256_storeu_pd(p, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+            _mm256_storeu_pd(p.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        }
     }
     chunks
         .into_remainder()
         .iter_mut()
         .for_each(|x| *x = exp_single(*x));
-}
-
-/// [`exp_single`] of `EXP_LANES` values, step by step across the lanes (the same operations
-/// in the same order for each value, so the results are bit for bit [`exp_single`]'s).
-#[inline(always)]
-fn exp_lanes_single(v: &mut [f64; EXP_LANES]) {
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const ROUND: f32 = 12_582_912.0;
-    let mut x = [0.0f32; EXP_LANES];
-    for i in 0..EXP_LANES {
-        x[i] = v[i] as f32;
-    }
-    let mut t = [0.0f32; EXP_LANES];
-    let mut r = [0.0f32; EXP_LANES];
-    for i in 0..EXP_LANES {
-        let x = x[i].clamp(-87.0, 88.0);
-        t[i] = x.mul_add(std::f32::consts::LOG2_E, ROUND);
-        let k = t[i] - ROUND;
-        r[i] = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, x));
-    }
-    let mut p = [EXP_SERIES_SINGLE[0]; EXP_LANES];
-    for c in &EXP_SERIES_SINGLE[1..] {
-        for i in 0..EXP_LANES {
-            p[i] = p[i].mul_add(r[i], *c);
-        }
-    }
-    for i in 0..EXP_LANES {
-        let er = p[i].mul_add(r[i], 1.0).mul_add(r[i], 1.0);
-        let k = (t[i].to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
-        x[i] = er * f32::from_bits(((k + 127) as u32) << 23);
-    }
-    for i in 0..EXP_LANES {
-        v[i] = f64::from(x[i]);
-    }
 }
 
 /// Columns per tile of [`fused_features_f32`]: the tile's slice of `W^T` (`d x 256`) stays
