@@ -265,6 +265,42 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
             .is_none_or(|pend| ps.iter().all(|&p| pend.formed[p]))
     }
 
+    /// `K_BB` at the positions `pos` while some of their rows are not formed: the entries in
+    /// a formed row, or by symmetry in a formed column, read from the cache, and only those
+    /// between two unformed rows evaluated (`u^2 d` for `u` unformed rows instead of `b^2 d`),
+    /// rounded to the working precision as the cached values are.
+    fn gram_with_pending(&self, pos: &[usize], kbb: &mut [f64]) {
+        let (n, nb, k) = (self.n(), pos.len(), &self.k);
+        let pend = self.pending.as_ref().expect("rows pending");
+        let (fresh, formed): (Vec<usize>, Vec<usize>) =
+            (0..nb).partition(|&j| !pend.formed[pos[j]]);
+        let u = fresh.len();
+        let xu = gather_rows(
+            &pend.xs,
+            self.d,
+            &fresh.iter().map(|&j| pos[j]).collect::<Vec<_>>(),
+        );
+        let mut tile = vec![0.0; u * u];
+        self.backend
+            .kernel_tile(self.kernel, &xu, u, &xu, u, self.d, &mut tile);
+        for (a, &i) in fresh.iter().enumerate() {
+            let out = &mut kbb[i * nb..(i + 1) * nb];
+            for (b, &j) in fresh.iter().enumerate() {
+                out[j] = T::from_f64(tile[a * u + b]).to_f64();
+            }
+            for &j in &formed {
+                out[j] = k[pos[j] * n + pos[i]].to_f64();
+            }
+        }
+        for &i in &formed {
+            let row = &k[pos[i] * n..(pos[i] + 1) * n];
+            kbb[i * nb..(i + 1) * nb]
+                .iter_mut()
+                .zip(pos)
+                .for_each(|(o, &q)| *o = row[q].to_f64());
+        }
+    }
+
     /// `beta[:, t] += K[:, cols] v[:, t]` for the contiguous positions `cols` and `v`
     /// (`cols.len() x T`, column-major), accumulated in f64, over the columns where `v` is not
     /// zero only (an SVM's block moves few of its coordinates once the support settles): one
@@ -419,14 +455,7 @@ impl<T: Scalar> BlockEngine<T> for CachedExact<'_, T> {
         let unformed = !self.formed(&pos);
         let kbb = match kbb {
             Some(kbb) if unformed => {
-                // rows not formed yet: K_BB from the block's own rows (b^2 d), rounded to the
-                // working precision as the cached values are
-                let d = self.d;
-                let xb = gather_rows(&self.pending.as_ref().expect("rows pending").xs, d, &pos);
-                let kbb = &mut kbb[..nb * nb];
-                self.backend
-                    .kernel_tile(self.kernel, &xb, nb, &xb, nb, d, kbb);
-                kbb.iter_mut().for_each(|v| *v = T::from_f64(*v).to_f64());
+                self.gram_with_pending(&pos, &mut kbb[..nb * nb]);
                 None
             }
             other => other,
