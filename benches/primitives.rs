@@ -111,6 +111,27 @@ fn primitives(c: &mut Criterion) {
     }
     g.finish();
 
+    // one row of a Gaussian kernel tile from its f32 dot products (a pair of one-vs-one's
+    // cached kernels on 15,000 rows and 10 classes), and the exponential alone: the kernel
+    // values' cost once the GEMM has given the dot products
+    let mut g = c.benchmark_group("gaussian_row_1536");
+    let nr = 1536;
+    let dots: Vec<f32> = (0..nr).map(|_| (4.0 * s.uniform() - 2.0) as f32).collect();
+    let nb: Vec<f64> = (0..nr).map(|_| 5.0 * s.uniform()).collect();
+    let mut row = vec![0f64; nr];
+    g.throughput(Throughput::Elements(nr as u64));
+    g.bench_function("fused_f32", |b| {
+        b.iter(|| joker::simd::gaussian_row_single(&dots, 3.0, &nb, 0.1, &mut row))
+    });
+    let args: Vec<f64> = nb.iter().map(|v| -v).collect();
+    g.bench_function("exp_single", |b| {
+        b.iter(|| {
+            row.copy_from_slice(&args);
+            joker::simd::exp_in_place_single(&mut row)
+        })
+    });
+    g.finish();
+
     // the cached exact kernel of a 4,096-row fit (64 MiB of f32), formed once per fit: half
     // the kernel values, each written twice (its row and, transposed, its column)
     let mut g = c.benchmark_group("cached_kernel_4096x28_f32");
