@@ -8,6 +8,9 @@
 //! the rows of the coordinates that move, when they first move, as LIBSVM computes the columns
 //! its working sets touch; most coordinates of a separable problem never leave zero.
 
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+
 use rayon::prelude::*;
 
 use super::cpu::{Tile, clear_upper_state, kernel_tile_on, squared_norms};
@@ -81,7 +84,7 @@ const GATHER_ROWS: usize = 32;
 /// [`BlockEngine`] over a cached exact kernel. Positions are those of `order` (a block is a
 /// contiguous range of them): `K[p][q] = k(x_order[p], x_order[q])`, and `beta = K alpha` is
 /// kept in the same order, so a block's `g` and its columns of `K` are contiguous.
-pub struct CachedExact<'a, T> {
+pub struct CachedExact<'a, T: Scalar> {
     backend: &'a dyn Backend<T>,
     kernel: &'a Kernel,
     d: usize,
@@ -166,7 +169,7 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
             return self.form_rest();
         }
         if self.k.is_empty() {
-            self.k = try_zeroed(n * n, "the cached kernel matrix")?;
+            self.k = matrix(n * n)?;
         }
         for &p in &fresh {
             pend.formed[p] = true;
@@ -283,21 +286,23 @@ impl<'a, T: Scalar> CachedExact<'a, T> {
         let mut tile = vec![0.0; u * u];
         self.backend
             .kernel_tile(self.kernel, &xu, u, &xu, u, self.d, &mut tile);
-        for (a, &i) in fresh.iter().enumerate() {
-            let out = &mut kbb[i * nb..(i + 1) * nb];
-            for (b, &j) in fresh.iter().enumerate() {
-                out[j] = T::from_f64(tile[a * u + b]).to_f64();
-            }
-            for &j in &formed {
-                out[j] = k[pos[j] * n + pos[i]].to_f64();
-            }
-        }
         for &i in &formed {
             let row = &k[pos[i] * n..(pos[i] + 1) * n];
             kbb[i * nb..(i + 1) * nb]
                 .iter_mut()
                 .zip(pos)
                 .for_each(|(o, &q)| *o = row[q].to_f64());
+        }
+        // an unformed row's entries at the formed columns are the formed rows' (just read, so
+        // in cache) at its own column
+        for (a, &i) in fresh.iter().enumerate() {
+            for &j in &formed {
+                kbb[i * nb + j] = kbb[j * nb + i];
+            }
+            let out = &mut kbb[i * nb..(i + 1) * nb];
+            for (b, &j) in fresh.iter().enumerate() {
+                out[j] = T::from_f64(tile[a * u + b]).to_f64();
+            }
         }
     }
 
@@ -590,6 +595,94 @@ fn gather_rows<T: Copy>(xs: &[T], d: usize, ps: &[usize]) -> Vec<T> {
         .collect()
 }
 
+thread_local! {
+    /// The values each matrix allocated in the open [`recycling`] scopes of this thread holds
+    /// at least (their largest), and how many scopes are open.
+    static RECYCLING: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The matrix of the last [`CachedExact`] dropped on this thread in a [`recycling`]
+    /// scope: a `Vec<T>` of the engine's precision.
+    static SPARE: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with the kernel matrices of the [`CachedExact`] engines made and dropped on this
+/// thread passed on: each engine takes the memory of the one dropped before it instead of
+/// fresh pages that the system faults in and clears (one-vs-one's pairs, one after another
+/// on each thread: 45 matrices of 9 MB on pendigits). A matrix allocated in the scope holds
+/// `capacity` values (the largest problem's `n^2`), so that one allocation serves every
+/// problem of the scope; the last one is freed when the outermost scope ends.
+pub fn recycling<R>(capacity: usize, f: impl FnOnce() -> R) -> R {
+    /// Closes the scope, also when `f` unwinds: the capacity asked for before it again.
+    struct Scope(usize);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            let open = RECYCLING.with(|r| {
+                let open = r.get().1 - 1;
+                r.set((self.0, open));
+                open
+            });
+            if open == 0 {
+                drop(SPARE.with(|s| s.borrow_mut().take()));
+            }
+        }
+    }
+    let before = RECYCLING.with(|r| {
+        let (before, open) = r.get();
+        r.set((before.max(capacity), open + 1));
+        before
+    });
+    let _scope = Scope(before);
+    f()
+}
+
+/// A matrix of `len` values for [`CachedExact`]'s `K`: the spare of a [`recycling`] scope
+/// when it holds `len` values, with the values of its last engine (every entry of `K` is
+/// written before it is read: a row when it is formed, the whole matrix by [`form_among`]),
+/// else pages allocated zeroed, as many as the scope asks for (the spare, too small, freed
+/// first).
+fn matrix<T: Scalar>(len: usize) -> Result<Vec<T>> {
+    let spare = SPARE
+        .with(|s| s.borrow_mut().take())
+        .and_then(|b| b.downcast::<Vec<T>>().ok());
+    match spare {
+        Some(mut k) if k.capacity() >= len => {
+            if k.len() >= len {
+                k.truncate(len);
+            } else {
+                k.resize(len, T::default());
+            }
+            Ok(*k)
+        }
+        other => {
+            drop(other);
+            let (capacity, _) = RECYCLING.with(Cell::get);
+            let mut k = try_zeroed(len.max(capacity), "the cached kernel matrix")?;
+            k.truncate(len);
+            Ok(k)
+        }
+    }
+}
+
+impl<T: Scalar> Drop for CachedExact<'_, T> {
+    /// In a [`recycling`] scope, leaves `K`'s memory to the next engine on this thread (the
+    /// larger, where a spare is already there).
+    fn drop(&mut self) {
+        if RECYCLING.with(Cell::get).1 == 0 || self.k.capacity() == 0 {
+            return;
+        }
+        let k = std::mem::take(&mut self.k);
+        SPARE.with(|s| {
+            let mut s = s.borrow_mut();
+            let larger = s
+                .as_ref()
+                .and_then(|b| b.downcast_ref::<Vec<T>>())
+                .is_none_or(|old| old.capacity() < k.capacity());
+            if larger {
+                *s = Some(Box::new(k));
+            }
+        });
+    }
+}
+
 /// All of `K(X, X)` for the rows `xs` (`n x d`, in block order), in the working precision.
 fn form_whole<T: Scalar>(
     backend: &dyn Backend<T>,
@@ -598,7 +691,7 @@ fn form_whole<T: Scalar>(
     n: usize,
     d: usize,
 ) -> Result<Vec<T>> {
-    let mut k = try_zeroed(n * n, "the cached kernel matrix")?;
+    let mut k = matrix(n * n)?;
     let mut rows: Vec<&mut [T]> = k.chunks_exact_mut(n.max(1)).collect();
     form_among(backend, kernel, xs, d, |j| j, &mut rows)?;
     Ok(k)
@@ -937,6 +1030,43 @@ mod tests {
             "decision",
         );
         assert!(cached.load_block(n - 10, 11).is_err());
+    }
+
+    /// In a [`recycling`] scope each engine takes the matrix of the one dropped before it,
+    /// values and all (here poisoned with NaN): the engines still match the streaming engine
+    /// and the kernel, with the matrix formed at the start and on demand (every entry is
+    /// written before it is read), and the last matrix is freed when the scope ends.
+    #[test]
+    fn recycled_matrices_are_written_before_they_are_read() {
+        recycling(1200 * 1200, || {
+            let first = poison_the_spare();
+            for formation in [Formation::Whole, Formation::OnDemand] {
+                engines_agree(1, formation, true);
+                assert_eq!(poison_the_spare(), first, "the same memory, passed on");
+                engines_agree(2, formation, false);
+                poison_the_spare();
+                positions_agree(formation);
+                poison_the_spare();
+            }
+        });
+        assert!(SPARE.with(|s| s.borrow().is_none()), "freed at the scope's end");
+        assert_eq!(RECYCLING.with(Cell::get), (0, 0));
+    }
+
+    /// Drops an engine whose whole matrix (as large as the scope asks) is NaN, and returns
+    /// where that matrix is.
+    fn poison_the_spare() -> *const f64 {
+        let x = Features::Dense(DenseMatrix::new(8, 2, random(16, 9)).unwrap());
+        let order: Vec<usize> = (0..8).collect();
+        let kernel = Kernel {
+            kind: KernelKind::Gaussian,
+            gamma: 0.5,
+        };
+        let mut e = CachedExact::new(&Cpu, &kernel, &x, &order, 1, Formation::Whole).unwrap();
+        assert!(e.k.capacity() >= 1200 * 1200);
+        e.k.resize(e.k.capacity(), f64::NAN);
+        e.k.fill(f64::NAN);
+        e.k.as_ptr()
     }
 
     /// Blocks of any positions (a working set): `K_BB` is the kernel of those rows, `g` their

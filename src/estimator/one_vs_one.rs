@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::Joker;
 use crate::backend::Backend;
-use crate::backend::cached::{cached_kernel_bytes, caches_kernel};
+use crate::backend::cached::{cached_kernel_bytes, caches_kernel, recycling};
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
 use crate::error::Result;
@@ -264,26 +264,42 @@ impl<T: Scalar> PairContext<'_, '_, T> {
 }
 
 impl<T: Scalar> PairContext<'_, '_, T> {
+    /// The values of the largest pair's cached kernel (`n^2`, or 0 where the pairs do not
+    /// cache it): the memory that [`recycling`] passes from pair to pair.
+    fn largest_matrix(&self, rows: &[Vec<usize>]) -> usize {
+        let largest = rows.iter().map(Vec::len).max().unwrap_or(0);
+        match self.prob.repr {
+            Repr::Exact(_) if caches_kernel::<T>(largest, self.solver.kernel_cache) => {
+                largest * largest
+            }
+            _ => 0,
+        }
+    }
+
     /// The pairs one after the other on the calling thread, each check through `relay` as it
     /// is made. Returns each pair's solve (`None`: not reached) and whether the time limit ran
     /// out before a pair started.
     fn run_in_turn(&self, rows: &[Vec<usize>], relay: &mut Relay<'_, '_, T>) -> PairResults {
         let relay = RefCell::new(relay);
         let mut slots: Vec<Option<Result<Solution>>> = (0..rows.len()).map(|_| None).collect();
-        for (p, r) in rows.iter().enumerate() {
-            let sol = self.solve(p, r, &mut |c| relay.borrow_mut().check(c), &mut || {
-                relay.borrow_mut().interrupted()
-            });
-            let (ends, late) = ends_the_fit(&sol);
-            slots[p] = sol.transpose();
-            if late {
-                return (slots, true);
+        // each pair's cached kernel in the memory of the pair before
+        let late = recycling(self.largest_matrix(rows), || {
+            for (p, r) in rows.iter().enumerate() {
+                let sol = self.solve(p, r, &mut |c| relay.borrow_mut().check(c), &mut || {
+                    relay.borrow_mut().interrupted()
+                });
+                let (ends, late) = ends_the_fit(&sol);
+                slots[p] = sol.transpose();
+                if late {
+                    return true;
+                }
+                if ends {
+                    break;
+                }
             }
-            if ends {
-                break;
-            }
-        }
-        (slots, false)
+            false
+        });
+        (slots, late)
     }
 
     /// `concurrent` pairs at a time on the rayon pool, each taking the next pair not begun,
@@ -298,6 +314,7 @@ impl<T: Scalar> PairContext<'_, '_, T> {
         let pairs = rows.len();
         let next = AtomicUsize::new(0);
         let (tx, rx) = mpsc::channel::<Check>();
+        let capacity = self.largest_matrix(rows);
         std::thread::scope(|scope| {
             let next = &next;
             let worker = scope.spawn(move || {
@@ -306,35 +323,38 @@ impl<T: Scalar> PairContext<'_, '_, T> {
                 let late = AtomicBool::new(false);
                 (0..concurrent).into_par_iter().for_each(|_| {
                     let tx = tx.clone();
-                    while !self.stop.load(Ordering::Relaxed) {
-                        let p = next.fetch_add(1, Ordering::Relaxed);
-                        if p >= pairs {
-                            break;
+                    // each pair's cached kernel in the memory of this thread's pair before
+                    recycling(capacity, || {
+                        while !self.stop.load(Ordering::Relaxed) {
+                            let p = next.fetch_add(1, Ordering::Relaxed);
+                            if p >= pairs {
+                                break;
+                            }
+                            let sol = self.solve(
+                                p,
+                                &rows[p],
+                                // a closed channel: the calling thread has gone, nothing listens
+                                &mut |c| tx.send(c).is_ok() && !self.stop.load(Ordering::Relaxed),
+                                &mut || self.stop.load(Ordering::Relaxed),
+                            );
+                            // an error or a cancelled pair stops the others; the time limit
+                            // stops each running pair by itself (they share its deadline), and
+                            // the pairs not begun find no time left
+                            let (_, was_late) = ends_the_fit(&sol);
+                            let cancelled = match &sol {
+                                Err(_) => true,
+                                Ok(Some(s)) => s.stop == StopReason::Cancelled,
+                                Ok(None) => false,
+                            };
+                            if cancelled {
+                                self.stop.store(true, Ordering::Relaxed);
+                            }
+                            if was_late {
+                                late.store(true, Ordering::Relaxed);
+                            }
+                            *slots[p].lock().unwrap_or_else(|e| e.into_inner()) = sol.transpose();
                         }
-                        let sol = self.solve(
-                            p,
-                            &rows[p],
-                            // a closed channel: the calling thread has gone, nothing listens
-                            &mut |c| tx.send(c).is_ok() && !self.stop.load(Ordering::Relaxed),
-                            &mut || self.stop.load(Ordering::Relaxed),
-                        );
-                        // an error or a cancelled pair stops the others; the time limit
-                        // stops each running pair by itself (they share its deadline), and
-                        // the pairs not begun find no time left
-                        let (_, was_late) = ends_the_fit(&sol);
-                        let cancelled = match &sol {
-                            Err(_) => true,
-                            Ok(Some(s)) => s.stop == StopReason::Cancelled,
-                            Ok(None) => false,
-                        };
-                        if cancelled {
-                            self.stop.store(true, Ordering::Relaxed);
-                        }
-                        if was_late {
-                            late.store(true, Ordering::Relaxed);
-                        }
-                        *slots[p].lock().unwrap_or_else(|e| e.into_inner()) = sol.transpose();
-                    }
+                    });
                 });
                 let slots = slots
                     .into_iter()
