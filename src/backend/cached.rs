@@ -1049,7 +1049,10 @@ mod tests {
                 poison_the_spare();
             }
         });
-        assert!(SPARE.with(|s| s.borrow().is_none()), "freed at the scope's end");
+        assert!(
+            SPARE.with(|s| s.borrow().is_none()),
+            "freed at the scope's end"
+        );
         assert_eq!(RECYCLING.with(Cell::get), (0, 0));
     }
 
