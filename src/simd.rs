@@ -182,19 +182,16 @@ const EXP_ROUND_SINGLE: f32 = 12_582_912.0;
 /// of it).
 #[inline(always)]
 pub fn exp_single(x: f64) -> f64 {
-    const LN2_HI: f32 = EXP_LN2_HI_SINGLE;
-    const LN2_LO: f32 = EXP_LN2_LO_SINGLE;
-    const ROUND: f32 = EXP_ROUND_SINGLE;
     let x = (x as f32).clamp(-87.0, 88.0);
-    let t = x.mul_add(std::f32::consts::LOG2_E, ROUND);
-    let k = t - ROUND;
-    let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, x));
+    let t = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND_SINGLE);
+    let k = t - EXP_ROUND_SINGLE;
+    let r = (-k).mul_add(EXP_LN2_LO_SINGLE, (-k).mul_add(EXP_LN2_HI_SINGLE, x));
     let mut p = EXP_SERIES_SINGLE[0];
     for c in &EXP_SERIES_SINGLE[1..] {
         p = p.mul_add(r, *c);
     }
     let er = p.mul_add(r, 1.0).mul_add(r, 1.0);
-    let k = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
+    let k = (t.to_bits() as i32).wrapping_sub(EXP_ROUND_SINGLE.to_bits() as i32);
     f64::from(er * f32::from_bits(((k + 127) as u32) << 23))
 }
 
@@ -266,10 +263,7 @@ unsafe fn gaussian_row_single_avx2(dots: &[f32], na: f64, nb: &[f64], gamma: f64
         let hi = argument(_mm256_extractf128_ps(dt, 1), b.1);
         let e = exp8_single(_mm256_set_m128(hi, lo));
         // SAFETY: `o` points at out[j..j + 8] (above).
-        unsafe {
-            _mm256_storeu_pd(o, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-            _mm256_storeu_pd(o.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-        }
+        unsafe { store8_f64(o, e) };
     }
     for (j, x) in out[done..].iter_mut().enumerate() {
         *x = exp_single(gaussian_argument(na, nb[done + j], dots[done + j], gamma));
@@ -305,6 +299,21 @@ fn exp8_single(x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
     );
     let scale = _mm256_slli_epi32::<23>(_mm256_add_epi32(k, _mm256_set1_epi32(127)));
     _mm256_mul_ps(er, _mm256_castsi256_ps(scale))
+}
+
+/// Writes the eight `f32` lanes of `v`, widened to `f64`, at `out[0..8]`.
+///
+/// # Safety
+/// The CPU must support AVX2, and `out` must point at eight writable `f64`s.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn store8_f64(out: *mut f64, v: std::arch::x86_64::__m256) {
+    use std::arch::x86_64::*;
+    // SAFETY: `out[0..8]` is writable (the caller's contract).
+    unsafe {
+        _mm256_storeu_pd(out, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        _mm256_storeu_pd(out.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
 }
 
 /// `1/j!` for `j = 7` down to 2: the series of [`exp_single`] in Horner order.
@@ -350,9 +359,7 @@ unsafe fn exp_in_place_single_avx2(v: &mut [f64]) {
                 _mm256_cvtpd_ps(_mm256_loadu_pd(p.add(4))),
                 _mm256_cvtpd_ps(_mm256_loadu_pd(p)),
             );
-            let e = exp8_single(x);
-            _mm256_storeu_pd(p, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-            _mm256_storeu_pd(p.add(4), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+            store8_f64(p, exp8_single(x));
         }
     }
     chunks

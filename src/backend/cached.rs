@@ -645,11 +645,7 @@ fn matrix<T: Scalar>(len: usize) -> Result<Vec<T>> {
         .and_then(|b| b.downcast::<Vec<T>>().ok());
     match spare {
         Some(mut k) if k.capacity() >= len => {
-            if k.len() >= len {
-                k.truncate(len);
-            } else {
-                k.resize(len, T::default());
-            }
+            k.resize(len, T::default());
             Ok(*k)
         }
         other => {

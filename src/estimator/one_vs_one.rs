@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::Joker;
 use crate::backend::Backend;
-use crate::backend::cached::{cached_kernel_bytes, caches_kernel, recycling};
+use crate::backend::cached::{caches_kernel, recycling};
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
 use crate::error::Result;
@@ -264,18 +264,6 @@ impl<T: Scalar> PairContext<'_, '_, T> {
 }
 
 impl<T: Scalar> PairContext<'_, '_, T> {
-    /// The values of the largest pair's cached kernel (`n^2`, or 0 where the pairs do not
-    /// cache it): the memory that [`recycling`] passes from pair to pair.
-    fn largest_matrix(&self, rows: &[Vec<usize>]) -> usize {
-        let largest = rows.iter().map(Vec::len).max().unwrap_or(0);
-        match self.prob.repr {
-            Repr::Exact(_) if caches_kernel::<T>(largest, self.solver.kernel_cache) => {
-                largest * largest
-            }
-            _ => 0,
-        }
-    }
-
     /// The pairs one after the other on the calling thread, each check through `relay` as it
     /// is made. Returns each pair's solve (`None`: not reached) and whether the time limit ran
     /// out before a pair started.
@@ -283,7 +271,7 @@ impl<T: Scalar> PairContext<'_, '_, T> {
         let relay = RefCell::new(relay);
         let mut slots: Vec<Option<Result<Solution>>> = (0..rows.len()).map(|_| None).collect();
         // each pair's cached kernel in the memory of the pair before
-        let late = recycling(self.largest_matrix(rows), || {
+        let late = recycling(largest_cached_matrix(rows, self.solver, self.prob), || {
             for (p, r) in rows.iter().enumerate() {
                 let sol = self.solve(p, r, &mut |c| relay.borrow_mut().check(c), &mut || {
                     relay.borrow_mut().interrupted()
@@ -314,7 +302,7 @@ impl<T: Scalar> PairContext<'_, '_, T> {
         let pairs = rows.len();
         let next = AtomicUsize::new(0);
         let (tx, rx) = mpsc::channel::<Check>();
-        let capacity = self.largest_matrix(rows);
+        let capacity = largest_cached_matrix(rows, self.solver, self.prob);
         std::thread::scope(|scope| {
             let next = &next;
             let worker = scope.spawn(move || {
@@ -471,13 +459,7 @@ fn pair_concurrency<T: Scalar>(
     if backend.name() != cpu.name() || rows.len() < 2 {
         return 1;
     }
-    let largest = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let cached = match prob.repr {
-        Repr::Exact(_) if caches_kernel::<T>(largest, solver.kernel_cache) => {
-            cached_kernel_bytes::<T>(largest)
-        }
-        _ => 0,
-    };
+    let cached = largest_cached_matrix(rows, solver, prob) * std::mem::size_of::<T>();
     let by_cache = solver
         .kernel_cache
         .checked_div(cached)
@@ -486,6 +468,21 @@ fn pair_concurrency<T: Scalar>(
         .min(rows.len())
         .min(by_cache)
         .max(1)
+}
+
+/// The values of the largest pair's cached kernel (`n^2`, or 0 where the pairs do not cache
+/// it): what the pairs at once must share of the kernel cache, and the memory that
+/// [`recycling`] passes from pair to pair.
+fn largest_cached_matrix<T: Scalar>(
+    rows: &[Vec<usize>],
+    solver: &SolverConfig,
+    prob: &Problem<'_, T>,
+) -> usize {
+    let largest = rows.iter().map(Vec::len).max().unwrap_or(0);
+    match prob.repr {
+        Repr::Exact(_) if caches_kernel::<T>(largest, solver.kernel_cache) => largest * largest,
+        _ => 0,
+    }
 }
 
 /// The stop reason of a fit made of solves: the one that says least about convergence.
