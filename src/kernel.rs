@@ -306,34 +306,43 @@ const FLOYD_ROWS: usize = 1 << 24;
 /// Median pairwise distance (Euclidean or L1) over the pairs within groups of a deterministic
 /// subsample of at most `HEURISTIC_ROWS` rows ([`median_groups`]).
 pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
-    let (n, d) = (x.nrows(), x.ncols());
-    let idx = heuristic_rows(n, seed);
-    let k = idx.len();
-    let mut rows = vec![T::default(); k * d];
-    x.gather_dense(&idx, &mut rows);
-    let rows: Vec<f64> = rows.iter().map(|v| v.to_f64()).collect();
-    let groups = median_groups(k, seed);
-    let mut dists: Vec<f64> = groups
-        .par_iter()
-        .map(|group| {
-            let mut own = Vec::with_capacity(group.len() * d);
-            for &r in group {
-                own.extend_from_slice(&rows[r * d..(r + 1) * d]);
-            }
-            if l1 {
-                l1_distances_below(&own, group.len(), d)
-            } else {
-                squared_distances_below(&own, group.len(), d)
-            }
-        })
-        .flatten_iter()
-        .collect();
+    let d = x.ncols();
+    let idx = heuristic_rows(x.nrows(), seed);
+    let groups = median_groups(idx.len(), seed);
+    // one buffer for every group's pairs, each group writing its own part (fresh pages,
+    // faulted in by the thread that writes them, and no copy into one list at the end)
+    let mut dists = vec![0.0f64; groups.iter().map(|g| pairs_below(g.len())).sum()];
+    let mut parts = Vec::with_capacity(groups.len());
+    let mut rest = dists.as_mut_slice();
+    for g in &groups {
+        let (part, tail) = rest.split_at_mut(pairs_below(g.len()));
+        parts.push(part);
+        rest = tail;
+    }
+    // the groups run in parallel; a single group (up to 256 rows) parallelises within
+    let par = groups.len() == 1;
+    groups.par_iter().zip(parts).for_each(|(group, out)| {
+        let picked: Vec<usize> = group.iter().map(|&r| idx[r]).collect();
+        let mut own = vec![T::default(); picked.len() * d];
+        x.gather_dense(&picked, &mut own);
+        let own: Vec<f64> = own.iter().map(|v| v.to_f64()).collect();
+        if l1 {
+            l1_distances_below(&own, group.len(), d, out)
+        } else {
+            squared_distances_below(&own, group.len(), d, par, out)
+        }
+    });
     if l1 {
         upper_median(&mut dists)
     } else {
         // the square root is monotone: the median of the squares, rooted once
         upper_median(&mut dists).sqrt()
     }
+}
+
+/// The pairs among `k` rows, `k (k - 1) / 2`.
+fn pairs_below(k: usize) -> usize {
+    k * k.saturating_sub(1) / 2
 }
 
 /// Rows per group of [`median_groups`] (at most).
@@ -359,21 +368,51 @@ pub fn median_groups(k: usize, seed: u64) -> Vec<Vec<usize>> {
 }
 
 /// The element of rank `len / 2` of non-negative, non-NaN values (0 for none): the upper
-/// median, as a sort would give it. Non-negative floats order as their bit patterns do, and
-/// a selection on integer keys is the cheaper one.
+/// median, as a sort would give it. Non-negative floats order as their bit patterns do, so the
+/// selection runs on integer keys: a histogram of the keys' top bits finds the bucket that
+/// holds the rank (one pass), and only that bucket's values are selected among (distances
+/// spread over a few octaves fill many buckets, so it holds a small share of them).
 fn upper_median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     let mid = v.len() / 2;
-    let (_, m, _) = v.select_nth_unstable_by_key(mid, |x| x.to_bits());
-    *m
+    if v.len() < SELECT_BY_BUCKETS {
+        let (_, m, _) = v.select_nth_unstable_by_key(mid, |x| x.to_bits());
+        return *m;
+    }
+    let bucket = |x: &f64| (x.to_bits() >> MEDIAN_KEY_SHIFT) as usize;
+    let mut counts = vec![0usize; 1 << (64 - MEDIAN_KEY_SHIFT - 1)];
+    v.iter().for_each(|x| counts[bucket(x)] += 1);
+    let (mut target, mut below) = (0, 0);
+    for (b, &c) in counts.iter().enumerate() {
+        if below + c > mid {
+            target = b;
+            break;
+        }
+        below += c;
+    }
+    let mut inside: Vec<u64> = v
+        .iter()
+        .filter(|x| bucket(x) == target)
+        .map(|x| x.to_bits())
+        .collect();
+    let (_, m, _) = inside.select_nth_unstable(mid - below);
+    f64::from_bits(*m)
 }
 
-/// The `k` rows' pairwise L1 distances: row `i`'s to rows `0..i` at `i (i - 1) / 2` onwards.
-fn l1_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
-    let mut dists = vec![0.0f64; k * k.saturating_sub(1) / 2];
-    below_rows(&mut dists, k)
+/// Values from which [`upper_median`] selects within a bucket of the keys' top bits.
+const SELECT_BY_BUCKETS: usize = 1 << 14;
+
+/// The keys' bits below a bucket of [`upper_median`]: the top 16 bits of a non-negative f64
+/// (its exponent and four bits of its mantissa, a sixteenth of an octave per bucket) make
+/// 2^15 buckets, a 256 KB histogram.
+const MEDIAN_KEY_SHIFT: u32 = 48;
+
+/// The `k` rows' pairwise L1 distances into `dists` (`k (k - 1) / 2` values): row `i`'s to
+/// rows `0..i` at `i (i - 1) / 2` onwards.
+fn l1_distances_below(rows: &[f64], k: usize, d: usize, dists: &mut [f64]) {
+    below_rows(dists, k)
         .into_par_iter()
         .enumerate()
         .for_each(|(i, out)| {
@@ -382,26 +421,28 @@ fn l1_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
                 *o = l1_distance(xi, &rows[j * d..(j + 1) * d]);
             }
         });
-    dists
 }
 
-/// The `k` rows' pairwise squared Euclidean distances, laid out as [`l1_distances_below`]'s,
+/// The `k` rows' pairwise squared Euclidean distances into `dists`, laid out as [`l1_distances_below`]'s,
 /// from `||x_i||^2 + ||x_j||^2 - 2 x_i.x_j` with the products from GEMMs: the median bandwidth's
 /// `k^2 d / 2` multiply-adds at the machine's GEMM rate rather than pair by pair (on 2,000
 /// rows of 100-200 features that was a third of a small set's fit). The products are formed a
 /// band of `DISTANCE_BAND` rows at a time against the rows before the band's end, so the
-/// buffer holds a band (4 MB at 2,000 rows) rather than all `k^2` products. A squared distance
-/// within rounding of the norms (duplicate rows) counts as zero, as the differences would give.
-fn squared_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
-    let mut dists = vec![0.0f64; k * k.saturating_sub(1) / 2];
+/// buffer holds a band rather than all `k^2` products, and the bands take about the triangle's
+/// products (64 rows of bands: 40,600 products for 250 rows instead of 62,500). With `par` the
+/// GEMM and the band's rows run in parallel, otherwise on the calling thread (the median's
+/// groups run in parallel already). A squared distance within rounding of the norms
+/// (duplicate rows) counts as zero, as the differences would give.
+fn squared_distances_below(rows: &[f64], k: usize, d: usize, par: bool, dists: &mut [f64]) {
     if d == 0 {
-        return dists;
+        dists.fill(0.0);
+        return;
     }
     use faer::linalg::matmul::matmul;
     use faer::{Accum, MatMut, MatRef};
     let norms: Vec<f64> = rows.chunks_exact(d).map(|r| dot(r, r)).collect();
     let mut products = vec![0.0f64; DISTANCE_BAND.min(k) * k];
-    let mut below = below_rows(&mut dists, k);
+    let mut below = below_rows(dists, k);
     for r0 in (0..k).step_by(DISTANCE_BAND) {
         let r1 = (r0 + DISTANCE_BAND).min(k);
         let band = &mut products[..(r1 - r0) * r1];
@@ -411,34 +452,36 @@ fn squared_distances_below(rows: &[f64], k: usize, d: usize) -> Vec<f64> {
             MatRef::from_row_major_slice(&rows[r0 * d..r1 * d], r1 - r0, d),
             MatRef::from_row_major_slice(&rows[..r1 * d], r1, d).transpose(),
             1.0,
-            crate::linalg::par_for(r1 - r0, r1, d),
+            match par {
+                true => crate::linalg::par_for(r1 - r0, r1, d),
+                false => faer::Par::Seq,
+            },
         );
         let band = &*band;
-        below[r0..r1]
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(t, out)| {
-                let i = r0 + t;
-                let products = &band[t * r1..t * r1 + i];
-                let ni = norms[i];
-                for ((o, &p), &nj) in out.iter_mut().zip(products).zip(&norms[..i]) {
-                    let scale = ni + nj;
-                    let sq = scale - 2.0 * p;
-                    // a select, not a branch, so that the loop runs in vector lanes
-                    *o = if sq > ROUNDING_OF_NORMS * scale {
-                        sq
-                    } else {
-                        0.0
-                    };
-                }
-            });
+        let row = |(t, out): (usize, &mut &mut [f64])| {
+            let i = r0 + t;
+            let products = &band[t * r1..t * r1 + i];
+            let ni = norms[i];
+            for ((o, &p), &nj) in out.iter_mut().zip(products).zip(&norms[..i]) {
+                let scale = ni + nj;
+                let sq = scale - 2.0 * p;
+                // a select, not a branch, so that the loop runs in vector lanes
+                *o = if sq > ROUNDING_OF_NORMS * scale {
+                    sq
+                } else {
+                    0.0
+                };
+            }
+        };
+        match par {
+            true => below[r0..r1].par_iter_mut().enumerate().for_each(row),
+            false => below[r0..r1].iter_mut().enumerate().for_each(row),
+        }
     }
-    drop(below);
-    dists
 }
 
 /// Rows of products per GEMM in [`squared_distances_below`].
-const DISTANCE_BAND: usize = 256;
+const DISTANCE_BAND: usize = 64;
 
 /// `dists` (`k (k - 1) / 2` values) cut into row `i`'s distances to rows `0..i`, `i` values
 /// each.
@@ -531,11 +574,13 @@ mod tests {
     }
 
     /// The selection returns what a sort gives at rank `len / 2`, on fresh random
-    /// values of several magnitudes, with ties, zeros, one value and none.
+    /// values of several magnitudes, with ties, zeros, one value and none, and on values
+    /// that all fall in one bucket of its histogram, below and above the size where it
+    /// selects by buckets.
     #[test]
     fn upper_median_is_the_sorted_rank() {
         let mut rng = Stream::new(5, 1);
-        for len in [1usize, 2, 3, 10, 1001, 50_000] {
+        for len in [1usize, 2, 3, 10, 1001, 16_383, 16_384, 50_000, 300_001] {
             let mut v: Vec<f64> = (0..len)
                 .map(|i| match i % 7 {
                     0 => 0.0,
@@ -543,9 +588,13 @@ mod tests {
                     _ => rng.uniform() * 10f64.powi((i % 5) as i32 - 2),
                 })
                 .collect();
-            let mut sorted = v.clone();
-            sorted.sort_by(f64::total_cmp);
-            assert_eq!(upper_median(&mut v), sorted[len / 2], "len {len}");
+            // and values within one bucket of the histogram (a sixteenth of an octave)
+            let mut narrow: Vec<f64> = (0..len).map(|_| 1.0 + 0.05 * rng.uniform()).collect();
+            for v in [&mut v, &mut narrow] {
+                let mut sorted = v.clone();
+                sorted.sort_by(f64::total_cmp);
+                assert_eq!(upper_median(v), sorted[len / 2], "len {len}");
+            }
         }
         assert_eq!(upper_median(&mut []), 0.0);
     }
@@ -565,7 +614,13 @@ mod tests {
             let (src, dst) = (dup - 1, dup);
             rows.copy_within(src * d..(src + 1) * d, dst * d);
         }
-        let got = squared_distances_below(&rows, k, d);
+        let below = |par: bool| {
+            let mut out = vec![f64::NAN; pairs_below(k)];
+            squared_distances_below(&rows, k, d, par, &mut out);
+            out
+        };
+        let got = below(true);
+        assert_eq!(got, below(false));
         let mut want = Vec::with_capacity(got.len());
         for i in 0..k {
             for j in 0..i {
@@ -601,7 +656,9 @@ mod tests {
             (median - wanted).abs() < 1e-10 * median,
             "{median} vs {wanted}"
         );
-        assert!(squared_distances_below(&[], 4, 0).iter().all(|&v| v == 0.0));
+        let mut none = vec![f64::NAN; pairs_below(4)];
+        squared_distances_below(&[], 4, 0, true, &mut none);
+        assert!(none.iter().all(|&v| v == 0.0));
     }
 
     /// The median heuristic's groups: one of all rows up to 256, beyond that near-equal groups
