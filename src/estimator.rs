@@ -1396,7 +1396,13 @@ impl Joker {
         } else {
             Standardizer::identity(d)
         };
-        let x: Features<T> = dense_if_smaller(standardizer.transform(x)?);
+        let x: Features<T> = match x {
+            // half-full sparse rows made dense as they are scaled, in one pass
+            Features::Sparse(c) if dense_is_smaller::<U, T>(c) => {
+                Features::Dense(standardizer.transform_to_dense(c)?)
+            }
+            _ => dense_if_smaller(standardizer.transform(x)?),
+        };
         // the bandwidth heuristics look at a subsample of rows: rank 0's, for every rank
         let mut gamma = [0.0];
         if comm.rank() == 0 {
@@ -1879,19 +1885,19 @@ struct Targets {
 /// entry: half full in f32, two thirds in f64) and the dense kernels run over contiguous rows.
 /// The values are the same, and so is the model.
 fn dense_if_smaller<T: Scalar>(x: Features<T>) -> Features<T> {
-    let Features::Sparse(c) = &x else {
-        return x;
-    };
-    if c.is_mapped() {
-        // densifying would copy the file into memory
-        return x;
+    match &x {
+        Features::Sparse(c) if dense_is_smaller::<T, T>(c) => Features::Dense(c.to_dense()),
+        _ => x,
     }
+}
+
+/// Whether the sparse rows `c`, held in memory (densifying rows mapped from a file would copy
+/// the file into memory), take no more memory stored densely in precision `T`
+/// ([`dense_if_smaller`]).
+fn dense_is_smaller<U: Scalar, T: Scalar>(c: &crate::data::CsrMatrix<U>) -> bool {
     let size = std::mem::size_of::<T>();
     let entries = c.nrows().saturating_mul(c.ncols());
-    if entries.saturating_mul(size) > c.nnz() * (size + 4) {
-        return x;
-    }
-    Features::Dense(c.to_dense())
+    !c.is_mapped() && entries.saturating_mul(size) <= c.nnz() * (size + 4)
 }
 
 /// The hooks of a fit: its validation set scored as the targets are decoded, the caller's
