@@ -876,8 +876,8 @@ JokerStatus joker_params_set_class_weight(struct JokerParams *params, int32_t mo
 JokerStatus joker_params_set_class_weights(struct JokerParams *params, const double *labels, const double *weights, size_t n);
 
 /**
- * Sets the block size `|B| >= 1` (default 512, 256 on a cached exact kernel; it must not
- * exceed the number of samples).
+ * Sets the block size `|B| >= 1` (default 512, 256 on a cached exact kernel, 128 there for
+ * hinge, SVR and L1; it must not exceed the number of samples).
  *
  * # Safety
  * As for `joker_params_set_loss`.

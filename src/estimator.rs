@@ -316,8 +316,8 @@ impl JokerBuilder {
         self
     }
 
-    /// Block size `|B|` (default 512, 256 on a cached exact kernel; capped at the number of
-    /// samples).
+    /// Block size `|B|` (default 512, 256 on a cached exact kernel, 128 there for hinge, SVR and
+    /// L1; capped at the number of samples).
     pub fn block_size(mut self, b: usize) -> Self {
         self.p.solver.block_size = b;
         self.p.solver.block_auto = false;

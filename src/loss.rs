@@ -182,6 +182,17 @@ impl Loss {
         )
     }
 
+    /// Whether the dual has no curvature of its own (`f_i'' = 0` on the whole box: hinge,
+    /// epsilon-insensitive and absolute loss), so that a block's model is its kernel alone and
+    /// its solves run the box-stopped CG, one box exit at a time
+    /// ([`crate::solver::dbcd::cached_block`]).
+    pub fn flat_dual(&self) -> bool {
+        matches!(
+            self,
+            Loss::Hinge | Loss::EpsilonInsensitive { .. } | Loss::Absolute
+        )
+    }
+
     /// Whether the dual's curvature `f_i''` varies along the box (KLR's grows without bound
     /// at both ends, Lp's as `|a|^(q-2)`), so that a block's coordinates can differ in it by
     /// orders of magnitude ([`TrNorm`](crate::solver::trust_region::TrNorm)).
@@ -439,6 +450,7 @@ impl Loss {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     const ALL: [Loss; 8] = [
@@ -451,6 +463,27 @@ mod tests {
         Loss::SquaredHinge,
         Loss::Logistic,
     ];
+
+    /// The losses without curvature are those whose model curvature is zero everywhere on
+    /// their box; the others have some.
+    #[test]
+    fn flat_duals_are_those_without_curvature() {
+        let k = coord(1.0);
+        for loss in ALL {
+            let (lo, hi) = loss.bounds(&k);
+            let inside: Vec<f64> = [0.1, 0.5, 0.9]
+                .iter()
+                .map(|t| match (lo.is_finite(), hi.is_finite()) {
+                    (true, true) => lo + t * (hi - lo),
+                    (true, false) => lo + t,
+                    (false, true) => hi - t,
+                    (false, false) => t - 0.5,
+                })
+                .collect();
+            let flat = inside.iter().all(|&a| loss.hess(a, &k) == 0.0);
+            assert_eq!(loss.flat_dual(), flat, "{loss:?}");
+        }
+    }
 
     fn coord(y: f64) -> Coord {
         let lam: f64 = 0.37;

@@ -486,7 +486,7 @@ pub struct TrainArgs {
     /// values) or a Nystrom map's features (n x M); 0 forms them block by block [default: 2048].
     #[arg(long, value_name = "MiB", help_heading = "Solver")]
     pub kernel_cache: Option<usize>,
-    /// Block size |B| [default: 512, 256 on a cached exact kernel, or the number of samples if smaller].
+    /// Block size |B| [default: 512, 256 on a cached exact kernel (128 for l1-svc, svr and l1), or the number of samples if smaller].
     #[arg(short, long, alias = "blksz", help_heading = "Solver")]
     pub block_size: Option<usize>,
     /// Iteration budget.

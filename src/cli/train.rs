@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use joker::io::stream::TextStream;
-use joker::solver::dbcd::CACHED_BLOCK;
+use joker::solver::dbcd::{CACHED_BLOCK, CACHED_BLOCK_FLAT};
 use joker::solver::dsg::DsgConfig;
 use joker::solver::krr::{KrrConfig, KrrMethod};
 use joker::{
@@ -505,7 +505,10 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                     "block {}{}, max {} iterations, tol {}",
                     est.solver.block_size,
                     if est.solver.block_auto && est.solver.block_size > CACHED_BLOCK {
-                        format!(" ({CACHED_BLOCK} on a cached exact kernel)")
+                        format!(
+                            " ({CACHED_BLOCK} on a cached exact kernel, \
+                             {CACHED_BLOCK_FLAT} there for hinge, SVR and L1)"
+                        )
                     } else {
                         String::new()
                     },

@@ -640,8 +640,8 @@ pub unsafe extern "C" fn joker_params_set_class_weights(
     })
 }
 
-/// Sets the block size `|B| >= 1` (default 512, 256 on a cached exact kernel; it must not
-/// exceed the number of samples).
+/// Sets the block size `|B| >= 1` (default 512, 256 on a cached exact kernel, 128 there for
+/// hinge, SVR and L1; it must not exceed the number of samples).
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.

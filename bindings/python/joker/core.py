@@ -721,8 +721,8 @@ class Joker:
     from the training rows by ``centers``: "leverage", "kmeans" or "uniform"); a Nystrom model
     predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
     ``bandwidth`` ("median", the default, "msd" or "scale"). ``class_weight``: None, "balanced" or {label: weight}.
-    ``block_size``: rows per block (None: 512, or 256 on a cached exact kernel; the library
-    caps it at the number of samples).
+    ``block_size``: rows per block (None: 512, or 256 on a cached exact kernel, 128 there for
+    hinge, SVR and L1; the library caps it at the number of samples).
     ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
     memory exceeds 80% of the memory available when it starts (JokerError
     JOKER_STATUS_MEMORY, saying so), 0 sets no limit, any other value is a limit in bytes.

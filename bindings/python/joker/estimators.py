@@ -378,7 +378,8 @@ _COMMON_DOC = """
     max_iter : int, default=10000
         The most solver iterations (block updates).
     block_size : int or None, default=None
-        Rows per block of the solver (None: 512, or 256 on a cached exact kernel).
+        Rows per block of the solver (None: 512, or 256 on a cached exact kernel, 128 there
+        for hinge, SVR and L1).
     time_limit : float or None, default=None
         Stop after this many seconds (None: no limit).
     check_every : int, default=0

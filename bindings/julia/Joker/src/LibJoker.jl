@@ -348,7 +348,7 @@ Validated training parameters (as the Python `joker.Joker`); invalid values thro
 "auto" (the default) (`tr_model(model)` says which was used).
 `full_krr`: "askotch", "skotch" or "pcg" solves exact kernel ridge regression with that method
 (needs `loss="krr"` and `n_components=nothing`). `block_size`: `nothing` (the default) takes
-512, or 256 on a cached exact kernel; it is capped at the number of samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
+512, or 256 on a cached exact kernel (128 there for hinge, SVR and L1); it is capped at the number of samples by the library. `max_memory`: `nothing` (the default) refuses a fit whose estimated
 memory exceeds 80% of the memory available when it starts (JOKER_STATUS_MEMORY), 0 sets no
 limit, any other value is a limit in bytes. `kernel_cache`: bytes the exact kernel matrix (or a
 Nystrom map's features) may take when formed once and kept (0: formed block by block). `features`: "rff" (random
