@@ -955,8 +955,8 @@ pub const CACHED_BLOCK_FLAT: usize = 128;
 /// The block size on a cached exact kernel for `loss` when the caller left it to the solver:
 /// [`CACHED_BLOCK`], or [`CACHED_BLOCK_FLAT`] where the loss has no curvature. There every block
 /// solve runs the box-stopped CG, whose box exits grow with the block and each restart it
-/// from steepest descent at `|B|^2` a product: with blocks of 128 the fits took 7-42% less
-/// time on every shared regression set (SVR) and L1-SVC and L1 fits 11-40% less, where
+/// from steepest descent at `|B|^2` a product: with blocks of 128 the fits took 6-42% less
+/// time on every shared regression set (SVR) and L1-SVC and L1 fits 11-41% less, where
 /// L2-SVC's pendigits and HIGGS 7k took 8-23% more (docs/solver.md).
 pub fn cached_block(loss: Loss) -> usize {
     if loss.flat_dual() {
