@@ -450,7 +450,6 @@ impl Loss {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     const ALL: [Loss; 8] = [

@@ -53,13 +53,7 @@ impl Standardizer {
 
     /// Applies the map while converting to precision `T`.
     pub fn transform<U: Scalar, T: Scalar>(&self, x: &Features<U>) -> Result<Features<T>> {
-        let d = self.scale.len();
-        if x.ncols() > d {
-            return Err(JokerError::ShapeMismatch(format!(
-                "data has {} features, the model was trained on {d}",
-                x.ncols()
-            )));
-        }
+        let d = self.width_for(x.ncols())?;
         let mut out: Features<T> = x.cast::<T>().with_ncols(d)?;
         if let Features::Sparse(_) = out {
             if self.center.iter().any(|&c| c != 0.0) {
@@ -79,9 +73,18 @@ impl Standardizer {
         out.for_each_mut(|j, v| *v = T::from_f64((v.to_f64() - c[j]) / s[j]));
         Ok(out)
     }
-}
 
-impl Standardizer {
+    /// The map's number of features, which rows of `ncols` features may not exceed.
+    fn width_for(&self, ncols: usize) -> Result<usize> {
+        let d = self.scale.len();
+        if ncols > d {
+            return Err(JokerError::ShapeMismatch(format!(
+                "data has {ncols} features, the model was trained on {d}"
+            )));
+        }
+        Ok(d)
+    }
+
     /// [`Standardizer::transform`] of sparse rows stored densely (`nrows x d`, the entries not
     /// stored mapped as zeros are), in one pass over the stored entries: the same values as
     /// the transform followed by [`CsrMatrix::to_dense`], without the sparse copy in between.
@@ -89,13 +92,7 @@ impl Standardizer {
         &self,
         x: &CsrMatrix<U>,
     ) -> Result<DenseMatrix<T>> {
-        let d = self.scale.len();
-        if x.ncols() > d {
-            return Err(JokerError::ShapeMismatch(format!(
-                "data has {} features, the model was trained on {d}",
-                x.ncols()
-            )));
-        }
+        let d = self.width_for(x.ncols())?;
         let n = x.nrows();
         let (c, s) = (&self.center, &self.scale);
         // the value in precision T, then mapped, as the transform of the cast rows gives it
