@@ -10,7 +10,8 @@ They are built on the low-level layer :mod:`joker.core`, a ctypes binding of the
 ``libjoker`` (installed inside this package by ``pip install ./bindings/python``; the
 environment variable ``JOKER_LIB`` names another ``libjoker.so``, for development), whose
 classes are exported here too: :class:`Joker` (training parameters), :class:`Model` (a trained
-model: predict, save, load), :class:`Interrupt`, :class:`JokerError`. The low-level layer needs
+model: predict, save, load), :class:`Interrupt`, :class:`JokerError` (and
+:class:`JokerValueError`, also a ``ValueError``). The low-level layer needs
 numpy only; the estimators import scikit-learn when first used (both are dependencies of the
 package).
 """
@@ -29,6 +30,7 @@ from .core import (  # noqa: F401
     Interrupt,
     Joker,
     JokerError,
+    JokerValueError,
     Model,
     Progress,
     device_count,
@@ -38,7 +40,7 @@ from .core import (  # noqa: F401
 )
 # The estimators, imported on first use: the low-level layer needs numpy only, and importing
 # scikit-learn takes a while.
-_ESTIMATORS = ("JokerValueError", "KernelHuberRegressor", "KernelLogisticRegression",
+_ESTIMATORS = ("KernelHuberRegressor", "KernelLogisticRegression",
                "KernelLpRegressor", "KernelRidge", "KernelSVC", "KernelSVR")
 
 

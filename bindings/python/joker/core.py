@@ -32,6 +32,7 @@ The Julia package ``bindings/julia/Joker`` mirrors this file function for functi
 
 import copy
 import ctypes
+import numbers
 import os
 import queue
 import re
@@ -55,8 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Joker", "Model", "Progress", "Interrupt", "JokerError", "load", "version",
-           "gpu_available", "device_count"]
+__all__ = ["Joker", "Model", "Progress", "Interrupt", "JokerError", "JokerValueError", "load",
+           "version", "gpu_available", "device_count"]
 
 # ---------------------------------------------------------------------------------------------
 # the library
@@ -155,6 +156,12 @@ class JokerError(Exception):
         self.status = _lib.joker_status_name(code).decode()
         self.message = message
         super().__init__(f"{self.status}: {message}")
+
+
+class JokerValueError(JokerError, ValueError):
+    """A :class:`JokerError` about the arguments or the input (also a ``ValueError``): raised by
+    the estimators for the library's errors about their input or parameters, and by a
+    :class:`Model` used after ``close()``."""
 
 
 class _Progress(Structure):
@@ -276,6 +283,10 @@ MULTICLASS = {"auto": 0, "ovr": 1, "ovo": 2}
 SOLVERS = {"dbcd": 0, "dsg": 1, "udsg": 2, "cdsg": 3}
 _OUTPUT = {"predict": 0, "decision_function": 1, "predict_proba": 2}
 _NULL_POINTER, _INVALID_ARGUMENT, _SHAPE_MISMATCH, _INVALID_LABELS = 1, 3, 5, 8
+# The largest value of a size_t argument (a larger Python int would wrap in ctypes) and of a
+# device ordinal (an int32_t).
+SIZE_MAX = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
+_DEVICE_MAX = 2**31 - 1
 
 # The C setters' names in library messages, as the Joker arguments they stand for.
 _SETTER_ARGS = {"lambda": "lambda_=", "class_weights": "class_weight=", "exact": "n_components=None",
@@ -321,22 +332,38 @@ def _check(code, names=None):
 
 
 def _count(name, v):
-    """A non-negative integer argument (ctypes would silently wrap a negative size_t)."""
+    """A non-negative integer argument that fits a size_t: ctypes would silently wrap a
+    negative or too large one, and ``int()`` truncate a fraction."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or (
+            not isinstance(v, numbers.Integral) and not float(v).is_integer()):
+        raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be a whole number, got {v!r}")
     v = int(v)
     if v < 0:
         raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be >= 0, got {v}")
+    if v > SIZE_MAX:
+        raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be <= {SIZE_MAX} (2**64 - 1), got {v}")
     return v
+
+
+def _real(name, v):
+    """A number argument as a float: a string or a bool is refused (``float("1")`` would
+    take the string)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise JokerError(_INVALID_ARGUMENT, f"`{name}` must be a number, got {v!r}")
+    return float(v)
 
 
 def _device_code(device):
     """The C ABI's code for a device choice: -1 auto, -2 cpu, N >= 0 for cuda:N."""
     if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device >= 0:
+        if device > _DEVICE_MAX:
+            raise JokerError(_INVALID_ARGUMENT, f"device {device!r}: a device ordinal must be <= {_DEVICE_MAX}")
         return int(device)
     if isinstance(device, str):
         d = device.strip().lower()
         if d in ("auto", "cpu", "cuda"):
             return {"auto": -1, "cpu": -2, "cuda": 0}[d]
-        if d.startswith("cuda:") and d[5:].isdigit():
+        if d.startswith("cuda:") and d[5:].isdigit() and int(d[5:]) <= _DEVICE_MAX:
             return int(d[5:])
     raise JokerError(_INVALID_ARGUMENT, f"device {device!r}: use 'auto', 'cpu', 'cuda', 'cuda:N' or N >= 0")
 
@@ -351,8 +378,8 @@ def version():
 
 
 def gpu_available():
-    """Whether a GPU can be used (from the library's device probe; the CUDA path has not been run
-    on a GPU yet)."""
+    """Whether a GPU can be used (from the library's device probe; the CUDA path is validated on
+    NVIDIA H100 and H200 GPUs, see docs/gpu-validation.md)."""
     return bool(_lib.joker_gpu_available())
 
 
@@ -528,19 +555,20 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         return table[key]
 
     try:
-        _check(_lib.joker_params_set_loss(h, pick(LOSSES, loss, "loss"), float(loss_param)),
+        _check(_lib.joker_params_set_loss(h, pick(LOSSES, loss, "loss"),
+                                              _real("loss_param", loss_param)),
                _LOSS_NAMES)
         _check(_lib.joker_params_set_kernel(h, pick(KERNELS, kernel, "kernel")))
         if gamma is not None:
-            _check(_lib.joker_params_set_gamma(h, float(gamma)))
+            _check(_lib.joker_params_set_gamma(h, _real("gamma", gamma)))
         else:
             _check(_lib.joker_params_set_bandwidth(h, pick(BANDWIDTHS, bandwidth, "bandwidth")))
         if c is not None and lambda_ is not None:
             raise JokerError(_INVALID_ARGUMENT, "give c or lambda_, not both")
         if c is not None:
-            _check(_lib.joker_params_set_c(h, float(c)))
+            _check(_lib.joker_params_set_c(h, _real("c", c)))
         if lambda_ is not None:
-            _check(_lib.joker_params_set_lambda(h, float(lambda_)))
+            _check(_lib.joker_params_set_lambda(h, _real("lambda_", lambda_)))
         if n_components is None:
             _check(_lib.joker_params_set_exact(h))
         else:
@@ -563,8 +591,9 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
         if block_size is not None:
             _check(_lib.joker_params_set_block_size(h, _count("block_size", block_size)))
         _check(_lib.joker_params_set_max_iter(h, _count("max_iter", max_iter)))
-        _check(_lib.joker_params_set_tol(h, float(tol)))
-        _check(_lib.joker_params_set_time_limit(h, float(time_limit or 0.0)),
+        _check(_lib.joker_params_set_tol(h, _real("tol", tol)))
+        _check(_lib.joker_params_set_time_limit(
+                   h, 0.0 if time_limit is None else _real("time_limit", time_limit)),
                {"seconds": "`time_limit`"})
         _check(_lib.joker_params_set_check_every(h, _count("check_every", check_every)))
         _check(_lib.joker_params_set_seed(h, _count("seed", seed)))
@@ -590,8 +619,8 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
             h, pick(SOLVERS, solver, "solver"),
             0 if batch_size is None else _count("batch_size", batch_size),
             0 if feature_block is None else _count("feature_block", feature_block),
-            float("nan") if step_theta is None else float(step_theta),
-            float("nan") if step_t0 is None else float(step_t0)),
+            float("nan") if step_theta is None else _real("step_theta", step_theta),
+            float("nan") if step_t0 is None else _real("step_t0", step_t0)),
             {"theta": "`step_theta`", "t0": "`step_t0`"})
         _check(
             _lib.joker_params_set_full_krr(
@@ -600,14 +629,14 @@ def _new_params(loss, *, loss_param, kernel, gamma, bandwidth, c, lambda_, n_com
                 _count("krr_blocks", krr_blocks),
                 _count("krr_rank", krr_rank),
                 _count("max_iter", max_iter),
-                float(krr_tol),
+                _real("krr_tol", krr_tol),
                 int(bool(krr_store_preconditioners)),
             ),
             _FULL_KRR_NAMES,
         )
         # last: the bias feature is checked against the map, the exact kernel and the solver,
         # the intercept against the loss and the solver
-        _check(_lib.joker_params_set_bias(h, float(bias)))
+        _check(_lib.joker_params_set_bias(h, _real("bias", bias)))
         _check(_lib.joker_params_set_intercept(h, {None: 2, False: 0, True: 1}[
             None if intercept is None else bool(intercept)]))
         # the automatic loss against the task
@@ -850,7 +879,7 @@ class Joker:
         KeyboardInterrupt (the partial model is freed); fits from other threads run as they
         are, stopped only by ``interrupt``."""
         if not self._h:
-            raise JokerError(_NULL_POINTER, "`params` is NULL: this Joker was closed")
+            raise JokerValueError(_NULL_POINTER, "this Joker was closed: its parameters were freed")
         if interrupt is None:
             interrupt = Interrupt()
         elif not isinstance(interrupt, Interrupt):
@@ -906,7 +935,7 @@ class Joker:
             raise JokerError(_INVALID_ARGUMENT,
                              f"format must be one of {sorted(formats)}, got {format!r}")
         if not self._h:
-            raise JokerError(_NULL_POINTER, "`params` is NULL: this Joker was closed")
+            raise JokerValueError(_NULL_POINTER, "this Joker was closed: its parameters were freed")
         if interrupt is None:
             interrupt = Interrupt()
         val = _validation_data(validation) if validation is not None else None
@@ -959,6 +988,19 @@ def _load_handle(path):
     return h
 
 
+def _looks_like_model(path):
+    """Whether the file at ``path`` holds a joker model file (or is empty), judged by its first
+    4,096 bytes as the joker program judges them: a JSON object whose ``format`` is
+    ``"joker-model"`` (the field comes first in every model file joker writes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    text = head.decode("utf-8", errors="replace").lstrip()
+    return not text or (text.startswith("{") and '"format"' in text and '"joker-model"' in text)
+
+
 class Model:
     """A trained model (from :meth:`Joker.fit` or :func:`load`).
 
@@ -969,20 +1011,37 @@ class Model:
     def __init__(self, handle):
         self._h = handle
 
+    def _handle(self):
+        """The library handle; JokerValueError once :meth:`close` has freed it (the library
+        would only see a NULL pointer)."""
+        if not self._h:
+            raise JokerValueError(
+                _NULL_POINTER, "this model was closed (close() or the end of its `with` block "
+                "freed it); load it again from its file with joker.load(path)")
+        return self._h
+
     @classmethod
     def load(cls, path):
         """Reads a model file written by :meth:`save` (or the joker program)."""
         return cls(_load_handle(path))
 
-    def save(self, path):
-        """Writes the model file (JSON)."""
-        _check(_lib.joker_model_save(self._h, os.fsencode(path)))
+    def save(self, path, overwrite=False):
+        """Writes the model file (JSON) at ``path``, replacing it atomically when it exists.
+        An existing file that is not a joker model file (a data set, say) is refused with
+        FileExistsError unless ``overwrite=True``; a joker model file (or an empty file) is
+        replaced, as the joker program does."""
+        h = self._handle()
+        if not overwrite and os.path.isfile(path) and not _looks_like_model(path):
+            raise FileExistsError(
+                f"{os.fspath(path)} exists and is not a joker model file; refusing to replace "
+                "it (pass overwrite=True to replace it)")
+        _check(_lib.joker_model_save(h, os.fsencode(path)))
 
     def _to_bytes(self):
         """The model file's bytes (what :meth:`save` writes)."""
         with tempfile.TemporaryDirectory(prefix="joker-") as d:
             path = os.path.join(d, "model.json")
-            self.save(path)
+            self.save(path, overwrite=True)
             with open(path, "rb") as f:
                 return f.read()
 
@@ -1008,12 +1067,13 @@ class Model:
         self._h = self._handle_from_bytes(state["model_file"])
 
     def _output(self, kind, X):
+        h = self._handle()
         with _Data(X) as d:
             need = c_size_t()
-            _check(_lib.joker_model_output_size(self._h, d.handle, _OUTPUT[kind], byref(need)))
+            _check(_lib.joker_model_output_size(h, d.handle, _OUTPUT[kind], byref(need)))
             out = np.empty(need.value, dtype=np.float64)
             fn = getattr(_lib, f"joker_model_{kind}")
-            _check(fn(self._h, d.handle, _ptr(out, c_double), out.shape[0]), _DATA_NAMES)
+            _check(fn(h, d.handle, _ptr(out, c_double), out.shape[0]), _DATA_NAMES)
             return out, d.n_rows
 
     def predict(self, X):
@@ -1034,14 +1094,15 @@ class Model:
 
     def score(self, X, y):
         """Accuracy (classifiers) or R^2 (regression)."""
+        h = self._handle()
         with _Data(X, y) as d:
             s = c_double()
-            _check(_lib.joker_model_score(self._h, d.handle, byref(s)), _DATA_NAMES)
+            _check(_lib.joker_model_score(h, d.handle, byref(s)), _DATA_NAMES)
             return s.value
 
     def _get(self, name, ctype):
         v = ctype()
-        _check(getattr(_lib, f"joker_model_{name}")(self._h, byref(v)))
+        _check(getattr(_lib, f"joker_model_{name}")(self._handle(), byref(v)))
         return v.value
 
     n_features = property(lambda self: self._get("n_features", c_size_t))
@@ -1061,7 +1122,7 @@ class Model:
     def classes(self):
         """Sorted class labels (an empty array for regression)."""
         out = np.empty(self.n_classes, dtype=np.float64)
-        _check(_lib.joker_model_classes(self._h, _ptr(out, c_double), out.shape[0]))
+        _check(_lib.joker_model_classes(self._handle(), _ptr(out, c_double), out.shape[0]))
         return out
 
     @property
@@ -1101,7 +1162,8 @@ class Model:
         return self._get("tr_model", c_char_p).decode()
 
     def close(self):
-        """Frees the model now (later calls raise JokerError: a NULL handle)."""
+        """Frees the model now; using it afterwards raises :class:`JokerValueError` ("this model
+        was closed"). Closing twice does nothing."""
         if self._h:
             _check(_lib.joker_model_free(self._h))
             self._h = _P()

@@ -23,15 +23,24 @@ The parameters shared by all of them keep scikit-learn's names where scikit-lear
 Inputs are validated with ``sklearn.utils.validation``: dense arrays, pandas DataFrames (their
 column names become ``feature_names_in_``) and scipy.sparse matrices (used as CSR). Errors in
 the inputs or the parameters raise ``ValueError`` (:class:`JokerValueError` when the library
-found them, also a :class:`joker.JokerError`); fitting prints nothing unless ``verbose > 0``.
+found them, also a :class:`joker.JokerError`); the parameters are checked at ``fit`` as
+scikit-learn checks its own (``_parameter_constraints``: ``InvalidParameterError``), before the
+library is called, so that no fraction is truncated, no string taken for a number and no size
+wrapped by ctypes. A fit that stops at ``max_iter`` or ``time_limit`` before reaching ``tol``
+warns with ``sklearn.exceptions.ConvergenceWarning``. Fitting prints nothing unless
+``verbose > 0``.
 Fitted estimators pickle with their model file's bytes (see :class:`joker.Model`).
 """
 
 import contextlib
 import numbers
+import warnings
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, check_random_state
 
@@ -56,9 +65,57 @@ _INPUT_STATUSES = {"JOKER_STATUS_INVALID_ARGUMENT", "JOKER_STATUS_SHAPE_MISMATCH
 _SEED_BOUND = 2**31 - 1  # seeds drawn for random_state=None or a RandomState
 
 
-class JokerValueError(core.JokerError, ValueError):
-    """A :class:`joker.JokerError` about the input or the parameters, raised by the
-    estimators; it is also a ``ValueError``, as scikit-learn expects of bad input."""
+# A joker.JokerError about the input or the parameters, raised by the estimators; it is also a
+# ValueError, as scikit-learn expects of bad input (defined in joker.core).
+JokerValueError = core.JokerValueError
+
+# Parameter constraints (scikit-learn's _parameter_constraints, checked at fit): sizes are
+# whole numbers that fit the library's size_t, so that ctypes never wraps them.
+_POSITIVE = Interval(Real, 0, None, closed="neither")
+_NON_NEGATIVE = Interval(Real, 0, None, closed="left")
+
+
+def _size(low):
+    return Interval(Integral, low, core.SIZE_MAX, closed="both")
+
+
+_COMMON_CONSTRAINTS = {
+    "kernel": [StrOptions(set(_KERNELS))],
+    "gamma": [_POSITIVE, StrOptions(set(_BANDWIDTHS))],
+    "n_components": [_size(1), None],
+    "features": [StrOptions(set(core.FEATURE_MAPS))],
+    "centers": [StrOptions(set(core.CENTERS))],
+    "precision": [StrOptions(set(core.PRECISIONS))],
+    "standardize": ["boolean"],
+    "tol": [_NON_NEGATIVE],
+    "max_iter": [_size(1)],
+    "block_size": [_size(1), None],
+    "time_limit": [_NON_NEGATIVE, None],
+    "check_every": [_size(0)],
+    "max_memory": [_size(0), None],
+    # "auto", "cpu", "cuda", "cuda:N" (checked by joker.core) or an ordinal
+    "device": [str, Interval(Integral, 0, core._DEVICE_MAX, closed="both")],
+    "nystrom_rank": [_size(0)],
+    "tr_model": [StrOptions(set(core.TR_MODELS))],
+    "kernel_cache": [_size(0)],
+    "working_set": [StrOptions(set(core.WORKING_SETS))],
+    "auto_exact": ["boolean"],
+    "stall": ["boolean"],
+    "tr_norm": [StrOptions(set(core.TR_NORMS))],
+    "bias": [_NON_NEGATIVE],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+_CLASSIFIER_CONSTRAINTS = {
+    "C": [_POSITIVE],
+    "class_weight": [dict, StrOptions({"balanced"}), None],
+    "multiclass": [StrOptions(set(core.MULTICLASS))],
+    "decision_function_shape": [StrOptions({"ovr", "ovo"})],
+}
+_REGRESSOR_CONSTRAINTS = {"normalize_target": ["boolean"]}
+# The stop reasons of a fit that ended before its tolerance was met.
+_UNCONVERGED = {"max_iter": "max_iter={max_iter}",
+                "time_limit": "time_limit={time_limit} s"}
 
 
 @contextlib.contextmanager
@@ -169,7 +226,8 @@ class _JokerEstimator(BaseEstimator):
         return loss, args
 
     def _fit(self, X, y, sample_weight, *, classifier):
-        """Validates the input, fits and sets the fitted attributes; returns self."""
+        """Validates the input, fits and sets the fitted attributes; returns self (the
+        parameters are checked by the fit methods' _fit_context)."""
         X, y = _check_X_y(self, X, y, classifier)
         if sample_weight is not None:
             sw = _check_sample_weight(sample_weight, X.shape[0])
@@ -205,6 +263,14 @@ class _JokerEstimator(BaseEstimator):
         # KRR on features that starts at its exact optimum (a direct solve) runs no DBCD-TR
         # iteration; the solve counts as one, as scikit-learn asks of iterative estimators
         self.n_iter_ = max(model.iterations, 1)
+        stop = model.stop_reason
+        if stop in _UNCONVERGED:
+            limit = _UNCONVERGED[stop].format(max_iter=self.max_iter, time_limit=self.time_limit)
+            warnings.warn(
+                f"{type(self).__name__} did not converge: the fit stopped at {limit} after "
+                f"{model.iterations} iterations, with the relative duality gap "
+                f"{model.gap:.3g} above tol={self.tol}; increase {stop} or tol "
+                f"(model_.stop_reason is {stop!r})", ConvergenceWarning, stacklevel=4)
         if self.verbose:
             print(f"{type(self).__name__}: {self.model_.stop_reason} after {self.n_iter_} "
                   f"iterations, gap {self.model_.gap:.3e}, {self.model_.device}")
@@ -250,7 +316,9 @@ class _JokerClassifier(ClassifierMixin, _JokerEstimator):
     """A classifier: labels of any type; more than two classes one-vs-rest or one-vs-one."""
 
     _task = "classification"
+    _parameter_constraints: dict = {**_COMMON_CONSTRAINTS, **_CLASSIFIER_CONSTRAINTS}
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fits the classifier.
 
@@ -319,7 +387,9 @@ class _JokerRegressor(RegressorMixin, _JokerEstimator):
     """A regressor of one target."""
 
     _task = "regression"
+    _parameter_constraints: dict = {**_COMMON_CONSTRAINTS, **_REGRESSOR_CONSTRAINTS}
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fits the regressor.
 
@@ -464,6 +534,11 @@ class KernelSVC(_JokerClassifier):
     """
 
     _LOSSES = {"squared_hinge": "l2-svc", "hinge": "l1-svc"}
+    _parameter_constraints: dict = {
+        **_JokerClassifier._parameter_constraints,
+        "loss": [StrOptions(set(_LOSSES))],
+        "newton_start": ["boolean"],
+    }
 
     def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="median",
                  n_components=2048, class_weight=None, features="rff", centers="leverage",
@@ -682,6 +757,17 @@ class KernelRidge(_JokerRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
+    _parameter_constraints: dict = {
+        **_JokerRegressor._parameter_constraints,
+        "alpha": [_POSITIVE],
+        "full_krr": [StrOptions({"askotch", "skotch", "pcg"}), None],
+        "krr_blocks": [_size(1)],
+        "krr_rank": [_size(1)],
+        "krr_tol": [_POSITIVE],
+        "krr_store_preconditioners": ["boolean"],
+        "direct_krr": ["boolean"],
+    }
+
     def _loss(self):
         return "krr", 0.0
 
@@ -740,6 +826,9 @@ class KernelSVR(_JokerRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
+    _parameter_constraints: dict = {**_JokerRegressor._parameter_constraints, "C": [_POSITIVE],
+                                    "epsilon": [_NON_NEGATIVE]}
+
     def _loss(self):
         return "svr", float(self.epsilon)
 
@@ -796,6 +885,9 @@ class KernelHuberRegressor(_JokerRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
+    _parameter_constraints: dict = {**_JokerRegressor._parameter_constraints, "C": [_POSITIVE],
+                                    "delta": [_POSITIVE]}
+
     def _loss(self):
         return "huber", float(self.delta)
 
@@ -849,6 +941,9 @@ class KernelLpRegressor(_JokerRegressor):
         self.bias = bias
         self.random_state = random_state
         self.verbose = verbose
+
+    _parameter_constraints: dict = {**_JokerRegressor._parameter_constraints, "C": [_POSITIVE],
+                                    "p": [Interval(Real, 1, None, closed="left")]}
 
     def _loss(self):
         p = float(self.p)

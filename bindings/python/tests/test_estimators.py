@@ -13,6 +13,7 @@ import sys
 import tempfile
 import unittest
 import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -21,8 +22,10 @@ from support import DATA, joker, python_child
 try:
     import scipy.sparse as sp
     from sklearn.base import clone
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.kernel_ridge import KernelRidge as SklearnKernelRidge
     from sklearn.model_selection import GridSearchCV
+    from sklearn.utils._param_validation import InvalidParameterError
     from sklearn.utils.estimator_checks import check_estimator
 except ImportError as e:  # pragma: no cover (dependencies of the package)
     raise unittest.SkipTest(f"the estimators need scikit-learn and scipy: {e}")
@@ -339,20 +342,20 @@ class TestInputs(unittest.TestCase):
 
     def test_bad_parameters_and_inputs_raise_value_errors(self):
         X, y = two_classes(100, 19)
-        for est, pattern in [(joker.KernelSVC(gamma="auto"), "gamma='auto'"),
-                             (joker.KernelSVC(gamma=-1.0), "gamma=-1.0"),
-                             (joker.KernelSVC(kernel="poly"), "kernel='poly'"),
-                             (joker.KernelSVC(loss="log"), "loss='log'"),
-                             (joker.KernelSVC(C=-1.0), "lambda|c"),
+        for est, pattern in [(joker.KernelSVC(gamma="auto"), "'gamma' parameter .* Got 'auto'"),
+                             (joker.KernelSVC(gamma=-1.0), "'gamma' parameter .* Got -1.0"),
+                             (joker.KernelSVC(kernel="poly"), "'kernel' parameter .* Got 'poly'"),
+                             (joker.KernelSVC(loss="log"), "'loss' parameter .* Got 'log'"),
+                             (joker.KernelSVC(C=-1.0), "'C' parameter .* Got -1.0"),
                              (joker.KernelSVC(random_state=-3), "random_state"),
-                             (joker.KernelLpRegressor(p=0.5), "p=0.5"),
+                             (joker.KernelLpRegressor(p=0.5), "'p' parameter .* Got 0.5"),
                              (joker.KernelHuberRegressor(delta=0.0), "delta"),
                              (joker.KernelSVC(precision="f16"), "precision")]:
             with self.subTest(est=repr(est)), self.assertRaisesRegex(ValueError, pattern):
                 est.fit(X, y)
         # the library's own errors are JokerErrors too
         with self.assertRaises(joker.JokerError) as ctx:
-            joker.KernelSVC(max_iter=-1).fit(X, y)
+            joker.KernelSVC(block_size=64, nystrom_rank=64).fit(X, y)
         self.assertIsInstance(ctx.exception, ValueError)
         with self.assertRaisesRegex(ValueError, "Unknown label type"):
             joker.KernelSVC().fit(X, X[:, 0])
@@ -377,6 +380,137 @@ class TestInputs(unittest.TestCase):
         np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
         c = joker.KernelSVC(n_components=64, random_state=np.random.RandomState(0)).fit(X, y)
         self.assertFalse(np.array_equal(a.decision_function(X), c.decision_function(X)))
+
+
+
+class TestParameterValidation(unittest.TestCase):
+    """Parameters are checked as scikit-learn checks its own (``_parameter_constraints``,
+    InvalidParameterError at fit) before anything reaches the library: no fraction is
+    truncated, no string taken for a number, no huge int wrapped by ctypes."""
+
+    def test_every_constructor_parameter_has_a_constraint(self):
+        for cls in ESTIMATORS:
+            with self.subTest(estimator=cls.__name__):
+                self.assertEqual(set(cls._parameter_constraints), set(cls().get_params()))
+
+    def test_invalid_parameters_raise_invalid_parameter_error(self):
+        X, y = two_classes(60, 22)
+        Xr, yr = regression(60, 23)
+        bad = [dict(n_components=64.5), dict(n_components=2**64), dict(n_components=0),
+               dict(max_iter=2**64), dict(max_iter=0), dict(max_iter=10.5),
+               dict(block_size=0), dict(block_size=2**70), dict(check_every=-1),
+               dict(max_memory=-1), dict(max_memory=2**64), dict(kernel_cache=2**64),
+               dict(nystrom_rank=1.5), dict(device=2**40), dict(device=-1), dict(device=1.0),
+               dict(gamma=0.0), dict(gamma="1"), dict(tol=-1.0), dict(tol="1e-3"),
+               dict(time_limit=-1.0), dict(time_limit="10"), dict(bias=-1.0), dict(bias="1"),
+               dict(standardize="yes"), dict(stall=1.5), dict(auto_exact="no"),
+               dict(kernel="poly"), dict(features="orf"), dict(centers="random"),
+               dict(precision="f16"), dict(tr_model="none"), dict(working_set="all"),
+               dict(tr_norm="l1"), dict(random_state=-1), dict(random_state=2**64),
+               dict(random_state="0"), dict(verbose=-1), dict(verbose="loud")]
+        by_estimator = {
+            joker.KernelSVC: [dict(C="1"), dict(C=0.0), dict(C=float("nan")), dict(loss="log"),
+                              dict(class_weight="auto"), dict(class_weight=[1.0, 2.0]),
+                              dict(multiclass="ovo2"), dict(decision_function_shape="both"),
+                              dict(newton_start="yes")],
+            joker.KernelLogisticRegression: [dict(C="1"), dict(C=-1.0)],
+            joker.KernelRidge: [dict(alpha="1"), dict(alpha=0.0), dict(full_krr="cg"),
+                                dict(krr_blocks=0), dict(krr_rank=2**64), dict(krr_tol=0.0),
+                                dict(krr_store_preconditioners="no"), dict(direct_krr=2),
+                                dict(normalize_target="no")],
+            joker.KernelSVR: [dict(C="1"), dict(epsilon=-0.1), dict(epsilon="0.1")],
+            joker.KernelHuberRegressor: [dict(C="1"), dict(delta=0.0), dict(delta="1")],
+            joker.KernelLpRegressor: [dict(C="1"), dict(p=0.5), dict(p="2")],
+        }
+        real_joker = joker.core.Joker
+        with mock.patch.object(joker.core, "Joker", side_effect=real_joker) as params:
+            for cls, own in by_estimator.items():
+                data = (X, y) if cls in CLASSIFIERS else (Xr, yr)
+                for kw in bad + own:
+                    with self.subTest(estimator=cls.__name__, **{k: repr(v) for k, v in kw.items()}):
+                        name, = kw
+                        with self.assertRaisesRegex(InvalidParameterError,
+                                                    f"The '{name}' parameter of {cls.__name__} must be"):
+                            cls(**kw).fit(*data)
+            # refused before the library was called
+            self.assertEqual(params.call_count, 0)
+        self.assertTrue(issubclass(InvalidParameterError, ValueError))
+
+    def test_valid_edge_values_are_accepted(self):
+        X, y = two_classes(80, 24)
+        for kw in [dict(n_components=None, max_iter=200), dict(gamma="scale"), dict(gamma=1),
+                   dict(C=2), dict(max_memory=0), dict(time_limit=0), dict(time_limit=None),
+                   dict(block_size=np.int64(32)), dict(random_state=np.random.RandomState(0)),
+                   dict(class_weight={1: 2.0}), dict(class_weight="balanced"),
+                   dict(device="cpu"), dict(verbose=False), dict(tol=0.0, max_iter=50)]:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}), warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                joker.KernelSVC(**{"n_components": 64, **kw}).fit(X, y)
+        # a device string the constraints let through is checked by the library's layer
+        with self.assertRaisesRegex(ValueError, "device 'gpu'"):
+            joker.KernelSVC(device="gpu").fit(X, y)
+
+    def test_the_low_level_layer_refuses_fractions_strings_and_huge_sizes(self):
+        for kw, needle in [(dict(n_components=2**64), "`n_components` must be <="),
+                           (dict(n_components=64.5), "`n_components` must be a whole number"),
+                           (dict(max_iter=True), "`max_iter` must be a whole number"),
+                           (dict(max_memory=2**64), "`max_memory` must be <="),
+                           (dict(block_size=-1), "`block_size` must be >= 0"),
+                           (dict(c="1"), "`c` must be a number"),
+                           (dict(tol="1e-3"), "`tol` must be a number"),
+                           (dict(gamma=True), "`gamma` must be a number"),
+                           (dict(device=2**40), "a device ordinal must be <="),
+                           (dict(device="cuda:99999999999"), "device 'cuda:99999999999'")]:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaises(joker.JokerError) as ctx:
+                    joker.Joker("l2-svc", **kw)
+                self.assertEqual(ctx.exception.status, "JOKER_STATUS_INVALID_ARGUMENT")
+                self.assertIn(needle, ctx.exception.message)
+        # whole numbers given as floats are still taken
+        joker.Joker("l2-svc", n_components=64.0, max_memory=1e9).close()
+
+
+class TestConvergenceWarning(unittest.TestCase):
+    def test_a_fit_stopped_by_max_iter_or_time_limit_warns(self):
+        X, y = two_classes(2000, 25)
+        slow = dict(n_components=256, newton_start=False, block_size=16, tol=1e-12, stall=False,
+                    random_state=0)
+        for kw, reason in [(dict(max_iter=2), "max_iter"), (dict(time_limit=1e-6), "time_limit")]:
+            with self.subTest(reason=reason):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    est = joker.KernelSVC(**slow, **kw).fit(X, y)
+                self.assertEqual(est.model_.stop_reason, reason)
+                conv = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+                self.assertEqual(len(conv), 1, [str(w.message) for w in caught])
+                self.assertIn(f"stopped at {reason}=", str(conv[0].message))
+                self.assertIn("KernelSVC did not converge", str(conv[0].message))
+                self.assertEqual(conv[0].filename, __file__)  # points at the caller's fit
+        Xr, yr = regression(2000, 26)
+        with self.assertWarnsRegex(ConvergenceWarning, "KernelSVR did not converge"):
+            joker.KernelSVR(max_iter=1, n_components=256, block_size=16, tol=1e-12, stall=False,
+                            random_state=0).fit(Xr, yr)
+
+    def test_a_converged_fit_does_not_warn(self):
+        X, y = two_classes(300, 27)
+        Xr, yr = regression(300, 28)
+        for cls in ESTIMATORS:
+            with self.subTest(estimator=cls.__name__):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    est = cls(random_state=0).fit(*((X, y) if cls in CLASSIFIERS else (Xr, yr)))
+                self.assertIn(est.model_.stop_reason, ("converged", "stalled"))
+                self.assertEqual([w for w in caught if issubclass(w.category, ConvergenceWarning)], [])
+
+
+class TestClosedModel(unittest.TestCase):
+    def test_a_fitted_estimator_whose_model_was_closed_says_so(self):
+        X, y = two_classes(200, 29)
+        est = joker.KernelSVC(n_components=64, random_state=0).fit(X, y)
+        est.model_.close()
+        for call in (est.predict, est.decision_function, lambda X: est.score(X, y)):
+            with self.assertRaisesRegex(ValueError, "this model was closed"):
+                call(X)
 
 
 if __name__ == "__main__":

@@ -424,6 +424,58 @@ class TestApi(unittest.TestCase):
         np.testing.assert_array_equal(back.decision_function(self.Xt), model.decision_function(self.Xt))
         self.assertEqual(back.n_features, 3)
 
+    def test_save_refuses_to_replace_a_file_that_is_not_a_model(self):
+        model = joker.Joker("l2-svc", n_components=64, block_size=64, max_iter=50).fit(self.X, self.y)
+        other = joker.Joker("l2-svc", n_components=32, block_size=64, max_iter=50).fit(self.X, self.y)
+        with tempfile.TemporaryDirectory() as d:
+            data = os.path.join(d, "train.csv")
+            for content in ("1,0.5,2\n-1,0.25,3\n", '{"format": "other"}', "[1, 2]"):
+                with open(data, "w") as f:
+                    f.write(content)
+                with self.assertRaisesRegex(FileExistsError, "is not a joker model file; refusing to "
+                                            "replace it \\(pass overwrite=True"):
+                    model.save(data)
+                with open(data) as f:
+                    self.assertEqual(f.read(), content)  # left as it was
+            model.save(data, overwrite=True)
+            self.assertEqual(joker.load(data).n_components, 64)
+            # a model file is replaced as before, and so is an empty file
+            model.save(data)
+            other.save(data)
+            self.assertEqual(joker.load(data).n_components, 32)
+            empty = os.path.join(d, "empty.json")
+            open(empty, "w").close()
+            model.save(empty)
+            self.assertEqual(joker.load(empty).n_components, 64)
+            new = os.path.join(d, "new.json")
+            model.save(new)
+            self.assertTrue(joker.core._looks_like_model(new))
+            self.assertFalse(joker.core._looks_like_model(os.path.join(d, "missing.json")))
+
+    def test_a_closed_model_or_joker_says_it_was_closed(self):
+        est = joker.Joker("l2-svc", n_components=64, block_size=64, max_iter=50)
+        model = est.fit(self.X, self.y)
+        with model:
+            self.assertEqual(model.n_features, 3)
+        with tempfile.TemporaryDirectory() as d:
+            for name, call in [("predict", lambda: model.predict(self.Xt)),
+                               ("decision_function", lambda: model.decision_function(self.Xt)),
+                               ("score", lambda: model.score(self.Xt, self.yt)),
+                               ("save", lambda: model.save(os.path.join(d, "m.json"))),
+                               ("n_features", lambda: model.n_features),
+                               ("classes", lambda: model.classes),
+                               ("stop_reason", lambda: model.stop_reason),
+                               ("copy", lambda: copy.copy(model))]:
+                with self.subTest(name):
+                    with self.assertRaisesRegex(ValueError, "this model was closed") as ctx:
+                        call()
+                    self.assertIsInstance(ctx.exception, joker.JokerError)
+                    self.assertNotIn("NULL", ctx.exception.message)
+            self.assertFalse(os.path.exists(os.path.join(d, "m.json")))
+        est.close()
+        with self.assertRaisesRegex(ValueError, "this Joker was closed"):
+            est.fit(self.X, self.y)
+
     def assertJokerError(self, status, needle, fn, *args, **kw):
         with self.assertRaises(joker.JokerError) as cm:
             fn(*args, **kw)
@@ -474,9 +526,9 @@ class TestApi(unittest.TestCase):
                 f.write('{"format": "joker-model", "version": 99}')
             self.assertJokerError("JOKER_STATUS_MODEL_FORMAT", "newer joker", joker.load,
                                   os.path.join(d, "bad.json"))
-        # a closed model passes a NULL handle, which the library rejects
+        # a closed model says so before reaching the library
         model.close()
-        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", model.predict, self.Xt)
+        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "this model was closed", model.predict, self.Xt)
         model.close()  # closing twice is harmless
 
     def test_messages_name_the_python_arguments(self):
@@ -596,7 +648,7 @@ class TestApi(unittest.TestCase):
             np.testing.assert_array_equal(est.fit(self.X, self.y).decision_function(self.Xt), want)
         closed = est.fit(self.X, self.y)
         closed.close()
-        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "`model` is NULL", pickle.dumps, closed)
+        self.assertJokerError("JOKER_STATUS_NULL_POINTER", "this model was closed", pickle.dumps, closed)
 
     def test_freed_and_foreign_handles_through_the_raw_abi(self):
         lib = joker.core._lib
