@@ -31,6 +31,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -113,26 +114,56 @@ def _dist_info_name():
     return f"{_project()['name']}-{_version()}.dist-info"
 
 
+# Seconds between the "still building" lines while cargo compiles.
+_HEARTBEAT_S = 30.0
+
+
 def _cargo_build():
-    """Runs ``cargo build --release --lib`` and returns the path of the shared library."""
+    """Runs ``cargo build --release --lib`` and returns the path of the shared library.
+
+    Everything it says goes to stderr, which pip shows with ``pip install -v`` (without -v pip
+    shows its spinner and keeps the output for an error): first what is built and that a
+    first build takes minutes, then cargo's own lines (``Compiling ...``) as they come, a line
+    every 30 s while cargo compiles, and the time taken."""
     crate = _crate_dir()
     cargo = os.environ.get("CARGO", "cargo")
     cmd = [cargo, "build", "--release", "--lib", "--manifest-path", str(crate / "Cargo.toml"),
            "--message-format=json-render-diagnostics"]
     target = os.environ.get("CARGO_TARGET_DIR")
+    _log("building the Rust library libjoker with cargo, in release mode: the first build "
+         "takes a few minutes (about 2 on 2 CPU cores, more with fewer); a library already "
+         "built is reused at once. `pip install -v` shows cargo's progress.")
     _log(" ".join(cmd) + (f" (CARGO_TARGET_DIR={target})" if target else ""))
     start = time.monotonic()
     try:
-        # JSON messages on stdout (read here), cargo's own output on stderr (shown by pip -v)
-        run = subprocess.run(cmd, cwd=crate, stdout=subprocess.PIPE, text=True)
+        # JSON messages on stdout (read here as they come), cargo's own output on stderr
+        proc = subprocess.Popen(cmd, cwd=crate, stdout=subprocess.PIPE, text=True)
     except FileNotFoundError:
         raise RuntimeError(
             f"cannot run {cargo!r}: building the joker package needs Rust's cargo on PATH "
             "(https://rustup.rs), or its path in $CARGO") from None
-    if run.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed with exit status {run.returncode}")
+    done = threading.Event()
+
+    def heartbeat():
+        while not done.wait(_HEARTBEAT_S):
+            _log(f"cargo is still building ({time.monotonic() - start:.0f} s)")
+
+    beat = threading.Thread(target=heartbeat, name="joker-build-heartbeat", daemon=True)
+    beat.start()
+    try:
+        lines = [line for line in proc.stdout]
+        proc.wait()
+    except BaseException:  # Ctrl-C: stop cargo too
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        done.set()
+        beat.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed with exit status {proc.returncode}")
     library = None
-    for line in run.stdout.splitlines():
+    for line in lines:
         msg = json.loads(line) if line.startswith("{") else {}
         target_info = msg.get("target", {})
         if (msg.get("reason") == "compiler-artifact" and target_info.get("name") == "joker"

@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import subprocess
+import sys
 import tempfile
 import textwrap
 import threading
@@ -775,6 +776,48 @@ class TestInterruptAndLoading(unittest.TestCase):
 
 JULIA_SRC = ("bindings", "julia", "Joker", "src", "LibJoker.jl")
 JULIA_TESTS = ("bindings", "julia", "Joker", "test", "runtests.jl")
+
+
+class TestBuildBackend(unittest.TestCase):
+    """The package's build backend (build_backend/joker_backend.py) with a stand-in for cargo."""
+
+    def build(self, fake_cargo_body):
+        with tempfile.TemporaryDirectory() as d:
+            library = os.path.join(d, "libjoker.so")
+            open(library, "wb").close()
+            cargo = os.path.join(d, "cargo")
+            with open(cargo, "w") as f:
+                f.write(f"#!{sys.executable}\nimport json, sys\nLIBRARY = {library!r}\n"
+                        + textwrap.dedent(fake_cargo_body))
+            os.chmod(cargo, 0o755)
+            code = ("import sys; sys.path.insert(0, sys.argv[1]); import joker_backend; "
+                    "print(joker_backend._cargo_build())")
+            run = subprocess.run([sys.executable, "-c", code, os.path.join(PYTHON_DIR, "build_backend")],
+                                 env=dict(os.environ, CARGO=cargo), capture_output=True, text=True)
+            return run, library
+
+    def test_it_says_up_front_that_cargo_builds_the_library_and_streams_cargo(self):
+        run, library = self.build("""
+            sys.stderr.write("   Compiling joker v0 (fake)\\n")
+            print(json.dumps({"reason": "compiler-artifact", "filenames": [LIBRARY],
+                              "target": {"name": "joker", "crate_types": ["lib", "cdylib"]}}))
+        """)
+        if "No module named 'tomli'" in run.stderr:
+            self.skipTest("the backend needs tomli on Python < 3.11")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.strip(), library)
+        err = run.stderr
+        up_front = err.find("joker build: building the Rust library libjoker with cargo")
+        self.assertGreaterEqual(up_front, 0, err)
+        self.assertIn("takes a few minutes", err)
+        self.assertLess(up_front, err.find("Compiling joker v0 (fake)"), err)  # before cargo's lines
+
+    def test_a_failed_cargo_is_an_error(self):
+        run, _ = self.build("sys.exit(101)\n")
+        if "No module named 'tomli'" in run.stderr:
+            self.skipTest("the backend needs tomli on Python < 3.11")
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("failed with exit status 101", run.stderr)
 
 
 class TestBindingsAgainstTheHeader(unittest.TestCase):
