@@ -1,11 +1,29 @@
 # Model files, introspection, freeing, and the print and summary methods.
 
-joker_save <- function(model, file) {
+joker_save <- function(model, file, overwrite = FALSE) {
   ptr <- .joker_handle(model, "model")
   if (!is.character(file) || length(file) != 1 || is.na(file) || !nzchar(file))
     stop("`file` must be a file name (one string)", call. = FALSE)
+  if (!is.logical(overwrite) || length(overwrite) != 1 || is.na(overwrite))
+    stop("`overwrite` must be TRUE or FALSE", call. = FALSE)
+  path <- path.expand(file)
+  if (!overwrite && file.exists(path) && !dir.exists(path) && !.joker_looks_like_model(path))
+    stop(sprintf("%s exists and is not a joker model file; refusing to replace it (use overwrite = TRUE to replace it)",
+                 file), call. = FALSE)
   .joker_call(C_R_joker_save, ptr, file)
   invisible(file)
+}
+
+# Whether the file at `path` holds a joker model file (or is empty), judged by its first 4096
+# bytes as the joker program judges them: a JSON object whose "format" is "joker-model".
+.joker_looks_like_model <- function(path) {
+  head <- tryCatch(readBin(path, "raw", 4096L), error = function(e) NULL)
+  if (is.null(head)) return(FALSE)
+  text <- rawToChar(head[head != as.raw(0L)])
+  text <- sub("^[[:space:]]+", "", text, useBytes = TRUE)
+  !nzchar(text) ||
+    (startsWith(text, "{") && grepl("\"format\"", text, fixed = TRUE, useBytes = TRUE) &&
+       grepl("\"joker-model\"", text, fixed = TRUE, useBytes = TRUE))
 }
 
 joker_load <- function(file, levels = NULL) {

@@ -315,6 +315,22 @@ writeLines("{\"format\": \"something else\"}", file.path(tmp, "bad.json"))
 expect_error(joker_load(file.path(tmp, "bad.json")), "JOKER_STATUS_MODEL_FORMAT: model file",
              "not a model file")
 expect_error(joker_save(iris_fit, c("a", "b")), "`file` must be a file name", "two file names")
+expect_error(joker_save(iris_fit, file.path(tmp, "bad.json")), "is not a joker model file; refusing",
+             "save refuses a file that is not a model")
+data_file <- file.path(tmp, "data.csv")
+writeLines(c("1,2,3", "4,5,6"), data_file)
+expect_error(joker_save(iris_fit, data_file), "use overwrite = TRUE", "save refuses a data file")
+ok(identical(readLines(data_file), c("1,2,3", "4,5,6")), "the refused file is left as it was")
+joker_save(iris_fit, data_file, overwrite = TRUE)
+ok(identical(joker_info(joker_load(data_file))$classes, joker_info(iris_fit)$classes),
+   "overwrite = TRUE replaces it")
+joker_save(krr, f)
+ok(length(joker_info(joker_load(f))$classes) == 0, "a model file is replaced without overwrite")
+empty <- file.path(tmp, "empty.json")
+file.create(empty)
+joker_save(krr, empty)
+ok(file.size(empty) > 0, "an empty file is replaced without overwrite")
+expect_error(joker_save(krr, f, overwrite = NA), "`overwrite` must be TRUE or FALSE", "overwrite = NA")
 
 cat("error paths:\n")
 bad <- x
