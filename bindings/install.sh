@@ -5,6 +5,11 @@
 #   PREFIX/lib/pkgconfig/joker.pc   (pkg-config --cflags --libs joker)
 # Usage: bindings/install.sh PREFIX [LIBDIR]   (LIBDIR: where cargo put the library, default
 # ${CARGO_TARGET_DIR:-target}/release; build it first with cargo build --release --lib).
+# A program linked against the shared library under a PREFIX the system's loader does not
+# search finds it at run time only through an rpath recorded at link time
+#   cc prog.c $(pkg-config --cflags --libs joker) -Wl,-rpath,PREFIX/lib
+# or through LD_LIBRARY_PATH=PREFIX/lib when it runs (or after adding PREFIX/lib to ldconfig);
+# the static library (-l:libjoker.a) needs neither. The script prints these lines.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 prefix="${1:?usage: bindings/install.sh PREFIX [LIBDIR]}"
@@ -22,3 +27,5 @@ prefix_abs="$(cd "$prefix" && pwd)"
 sed -e "s|@PREFIX@|$prefix_abs|" -e "s|@VERSION@|$version|" \
     "$root/bindings/pkgconfig/joker.pc.in" > "$prefix/lib/pkgconfig/joker.pc"
 echo "installed joker $version (ABI $abi) under $prefix_abs"
+echo "  link: PKG_CONFIG_PATH=\"$prefix_abs/lib/pkgconfig\" cc prog.c \$(pkg-config --cflags --libs joker) -Wl,-rpath,$prefix_abs/lib"
+echo "  or run with: LD_LIBRARY_PATH=\"$prefix_abs/lib\" ./prog   (unless $prefix_abs/lib is on the loader's path)"

@@ -5,8 +5,14 @@
  * Exits non-zero on any failure. Run by bindings/run-tests.sh against libjoker.so and
  * libjoker.a, under valgrind.
  *
- *   cc -std=c99 -Iinclude bindings/c/example.c -Ltarget/release -ljoker -lm -o example
+ *   cc -std=c99 -Iinclude bindings/c/example.c -Ltarget/release -ljoker -lm -o example \
+ *      -Wl,-rpath,"$PWD/target/release"
  *   ./example [DATA_DIR]      (default: $JOKER_DATA_DIR, then ../shared/datasets)
+ *
+ * The rpath records where libjoker.so lies; without it, run the program with
+ * LD_LIBRARY_PATH=target/release ./example. After bindings/install.sh PREFIX (a prefix the
+ * system's loader does not search), link with $(pkg-config --cflags --libs joker)
+ * -Wl,-rpath,PREFIX/lib, or run with LD_LIBRARY_PATH=PREFIX/lib.
  */
 #include <math.h>
 #include <stdio.h>
