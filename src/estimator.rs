@@ -1537,6 +1537,7 @@ impl Joker {
             target_scaler,
             representation,
             dual: (!doubly_stochastic && !f.distributed).then_some(sol.alpha),
+            data: None,
             training: TrainingInfo {
                 iterations: sol.iters,
                 stop: sol.stop,

@@ -219,6 +219,11 @@ pub struct Model {
     /// Dual coefficients of all training samples (column-major `n x T`), for warm starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dual: Option<Vec<f64>>,
+    /// The layout of the training file (format and label column), where the model was trained
+    /// from a file: `joker predict` reads test files the same way unless told otherwise.
+    /// Older builds ignore the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<crate::io::DataLayout>,
     /// Training summary.
     pub training: TrainingInfo,
     /// Every monitoring check of the fit (not saved).
@@ -537,16 +542,68 @@ impl Model {
         Ok(model)
     }
 
-    /// Consistency of the sizes inside a model.
+    /// The values and sizes inside a model, each reported by its field in the file: a model
+    /// edited by hand (or damaged) is refused rather than predicting garbage.
     fn check(&self) -> Result<()> {
         let bad = |m: String| Err(JokerError::ModelFormat(m));
-        self.kernel.validate()?;
+        self.kernel.validate().map_err(|e| in_field("kernel", e))?;
+        self.loss.validate().map_err(|e| in_field("loss", e))?;
+        if !(self.lambda.is_finite() && self.lambda > 0.0) {
+            return bad(format!(
+                "field `lambda` is {}, not a positive number",
+                self.lambda
+            ));
+        }
         let (d, t) = (self.n_features, self.n_targets);
         if d == 0 || t == 0 {
             return bad("n_features and n_targets must be positive".into());
         }
         if self.standardizer.center.len() != d || self.standardizer.scale.len() != d {
             return bad("standardizer length differs from n_features".into());
+        }
+        if let Some(j) = self
+            .standardizer
+            .scale
+            .iter()
+            .position(|s| !(s.is_finite() && *s > 0.0))
+        {
+            return bad(format!(
+                "field `standardizer.scale[{j}]` is {}: a feature's scale must be a positive number (it divides the feature)",
+                self.standardizer.scale[j]
+            ));
+        }
+        if let Some(j) = self.standardizer.center.iter().position(|c| !c.is_finite()) {
+            return bad(format!(
+                "field `standardizer.center[{j}]` is {}, not a number",
+                self.standardizer.center[j]
+            ));
+        }
+        let ts = &self.target_scaler;
+        if !(ts.scale.is_finite() && ts.scale > 0.0 && ts.mean.is_finite()) {
+            return bad(format!(
+                "field `target_scaler` has mean {} and scale {}: the scale must be a positive number and the mean a number",
+                ts.mean, ts.scale
+            ));
+        }
+        if let Some(c) = &self.classes
+            && !c.windows(2).all(|w| w[0] < w[1])
+        {
+            return bad("field `classes` must hold distinct numbers in increasing order".into());
+        }
+        let coefficients: &[(&str, &[f64])] = match &self.representation {
+            Representation::RandomFeatures { theta, .. } => &[("representation.theta", theta)],
+            Representation::Exact { support, alpha, .. } => &[
+                ("representation.support", support),
+                ("representation.alpha", alpha),
+            ],
+        };
+        for (field, values) in coefficients {
+            if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+                return bad(format!(
+                    "field `{field}[{k}]` is {}, not a number",
+                    values[k]
+                ));
+            }
         }
         if let Some(c) = &self.classes {
             if c.len() < 2 {
@@ -598,6 +655,17 @@ impl Model {
             }
         }
         Ok(())
+    }
+}
+
+/// A parameter's error in a model file's terms: the field's path, not the flag that sets it
+/// in training.
+fn in_field(field: &str, e: JokerError) -> JokerError {
+    match e {
+        JokerError::InvalidParameter { name, reason } => {
+            JokerError::ModelFormat(format!("field `{field}.{name}`: {reason}"))
+        }
+        other => JokerError::ModelFormat(format!("field `{field}`: {other}")),
     }
 }
 

@@ -777,14 +777,7 @@ pub struct DemoArgs {
 
 /// Parses `--label-column`: `first`, `last` or a zero-based index.
 fn parse_label_column(s: &str) -> Result<joker::io::LabelColumn, String> {
-    use joker::io::LabelColumn;
-    match s {
-        "first" => Ok(LabelColumn::First),
-        "last" => Ok(LabelColumn::Last),
-        _ => s.parse::<usize>().map(LabelColumn::Index).map_err(|_| {
-            format!("expected `first`, `last` or a zero-based column index, got `{s}`")
-        }),
-    }
+    s.parse()
 }
 
 /// Parses `--index-base`: `0` gives `true` (zero-based), `1` gives `false`.

@@ -15,6 +15,7 @@ pub mod demo;
 #[cfg(feature = "mpi")]
 pub mod distributed;
 pub mod info;
+pub mod labels;
 pub mod predict;
 pub mod progress;
 pub mod train;
@@ -23,7 +24,10 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use joker::io::npy::read_npy;
-use joker::io::{CsvOptions, LibsvmOptions, read_auto, read_csv, read_libsvm};
+use joker::io::{
+    CsvOptions, DataLayout, FileFormat, LabelColumn, LibsvmOptions, read_auto, read_csv,
+    read_libsvm,
+};
 use joker::{Dataset, Features, JokerError, Model, Scalar, Task};
 
 use args::{DataArgs, FormatArg};
@@ -261,30 +265,83 @@ pub fn read_data<U: Scalar>(
     n_features: Option<usize>,
     width: Option<usize>,
 ) -> CliResult<Dataset<U>> {
+    read_data_with_layout(path, opts, n_features, width).map(|(data, _)| data)
+}
+
+/// [`read_data`], and the layout the file was read with (the format detected where the options
+/// leave it open, and a CSV file's label column), for the model file to record.
+pub fn read_data_with_layout<U: Scalar>(
+    path: &Path,
+    opts: &DataArgs,
+    n_features: Option<usize>,
+    width: Option<usize>,
+) -> CliResult<(Dataset<U>, DataLayout)> {
     if path == Path::new("-") && std::io::stdin().is_terminal() {
         return fail(
             "the data file `-` is standard input, which is a terminal here: pipe the data in (e.g. `cat data.svm | joker train - model.json`)",
         );
     }
+    check_data_path(path)?;
     let format = data_format(path, opts, n_features)?;
-    let data: Dataset<U> = match format {
-        FormatArg::Auto => read_auto(path)?,
-        FormatArg::Npy => read_npy(path, None)?,
+    let csv_layout = |c: LabelColumn| DataLayout {
+        format: FileFormat::Csv,
+        label_column: Some(c),
+    };
+    let other = |format| DataLayout {
+        format,
+        label_column: None,
+    };
+    let (data, layout): (Dataset<U>, DataLayout) = match format {
+        FormatArg::Auto => {
+            // standard input is read once, so its format is told from the rows read
+            let data: Dataset<U> = read_auto(path)?;
+            let layout = match data.x {
+                Features::Sparse(_) => other(FileFormat::Libsvm),
+                Features::Dense(_) => csv_layout(LabelColumn::default()),
+            };
+            (data, layout)
+        }
+        FormatArg::Npy => (read_npy(path, None)?, other(FileFormat::Npy)),
         FormatArg::Libsvm => {
             let o = LibsvmOptions {
                 zero_based: opts.index_base,
                 n_features: n_features.or(width),
             };
-            read_libsvm(path, &o)?
+            (read_libsvm(path, &o)?, other(FileFormat::Libsvm))
         }
         FormatArg::Csv => {
+            let column = opts.label_column.unwrap_or_default();
             let o = CsvOptions {
-                label_column: opts.label_column.unwrap_or_default(),
+                label_column: column,
                 ..CsvOptions::default()
             };
-            read_csv(path, &o)?
+            (read_csv(path, &o)?, csv_layout(column))
         }
     };
+    Ok((check_width(path, data, width)?, layout))
+}
+
+/// A data path that cannot be read as a file, said in its own words: a directory that is not
+/// a folder of CSR arrays, or a path that does not exist.
+fn check_data_path(path: &Path) -> CliResult<()> {
+    if path == Path::new("-") {
+        return Ok(());
+    }
+    if path.is_dir() && !path.join("shape.npy").is_file() {
+        return fail(format!(
+            "{} is a directory, not a data file (a directory is read only when it holds the CSR arrays written by `joker convert --csr`: shape.npy, indptr.npy, indices.npy, data.npy, labels.npy)",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The data at the width `width` asks for (see [`read_data`]).
+fn check_width<U: Scalar>(
+    path: &Path,
+    data: Dataset<U>,
+    width: Option<usize>,
+) -> CliResult<Dataset<U>> {
     let Some(d) = width else {
         return Ok(data);
     };

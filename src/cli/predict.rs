@@ -6,8 +6,10 @@ use std::path::Path;
 use joker::io::stream::TextStream;
 use joker::{Dataset, Model, Precision, Scalar, Task};
 
-use super::args::PredictArgs;
-use super::{CliError, CliResult, Score, fmt_num, read_data, sig, write_error};
+use joker::io::LabelColumn;
+
+use super::args::{DataArgs, FormatArg, PredictArgs};
+use super::{CliError, CliResult, Score, fmt_num, is_npy, read_data, sig, write_error};
 
 /// Runs `joker predict`.
 pub fn run(a: PredictArgs) -> CliResult<()> {
@@ -36,12 +38,66 @@ pub fn run(a: PredictArgs) -> CliResult<()> {
     }
 }
 
+/// The data options to read the file with: the command line's, else the label column the
+/// model's training file had (CSV), so that a label-first file's test file is read label first.
+fn data_args(a: &PredictArgs, model: &Model) -> DataArgs {
+    let mut opts = a.data.clone();
+    let recorded = model.data.and_then(|l| l.label_column);
+    let told = opts.label_column.is_some() || opts.index_base.is_some();
+    let may_be_csv = match opts.format {
+        FormatArg::Csv => true,
+        FormatArg::Auto if is_npy(&a.data_file) => false,
+        // standard input is read once: take it to be laid out as the training file was
+        FormatArg::Auto if a.data_file == Path::new("-") => true,
+        FormatArg::Auto => !joker::io::looks_like_libsvm_file(&a.data_file).unwrap_or(true),
+        FormatArg::Libsvm | FormatArg::Npy => false,
+    };
+    if let Some(column) = recorded
+        && !told
+        && may_be_csv
+        && column != LabelColumn::default()
+    {
+        if !a.quiet {
+            eprintln!(
+                "labels: column `{column}` of each row, as in the training file (--label-column to change)"
+            );
+        }
+        opts.label_column = Some(column);
+    }
+    opts
+}
+
+/// Refuses labelled data most of whose labels are not among the model's classes: its scores
+/// and its label column would both be wrong (a label-first file read label last, say). One
+/// value throughout is taken for a placeholder of unlabelled rows, and passes.
+fn check_labels(model: &Model, path: &Path, y: &[f64]) -> CliResult<()> {
+    let Some(classes) = &model.classes else {
+        return Ok(());
+    };
+    let unknown = y
+        .iter()
+        .filter(|v| classes.binary_search_by(|c| c.total_cmp(v)).is_err())
+        .count();
+    let placeholder = y.windows(2).all(|w| w[0] == w[1]);
+    if 2 * unknown > y.len() && !placeholder {
+        return Err(CliError::Message(format!(
+            "{}: {unknown} of the {} labels are not among the model's classes ({}): is the label column the one of the training file? (see --label-column; the model's file records the training file's layout)",
+            path.display(),
+            y.len(),
+            super::info::describe_classes(classes)
+        )));
+    }
+    Ok(())
+}
+
 /// Reads the data in the model's precision `U` and writes the predictions.
 fn predict<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
+    let opts = data_args(a, model);
     if a.stream {
-        return predict_stream::<U>(a, model);
+        return predict_stream::<U>(a, &opts, model);
     }
-    let data: Dataset<U> = read_data(&a.data_file, &a.data, None, Some(model.n_features))?;
+    let data: Dataset<U> = read_data(&a.data_file, &opts, None, Some(model.n_features))?;
+    check_labels(model, &a.data_file, &data.y)?;
     let n = data.len();
     let decision = model.decision_function(&data.x)?;
     let pred = model.labels_from_decision(&decision);
@@ -94,18 +150,26 @@ fn write_rows(out: &mut dyn Write, values: &[f64], per_row: usize) -> std::io::R
 
 /// `joker predict --stream`: the file a part at a time, each part's predictions written
 /// before the next part is read; the score is tallied as the parts go.
-fn predict_stream<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
+fn predict_stream<U: Scalar>(a: &PredictArgs, opts: &DataArgs, model: &Model) -> CliResult<()> {
     if a.data_file == Path::new("-") {
         return Err(CliError::Message(
             "--stream reads a file on disk a part at a time; standard input is read whole (leave out --stream)".into(),
         ));
     }
-    let format = super::text_format(&a.data_file, &a.data, Some(model.n_features))?;
+    let format = super::text_format(&a.data_file, opts, Some(model.n_features))?;
     let stream = TextStream::open(&a.data_file, &format, a.chunk_mib.max(1) << 20, |_, _| {})?;
     let mut tally = Tally::default();
     let mut failed = None;
+    let mut refused = None;
     let mut rows = |out: &mut dyn Write| -> std::io::Result<()> {
         for k in 0..stream.parts() {
+            if k == 0
+                && let Ok(Some(first)) = stream.part::<U>(0)
+                && let Err(e) = check_labels(model, &a.data_file, &first.y)
+            {
+                refused = Some(e);
+                return Err(std::io::Error::other("labels refused"));
+            }
             let part = match stream.part::<U>(k).and_then(|p| match p {
                 Some(data) => part_values(a, model, &data).map(|v| Some((v, data.y))),
                 None => Ok(None),
@@ -130,6 +194,9 @@ fn predict_stream<U: Scalar>(a: &PredictArgs, model: &Model) -> CliResult<()> {
         _ => rows(&mut BufWriter::new(std::io::stdout().lock()))
             .map_err(|e| write_error("standard output", e)),
     };
+    if let Some(e) = refused {
+        return Err(e);
+    }
     if let Some(e) = failed {
         return Err(e.into());
     }

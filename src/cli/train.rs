@@ -20,7 +20,7 @@ use super::args::{
 };
 use super::info::{describe_classes, describe_kernel, describe_kind, describe_lambda};
 use super::progress::Reporter;
-use super::{CliResult, Score, fail, read_data, sig};
+use super::{CliResult, Score, fail, labels, read_data, read_data_with_layout, sig};
 
 /// More classes than this is almost surely a regression target given to a classifier.
 const MAX_CLASSES: usize = 1000;
@@ -114,32 +114,43 @@ fn loss_left_open(a: &TrainArgs) -> bool {
 }
 
 /// The loss for labels `y` when the command line names none: the L2-SVM for class labels
-/// (integers, 2 to [`MAX_INFERRED_CLASSES`] distinct values), KRR otherwise; and why.
-fn inferred_loss(y: &[f64]) -> (LossArg, String) {
+/// (integers, 2 to [`MAX_INFERRED_CLASSES`] distinct values), KRR otherwise; and why. Labels
+/// that all hold one value are an error: nothing to classify, and a regression on a constant
+/// target is more likely a mistake than a wish.
+fn inferred_loss(y: &[f64]) -> Result<(LossArg, String), String> {
     let values = distinct(y);
-    if (2..=MAX_INFERRED_CLASSES).contains(&values.len()) && values.iter().all(|v| v.fract() == 0.0)
-    {
-        (
-            LossArg::L2Svc,
-            format!(
-                "classification (l2-svc), inferred from the labels: {} integer values; --loss krr or --task regression fits a regression",
-                values.len()
-            ),
-        )
-    } else {
-        (
-            LossArg::Krr,
-            format!(
-                "regression, inferred from the labels: {} distinct values{}; --task classification or --loss fits a classifier",
-                values.len(),
-                if values.iter().any(|v| v.fract() != 0.0) {
-                    ", not all integers"
-                } else {
-                    ""
-                }
-            ),
-        )
+    if let [v] = values.as_slice() {
+        return Err(format!(
+            "every label is {}: one class is nothing to classify (is the label column right? see --label-column); to fit a regression on a constant target, give --task regression",
+            super::fmt_num(*v)
+        ));
     }
+    Ok(
+        if (2..=MAX_INFERRED_CLASSES).contains(&values.len())
+            && values.iter().all(|v| v.fract() == 0.0)
+        {
+            (
+                LossArg::L2Svc,
+                format!(
+                    "classification (l2-svc), inferred from the labels: {} integer values; --loss krr or --task regression fits a regression",
+                    values.len()
+                ),
+            )
+        } else {
+            (
+                LossArg::Krr,
+                format!(
+                    "regression, inferred from the labels: {} distinct values{}; --task classification or --loss fits a classifier",
+                    values.len(),
+                    if values.iter().any(|v| v.fract() != 0.0) {
+                        ", not all integers"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        },
+    )
 }
 
 /// The validated estimator of the command line, with `loss` (named or inferred).
@@ -422,11 +433,14 @@ fn train_mpi(_a: &TrainArgs, _est: &Joker, _model_path: &Path) -> CliResult<()> 
 
 /// Reads the data in the input precision `U`, trains, saves and prints the summary.
 fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<()> {
-    let train: Dataset<U> = read_data(&a.train_file, &a.data, a.n_features, None)?;
+    let (train, layout): (Dataset<U>, _) =
+        read_data_with_layout(&a.train_file, &a.data, a.n_features, None)?;
     let (n, d) = (train.x.nrows(), train.x.ncols());
     let mut est = est.clone();
     if named_loss(a).is_none() {
-        let (loss, why) = inferred_loss(&train.y);
+        let (loss, why) = inferred_loss(&train.y).map_err(|why| {
+            super::CliError::Message(format!("{}: {why}", a.train_file.display()))
+        })?;
         est = estimator(a, loss)?;
         if !a.quiet {
             eprintln!("task: {why}");
@@ -463,6 +477,19 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         None => None,
     };
 
+    if !a.quiet
+        && let Some(column) = layout.label_column
+    {
+        eprintln!(
+            "labels: {} of the file (--label-column first|last|N to change)",
+            labels::describe(column, d)
+        );
+        if task == Task::Classification
+            && let Some(w) = labels::other_label_column(&train, column)
+        {
+            eprintln!("warning: {w}");
+        }
+    }
     if !a.quiet {
         // how full sparse rows are decides how they are trained: at least half stored, as
         // dense rows, centred when standardised
@@ -619,6 +646,8 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
             eprintln!("start: {}", model.training.start);
         }
     }
+    let mut model = model;
+    model.data = Some(layout);
     model.save(model_path)?;
     summary(&model, Some(&train), val.as_ref(), model_path)
 }

@@ -10,8 +10,10 @@ use crate::data::{Dataset, DenseMatrix, Features};
 use crate::error::{JokerError, Result, invalid};
 use crate::scalar::Scalar;
 
-/// Which field of a row holds the target.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which field of a row holds the target. Written `first`, `last` or a zero-based index, on
+/// the command line (`--label-column`) and in model files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum LabelColumn {
     /// The first field.
     First,
@@ -20,6 +22,56 @@ pub enum LabelColumn {
     Last,
     /// The field with this zero-based index.
     Index(usize),
+}
+
+impl LabelColumn {
+    /// The zero-based field of a row of `n` fields (`None` for an index past the row).
+    pub fn resolve(self, n: usize) -> Option<usize> {
+        match self {
+            LabelColumn::First if n > 0 => Some(0),
+            LabelColumn::Last if n > 0 => Some(n - 1),
+            LabelColumn::Index(k) if k < n => Some(k),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for LabelColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabelColumn::First => f.write_str("first"),
+            LabelColumn::Last => f.write_str("last"),
+            LabelColumn::Index(k) => write!(f, "{k}"),
+        }
+    }
+}
+
+impl std::str::FromStr for LabelColumn {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "first" => Ok(LabelColumn::First),
+            "last" => Ok(LabelColumn::Last),
+            _ => s.parse::<usize>().map(LabelColumn::Index).map_err(|_| {
+                format!("expected `first`, `last` or a zero-based column index, got `{s}`")
+            }),
+        }
+    }
+}
+
+impl From<LabelColumn> for String {
+    fn from(c: LabelColumn) -> String {
+        c.to_string()
+    }
+}
+
+impl TryFrom<String> for LabelColumn {
+    type Error = String;
+
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
 }
 
 /// Options of [`read_csv`]; the default detects the delimiter and the header and takes the

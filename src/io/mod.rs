@@ -65,6 +65,41 @@ fn source_name(path: &Path) -> &Path {
     }
 }
 
+/// The kind of file a dataset was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// `label index:value ...` text ([`read_libsvm`]).
+    Libsvm,
+    /// Delimited numeric text ([`read_csv`]).
+    Csv,
+    /// `.npy` rows with their labels beside them ([`npy::read_npy`]).
+    Npy,
+}
+
+impl FileFormat {
+    /// The name used on the command line (`--format`) and in model files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::Libsvm => "libsvm",
+            FileFormat::Csv => "csv",
+            FileFormat::Npy => "npy",
+        }
+    }
+}
+
+/// How the training file was laid out: recorded in a model file so that test files are read
+/// the same way (a label-first CSV must not be scored with its label taken from the last
+/// column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DataLayout {
+    /// The training file's format.
+    pub format: FileFormat,
+    /// The column of the labels (CSV only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_column: Option<LabelColumn>,
+}
+
 /// Reads a data file whose format is guessed from its first data line (blank lines and lines
 /// starting with `#` are passed over): [`read_libsvm`] with default options if it looks like
 /// `label index:value ...` (or is a lone number, a label with no features), otherwise

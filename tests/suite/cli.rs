@@ -863,7 +863,10 @@ fn messages_name_flags_and_causes() {
     assert!(err.len() < 200, "{err}");
     // one row: no distances for the bandwidth heuristic, said so (not a label problem)
     t.write("one.svm", "1 1:0.5 2:1\n");
-    let err = fails_with(joker(&t.0, &["train", "one.svm"]), "invalid --gamma");
+    let err = fails_with(
+        joker(&t.0, &["train", "--task", "regression", "one.svm"]),
+        "invalid --gamma",
+    );
     assert!(err.contains("1 row"), "{err}");
     // a tab-separated file with the label first: the hint names --label-column first
     let mut tsv = String::new();
@@ -908,7 +911,15 @@ fn constant_targets_have_no_r_squared() {
         rows += &format!("1 1:{} 2:{}\n", i % 5, (i * 3) % 7);
     }
     t.write("same.svm", &rows);
-    let o = ok(joker(&t.0, &["train", "same.svm", "m.json"]));
+    // one value left to infer the task from is refused, naming the flag that fits it anyway
+    fails_with(
+        joker(&t.0, &["train", "same.svm", "m.json"]),
+        "every label is 1: one class is nothing to classify",
+    );
+    let o = ok(joker(
+        &t.0,
+        &["train", "--task", "regression", "same.svm", "m.json"],
+    ));
     let all = stdout(&o) + &stderr(&o);
     assert!(
         all.contains("R^2 undefined (constant targets)") && !all.contains("NaN"),
@@ -1500,4 +1511,133 @@ fn stream_trains_dsg_on_the_file_a_part_at_a_time() {
         ],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("give the loss with -l"));
+}
+
+/// The circle problem as a comma-separated file with the label (`+-1`) in the first column and
+/// a rare one-hot column last: a label-first file like the shared covtype CSVs.
+fn label_first_csv(n: usize, seed: u64) -> String {
+    let mut s = String::new();
+    for (i, line) in circle_libsvm(n, seed, false).lines().enumerate() {
+        let mut f = line.split(' ');
+        let y: f64 = f.next().unwrap().parse().unwrap();
+        let x: Vec<&str> = f.map(|kv| kv.split(':').nth(1).unwrap()).collect();
+        let rare = if i % 40 == 0 { 1 } else { 0 };
+        s.push_str(&format!("{y},{},{rare}\n", x.join(",")));
+    }
+    s
+}
+
+/// A label-first CSV: `train` says which column holds the labels and warns when the default
+/// (last) column is far less like labels than the first; the model records the column, and
+/// `predict` reads the test file the same way with no flag; a test file read with the wrong
+/// column is refused, not scored.
+#[test]
+fn the_label_column_is_said_recorded_and_used() {
+    let t = TempDir::new("labelcol");
+    t.write("tr.csv", &label_first_csv(300, 3));
+    t.write("te.csv", &label_first_csv(300, 4));
+    // the default reads the last column: said, and warned about
+    let o = ok(joker(&t.0, &["train", "tr.csv", "last.json"]));
+    let e = stderr(&o);
+    assert!(e.contains("labels: the last column (4)"), "{e}");
+    assert!(
+        e.contains("warning: the first column (0) looks far more like class labels")
+            && e.contains("--label-column first"),
+        "{e}"
+    );
+    // told, no warning, and the file records it
+    let o = ok(joker(
+        &t.0,
+        &["train", "--label-column", "first", "tr.csv", "first.json"],
+    ));
+    let e = stderr(&o);
+    assert!(e.contains("labels: the first column (0)"), "{e}");
+    assert!(!e.contains("warning"), "{e}");
+    let text = std::fs::read_to_string(t.path("first.json")).unwrap();
+    assert!(
+        text.contains(r#""data":{"format":"csv","label_column":"first"}"#),
+        "{text}"
+    );
+    // predict with no flag: the labels of the first column, scored right
+    let o = ok(joker(&t.0, &["predict", "te.csv", "first.json", "p.txt"]));
+    let e = stderr(&o);
+    assert!(e.contains("as in the training file"), "{e}");
+    assert!(accuracy_of(&e) > 90.0, "{e}");
+    // told the wrong column: most labels are not classes, an error and no output
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "predict",
+                "--label-column",
+                "last",
+                "te.csv",
+                "first.json",
+                "q.txt",
+            ],
+        ),
+        "labels are not among the model's classes (-1 1)",
+    );
+    assert!(!t.path("q.txt").exists());
+    // unlabelled rows written with one placeholder label are predicted, not refused
+    let unlabelled: String = label_first_csv(50, 5)
+        .lines()
+        .map(|l| format!("0{}\n", &l[l.find(',').unwrap()..]))
+        .collect();
+    t.write("u.csv", &unlabelled);
+    ok(joker(&t.0, &["predict", "u.csv", "first.json", "u.txt"]));
+}
+
+/// Values a model file may not hold are refused on loading, named by their field in the file
+/// (not by the training flag that sets them).
+#[test]
+fn model_files_are_checked_field_by_field() {
+    let t = TempDir::new("modelcheck");
+    t.write("tr.csv", &label_first_csv(120, 6));
+    ok(joker(
+        &t.0,
+        &["train", "-q", "--label-column", "first", "tr.csv", "m.json"],
+    ));
+    let text = std::fs::read_to_string(t.path("m.json")).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (edit, needle) in [
+        (
+            ("kernel", "gamma", serde_json::json!(-1.0)),
+            "field `kernel.gamma`",
+        ),
+        (
+            (
+                "standardizer",
+                "scale",
+                serde_json::json!([0.0, 1.0, 1.0, 1.0]),
+            ),
+            "field `standardizer.scale[0]` is 0",
+        ),
+    ] {
+        let (obj, key, value) = edit;
+        let saved = json[obj][key].clone();
+        json[obj][key] = value;
+        t.write("bad.json", &json.to_string());
+        let err = fails_with(
+            joker(&t.0, &["predict", "tr.csv", "bad.json", "out.txt"]),
+            needle,
+        );
+        assert!(!err.contains("--gamma"), "{err}");
+        json[obj][key] = saved;
+    }
+    // the unedited file still loads
+    t.write("good.json", &json.to_string());
+    ok(joker(&t.0, &["predict", "tr.csv", "good.json", "out.txt"]));
+}
+
+/// A directory where a data file is expected has its own message.
+#[test]
+fn a_directory_is_not_a_data_file() {
+    let t = TempDir::new("dirdata");
+    std::fs::create_dir(t.path("rows")).unwrap();
+    let err = fails_with(
+        joker(&t.0, &["train", "rows", "m.json"]),
+        "is a directory, not a data file",
+    );
+    assert!(!err.contains("shape.npy: No such file"), "{err}");
 }
