@@ -1265,6 +1265,12 @@ JokerStatus joker_model_free(struct JokerModel *model);
 /**
  * Writes the model file (JSON, see docs/model-format.md) at the NUL-terminated `path`.
  *
+ * The file is written whole or not at all (a temporary file renamed over `path`). An existing
+ * file at `path` is replaced whatever it holds: this function does not check that it is a
+ * joker model file, so a caller that must not destroy other files checks first. The `joker`
+ * program, Python's `Model.save` and R's `joker_save` refuse to replace an existing file that
+ * is not a joker model file unless told to (`--force`, `overwrite=True`, `overwrite = TRUE`).
+ *
  * # Safety
  * `model` must be NULL or a live handle not freed during the call; `path` must be NULL or a
  * NUL-terminated string.

@@ -880,6 +880,12 @@ impl Joker {
 
     /// [`fit_with`](Joker::fit_with) in either precision.
     fn fit_any<U: Scalar>(&self, data: &Dataset<U>, opts: FitOptions<'_, U>) -> Result<Model> {
+        if data.x.ncols() == 0 {
+            return Err(JokerError::EmptyData(format!(
+                "the {} rows have no features (0 columns): nothing to fit a kernel on",
+                data.len()
+            )));
+        }
         let chosen = match opts.warm_start {
             Some(_) => None,
             None => self.representation_for(data),
@@ -947,6 +953,19 @@ impl Joker {
     /// Under [`auto_exact`](Joker::auto_exact): the representation this fit takes, and why.
     /// `None` where the choice is not automatic (off, the exact kernel or a Nystrom map asked
     /// for, another solver, or a warm start).
+    /// The kernel's representation that a fit on `data` will choose, in words (`exact kernel`,
+    /// `2048 Nystrom centres`, `2048 random features`); `None` where the fit does not choose
+    /// ([`auto_exact`](Joker::auto_exact) off, or a solver with a fixed representation).
+    pub fn chosen_representation<U: Scalar>(&self, data: &Dataset<U>) -> Option<String> {
+        let m = self.n_components?;
+        self.representation_for(data)
+            .map(|(choice, _)| match choice {
+                AutoRepr::Exact => "exact kernel".to_string(),
+                AutoRepr::Nystrom => format!("{m} Nystrom centres"),
+                AutoRepr::Random => format!("{m} random features"),
+            })
+    }
+
     fn representation_for<U: Scalar>(&self, data: &Dataset<U>) -> Option<(AutoRepr, String)> {
         let m = self.n_components?;
         if !self.auto_exact

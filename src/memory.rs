@@ -125,11 +125,32 @@ pub fn human(bytes: usize) -> String {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside one of the fallible allocations below.
+    static FALLIBLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the allocation this thread is making is one of this module's fallible ones, whose
+/// refusal becomes [`JokerError::Memory`]. A global allocator that ends the process on any
+/// other refusal (the `joker` program's, which exits with a message instead of aborting) must
+/// return null for these instead.
+pub fn in_fallible_allocation() -> bool {
+    FALLIBLE.with(|f| f.get())
+}
+
+/// Runs `f` marked as a fallible allocation ([`in_fallible_allocation`]).
+fn fallibly<R>(f: impl FnOnce() -> R) -> R {
+    let outer = FALLIBLE.with(|c| c.replace(true));
+    let r = f();
+    FALLIBLE.with(|c| c.set(outer));
+    r
+}
+
 /// An empty vector with room for `len` values, or [`JokerError::Memory`] naming `what` when
 /// the system refuses the allocation (instead of aborting the process).
 pub fn try_reserved<T>(len: usize, what: &str) -> Result<Vec<T>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| {
+    fallibly(|| v.try_reserve_exact(len)).map_err(|_| {
         JokerError::Memory(format!(
             "cannot allocate {} for {what}",
             human(len.saturating_mul(std::mem::size_of::<T>()))
@@ -173,7 +194,7 @@ pub fn try_zeroed<T: crate::scalar::Scalar>(len: usize, what: &str) -> Result<Ve
     };
     let layout = std::alloc::Layout::array::<T>(len).map_err(|_| refused())?;
     // SAFETY: the layout has a non-zero size (len > 0, T is f32 or f64).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    let ptr = fallibly(|| unsafe { std::alloc::alloc_zeroed(layout) }) as *mut T;
     if ptr.is_null() {
         return Err(refused());
     }

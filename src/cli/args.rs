@@ -246,7 +246,8 @@ pub enum WorkingSetArg {
 /// Task override.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TaskArg {
-    /// Labels are classes (one-vs-rest beyond two).
+    /// Labels are classes (beyond two, split as --multiclass says: one-vs-one on the exact
+    /// kernel, one-vs-rest on features, by default).
     Classification,
     /// Real-valued targets.
     Regression,
@@ -310,7 +311,8 @@ pub struct TrainArgs {
     /// Training data (LIBSVM or CSV, optionally gzip or bzip2 compressed).
     #[arg(value_name = "TRAIN_FILE")]
     pub train_file: PathBuf,
-    /// Where to save the model [default: <train file name>.joker.json in the current directory].
+    /// Where to save the model (`-`: standard output, with the summary on stderr) [default:
+    /// <train file name>.joker.json in the current directory].
     #[arg(value_name = "MODEL_FILE")]
     pub model_file: Option<PathBuf>,
 
@@ -341,7 +343,7 @@ pub struct TrainArgs {
     /// Regularisation lambda > 0 [default: 1].
     #[arg(long, help_heading = "Model")]
     pub lambda: Option<f64>,
-    /// Force classification or regression [default: from the loss].
+    /// Force classification or regression [default: from the loss, else from the labels].
     #[arg(long, value_enum, help_heading = "Model")]
     pub task: Option<TaskArg>,
     /// Class weights: `balanced` (n / (K n_k)) or `LABEL:WEIGHT,...` (others weigh 1).

@@ -1,11 +1,10 @@
 //! `joker convert`: LIBSVM or CSV text into `.npy` rows (dense, or a directory of CSR arrays)
 //! and labels, one chunk at a time.
 
-use std::io::Write;
-
 use joker::io::npy::{CSR_FILES, Layout, convert, labels_path};
 
 use super::args::ConvertArgs;
+use super::progress::{end_line, progress_line};
 use super::{CliError, CliResult, fail, refuse_overwriting_inputs, text_format};
 
 /// Runs `joker convert`.
@@ -110,13 +109,10 @@ fn convert_with_progress(
         a.chunk_mib.max(1) << 20,
         |done, total| {
             if !quiet {
-                eprint!("\rconverting: {done}/{total} chunks");
-                let _ = std::io::stderr().flush();
+                progress_line(&format!("converting: {done}/{total} chunks"));
             }
         },
     )?;
-    if !quiet {
-        eprintln!();
-    }
+    end_line();
     Ok(done)
 }

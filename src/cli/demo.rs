@@ -47,8 +47,9 @@ pub fn spirals(n: usize, dim: usize, seed: u64) -> CliResult<Dataset<f32>> {
         let n1 = norm(&e1);
         e1.iter_mut().for_each(|v| *v /= n1);
     }
-    let mut x = Vec::with_capacity(n * dim);
-    let mut y = Vec::with_capacity(n);
+    // the rows are reserved fallibly: a demo of a billion rows is an error, not an abort
+    let mut x = joker::memory::try_reserved(n.saturating_mul(dim), "the demo's rows")?;
+    let mut y = joker::memory::try_reserved(n, "the demo's labels")?;
     for _ in 0..n {
         let k = rng.below(2);
         let s = rng.uniform().sqrt();

@@ -1,11 +1,16 @@
 //! The `joker` program's commands and their shared helpers (not part of the library API).
 
-/// Writes a line to stdout, stopping quietly if the reader went away.
+/// Writes a line to stdout, stopping quietly if the reader went away; to stderr when stdout
+/// carries the command's output (`joker train DATA -` writes the model there).
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)
-            .map_err(|e| $crate::cli::write_error("standard output", e))?;
+        if $crate::cli::stdout_taken() {
+            eprintln!($($arg)*);
+        } else {
+            writeln!(std::io::stdout(), $($arg)*)
+                .map_err(|e| $crate::cli::write_error("standard output", e))?;
+        }
     }};
 }
 
@@ -31,6 +36,35 @@ use joker::io::{
 use joker::{Dataset, Features, JokerError, Model, Scalar, Task};
 
 use args::{DataArgs, FormatArg};
+
+/// Whether standard output carries a command's output file, so that messages go to stderr.
+static STDOUT_TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether standard output carries a command's output file (see [`take_stdout`]).
+pub fn stdout_taken() -> bool {
+    STDOUT_TAKEN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Says that standard output carries the command's output (`-` as an output file): the
+/// messages that would go there go to stderr.
+pub fn take_stdout() {
+    STDOUT_TAKEN.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes the model to `path`, or to standard output for `-` (as every output file of the
+/// program takes `-`).
+pub fn save_model(model: &Model, path: &Path) -> CliResult<()> {
+    if path != Path::new("-") {
+        return Ok(model.save(path)?);
+    }
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer(&mut out, model)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush())
+        .map_err(|e| write_error("standard output", e))
+}
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -109,6 +143,7 @@ pub fn write_error(what: &str, e: std::io::Error) -> CliError {
 
 /// Prints `error: <message>` on stderr, in red on a terminal.
 pub fn report(msg: &str) {
+    progress::end_line();
     if std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
         eprintln!("\x1b[1;31merror:\x1b[0m {msg}");
     } else {
@@ -342,6 +377,13 @@ fn check_width<U: Scalar>(
     data: Dataset<U>,
     width: Option<usize>,
 ) -> CliResult<Dataset<U>> {
+    if data.x.ncols() == 0 && width.is_none() {
+        return fail(format!(
+            "{}: the {} rows have no features (0 columns)",
+            path.display(),
+            data.len()
+        ));
+    }
     let Some(d) = width else {
         return Ok(data);
     };

@@ -1,12 +1,31 @@
 //! Training progress: an indicatif bar on a terminal, one line per check otherwise.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use joker::{Progress, Task};
 
 use super::sig;
+
+/// Whether a progress line (`\rconverting: 3/10 chunks`) is on stderr without its newline.
+static LINE_OPEN: AtomicBool = AtomicBool::new(false);
+
+/// Shows `text` in place of the progress line on stderr, without ending the line.
+pub fn progress_line(text: &str) {
+    eprint!("\r{text}");
+    let _ = std::io::stderr().flush();
+    LINE_OPEN.store(true, Ordering::Relaxed);
+}
+
+/// Ends the progress line, if one is open, so that what is printed next (an error, the
+/// summary) starts on a line of its own.
+pub fn end_line() {
+    if LINE_OPEN.swap(false, Ordering::Relaxed) {
+        eprintln!();
+    }
+}
 
 /// Shows the solver's checks: the iteration count, the relative duality gap, the primal and
 /// dual objectives, the relative residual (full KRR) and the validation metric.

@@ -398,8 +398,17 @@ pub fn run(a: TrainArgs) -> CliResult<()> {
             "standard input (`-`) can hold the training data or the validation data, not both",
         );
     }
-    check_model_path(&a, &model_path)?;
-    check_writable(&model_path)?;
+    if model_path == Path::new("-") {
+        if a.mpi {
+            return fail(
+                "--mpi writes the model to a file: give MODEL_FILE (`-`, standard output, is not shared by the ranks)",
+            );
+        }
+        super::take_stdout();
+    } else {
+        check_model_path(&a, &model_path)?;
+        check_writable(&model_path)?;
+    }
     if a.mpi {
         return train_mpi(&a, &est, &model_path);
     }
@@ -575,10 +584,10 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                (Some(m), []) if est.auto_exact => format!(
-                    "the exact kernel where it fits the kernel cache, else M = {m} {}",
-                    describe_map(est.feature_map)
-                ),
+                (Some(m), []) if est.auto_exact => match est.chosen_representation(&train) {
+                    Some(chosen) => format!("{chosen} (auto)"),
+                    None => format!("M = {m} {}", describe_map(est.feature_map)),
+                },
                 (Some(m), []) => format!("M = {m} {}", describe_map(est.feature_map)),
                 (None, _) => "exact kernel".into(),
             },
@@ -648,7 +657,7 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
     }
     let mut model = model;
     model.data = Some(layout);
-    model.save(model_path)?;
+    super::save_model(&model, model_path)?;
     summary(&model, Some(&train), val.as_ref(), model_path)
 }
 
@@ -682,11 +691,10 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     let format = super::text_format(train_file, &a.data, a.n_features)?;
     let stream = TextStream::open(train_file, &format, a.chunk_mib.max(1) << 20, |k, parts| {
         if !quiet {
-            eprint!("\rreading: width {k}/{parts} parts");
+            super::progress::progress_line(&format!("reading: width {k}/{parts} parts"));
             if k == parts {
-                eprintln!();
+                super::progress::end_line();
             }
-            let _ = std::io::stderr().flush();
         }
     })?;
     let val: Option<Dataset<U>> = match &a.validation {
@@ -696,11 +704,10 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     let reporter = Reporter::new(est.solver.max_iter, est.task(), a.quiet);
     let reading: joker::ReadingFn<'_> = Box::new(move |pass: &str, k: usize, parts: usize| {
         if !quiet {
-            eprint!("\rreading: {pass} {k}/{parts} parts");
+            super::progress::progress_line(&format!("reading: {pass} {k}/{parts} parts"));
             if k == parts {
-                eprintln!();
+                super::progress::end_line();
             }
-            let _ = std::io::stderr().flush();
         }
     });
     let opts = FitOptions {
@@ -724,7 +731,7 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
             eprintln!("multiclass: {}", model.training.multiclass);
         }
     }
-    model.save(model_path)?;
+    super::save_model(&model, model_path)?;
     summary(&model, None, val.as_ref(), model_path)
 }
 
@@ -868,6 +875,10 @@ pub(super) fn summary<U: Scalar>(
     if let Some(v) = val {
         outln!("validation  {}", Score::of_model(model, v)?);
     }
-    outln!("model       saved to {}", model_path.display());
+    if model_path == Path::new("-") {
+        outln!("model       written to standard output");
+    } else {
+        outln!("model       saved to {}", model_path.display());
+    }
     Ok(())
 }

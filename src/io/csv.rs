@@ -203,7 +203,7 @@ pub(super) fn detect(head: &Head, opts: &CsvOptions) -> (Delim, bool) {
     };
     let header = opts
         .has_header
-        .unwrap_or(first_non_number(first, delim).is_some());
+        .unwrap_or_else(|| looks_like_header(first, delim));
     (delim, header)
 }
 
@@ -425,6 +425,24 @@ fn first_non_number(line: &[u8], delim: Delim) -> Option<(usize, &[u8])> {
     })
 }
 
+/// Whether a first line is a header of column names: most of its non-empty fields are not
+/// numbers. A row of numbers with a stray token (`1,2,x`) is a data row, so its error is
+/// reported on its own line rather than on the next one after it was passed over as a header.
+fn looks_like_header(line: &[u8], delim: Delim) -> bool {
+    let mut fields = Vec::new();
+    split_fields(line, delim, &mut fields);
+    let (mut words, mut filled) = (0usize, 0usize);
+    for &(a, b) in &fields {
+        let f = unquote(&line[a..b]);
+        if f.is_empty() {
+            continue;
+        }
+        filled += 1;
+        words += usize::from(!std::str::from_utf8(f).is_ok_and(|s| s.parse::<f64>().is_ok()));
+    }
+    2 * words > filled
+}
+
 /// The error for a source whose only data line was read as a header: says why it was taken
 /// for one, since a line of text that is not data at all ends up here too.
 pub(super) fn header_only(path: &Path, head: &Head, opts: &CsvOptions, delim: Delim) -> JokerError {
@@ -522,6 +540,13 @@ mod tests {
         };
         let d = parse("0,0,0\n1,2,3\n4,-5.5,6\n7,8e-3,9\n", &opts).unwrap();
         expect_table(&d, 2);
+        // A row of numbers with one stray token is a data row: its error is on line 1, not
+        // on line 2 after it was passed over as a header.
+        assert_parse_err(
+            parse("1,2,x\n3,4,5\n6,7,8\n", &CsvOptions::default()),
+            1,
+            "bad target `x`",
+        );
         // Told there is no header, a non-numeric first line is an error on line 1.
         let opts = CsvOptions {
             has_header: Some(false),

@@ -914,7 +914,13 @@ fn convert_into(
         if let Some(data) = stream.part::<f32>(k)? {
             let w = match &mut writer {
                 Some(w) => w,
-                None => writer.insert(Sink::create(layout, rows, data.x.ncols())?),
+                None => {
+                    let rows_est = stream
+                        .rows()
+                        .unwrap_or(data.len().saturating_mul(stream.parts() - k));
+                    check_output_size(rows, layout, &data.x, rows_est)?;
+                    writer.insert(Sink::create(layout, rows, data.x.ncols())?)
+                }
             };
             w.push_rows(&data.x)?;
             labels.extend_from_slice(&data.y);
@@ -933,9 +939,82 @@ fn convert_into(
     Ok((n, d))
 }
 
+/// The bytes a conversion writes: `rows` rows of `d` float32 values (dense), or their stored
+/// values with their indices and the row offsets (CSR), `stored` being the fraction of the
+/// entries stored; with the labels (8 bytes a row).
+pub fn output_bytes(layout: Layout, rows: u64, d: u64, stored: f64) -> u64 {
+    let entries = rows.saturating_mul(d);
+    let body = match layout {
+        Layout::Dense => entries.saturating_mul(4),
+        Layout::Csr => ((entries as f64 * stored) as u64)
+            .saturating_mul(8)
+            .saturating_add(rows.saturating_mul(8)),
+    };
+    body.saturating_add(rows.saturating_mul(8))
+}
+
+/// Refuses, before anything is written, a conversion whose output would not fit the free space
+/// of the file system it goes to: the estimate from the first part's rows (`first`, of about
+/// `rows` rows in all), against the space left. Sparse rows
+/// written dense are the usual cause (one LIBSVM index of 1e9 makes every row 4 GB), so the
+/// message says how full the rows are and names the CSR layout.
+fn check_output_size(out: &Path, layout: Layout, first: &Features<f32>, rows: usize) -> Result<()> {
+    let (n, d) = (first.nrows().max(1), first.ncols());
+    let stored = match first {
+        Features::Sparse(c) => c.nnz() as f64 / (n as f64 * d.max(1) as f64),
+        Features::Dense(_) => 1.0,
+    };
+    let need = output_bytes(layout, rows as u64, d as u64, stored);
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Some(free) = super::free_space(dir) else {
+        return Ok(());
+    };
+    if need <= free {
+        return Ok(());
+    }
+    let size = |b: u64| crate::memory::human(usize::try_from(b).unwrap_or(usize::MAX));
+    let hint = if layout == Layout::Dense && stored < 0.5 {
+        format!(
+            "; the rows are sparse ({stored:.2e} of the entries stored): as CSR arrays \
+             (`joker convert --csr`, `Layout::Csr`) they take about {}",
+            size(output_bytes(Layout::Csr, rows as u64, d as u64, stored))
+        )
+    } else {
+        String::new()
+    };
+    // named by the output's final name, not the temporary one written first
+    let name = out.to_string_lossy();
+    let name = name.strip_suffix(".partial").unwrap_or(&name);
+    Err(JokerError::Io {
+        path: PathBuf::from(name),
+        source: std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "the output would take about {} ({rows} rows of {d} columns), and its file \
+                 system has {} free: nothing was written{hint}",
+                size(need),
+                size(free)
+            ),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_sizes() {
+        assert_eq!(
+            output_bytes(Layout::Dense, 40, 1_000_000_000, 1.0),
+            160_000_000_320
+        );
+        // two stored values a row: 16 bytes of them, 8 of the row offset, 8 of the label
+        assert_eq!(output_bytes(Layout::Csr, 40, 1_000_000_000, 2e-9), 40 * 32);
+    }
 
     #[test]
     fn headers_round_trip_and_keep_their_length() {

@@ -31,6 +31,8 @@ pub struct TextStream {
     path: PathBuf,
     format: TextFormat,
     parts: usize,
+    /// The data lines, where the first pass over a LIBSVM file counted them.
+    rows: Option<usize>,
 }
 
 impl TextStream {
@@ -49,9 +51,11 @@ impl TextStream {
     ) -> Result<TextStream> {
         let len = std::fs::metadata(path).map_err(|e| io_err(path, e))?.len();
         let parts = (len / chunk.max(1)).max(1) as usize;
+        let mut rows = None;
         let format = match format {
             TextFormat::Libsvm(o) if o.zero_based.is_none() || o.n_features.is_none() => {
                 let (mut min, mut max) = (None, None);
+                let mut n = 0;
                 for k in 0..parts {
                     let part = read_libsvm_shard::<f32>(
                         path,
@@ -62,8 +66,10 @@ impl TextStream {
                     )?;
                     min = [min, part.min_index()].into_iter().flatten().min();
                     max = [max, part.max_index()].into_iter().flatten().max();
+                    n += part.len();
                     progress(k + 1, parts);
                 }
+                rows = Some(n);
                 let (zero_based, width) = agreed_layout(o, min, max);
                 TextFormat::Libsvm(LibsvmOptions {
                     zero_based: Some(zero_based),
@@ -76,7 +82,14 @@ impl TextStream {
             path: path.to_path_buf(),
             format,
             parts,
+            rows,
         })
+    }
+
+    /// The number of data lines, where opening the stream counted them (a LIBSVM file whose
+    /// index base or width was not given); `None` otherwise.
+    pub fn rows(&self) -> Option<usize> {
+        self.rows
     }
 
     /// The file.

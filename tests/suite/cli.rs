@@ -1641,3 +1641,91 @@ fn a_directory_is_not_a_data_file() {
     );
     assert!(!err.contains("shape.npy: No such file"), "{err}");
 }
+
+/// A conversion whose output cannot fit the disk is refused before anything is written, at
+/// once, with the estimate, and the CSR layout suggested for sparse rows; the progress line
+/// ends before the error.
+#[test]
+fn a_conversion_that_would_fill_the_disk_is_refused_first() {
+    let t = TempDir::new("convsize");
+    let rows: String = (0..40)
+        .map(|i| format!("{} 1:0.5 1000000000:1\n", if i % 2 == 0 { 1 } else { -1 }))
+        .collect();
+    t.write("wide.svm", &rows);
+    let start = std::time::Instant::now();
+    let err = fails_with(
+        joker(&t.0, &["convert", "wide.svm", "wide.npy"]),
+        "the output would take about 149.0 GB (40 rows of 1000000000 columns)",
+    );
+    assert!(start.elapsed().as_secs_f64() < 1.0, "{:?}", start.elapsed());
+    assert!(err.contains("joker convert --csr"), "{err}");
+    assert!(
+        err.contains("chunks\nerror: "),
+        "the progress line ends first:\n{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&t.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["wide.svm"], "nothing written");
+    // the CSR arrays are small, and written
+    ok(joker(&t.0, &["convert", "--csr", "wide.svm", "wide.csr"]));
+}
+
+/// Allocations the system refuses are errors with exit status 1, never aborts: the demo's
+/// rows, and a 1e9-wide file's per-feature buffers with the memory estimate turned off.
+#[test]
+fn refused_allocations_exit_with_an_error() {
+    let t = TempDir::new("refused");
+    let o = joker_limited(&t.0, "ulimit -v 4000000", &["demo", "--n", "1000000000"]);
+    fails_with(o, "cannot allocate");
+    t.write("w4.svm", "1 1:0.5 1000000000:1\n-1 2:1\n1 1:1\n-1 3:2\n");
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 4000000",
+        &["train", "-q", "--max-memory", "0", "w4.svm", "m.json"],
+    );
+    fails_with(o, "cannot allocate");
+}
+
+/// Small input mistakes with their own messages: a stray token on the first line of a CSV
+/// file is reported on that line (not taken for a header), rows without features, and `-`
+/// as the model file of `train` is standard output.
+#[test]
+fn first_lines_empty_rows_and_standard_output() {
+    let t = TempDir::new("small");
+    t.write("bad.csv", "1,2,x\n3,4,5\n6,7,8\n");
+    fails_with(joker(&t.0, &["train", "bad.csv", "m.json"]), "bad.csv:1:");
+    // a real header still is one
+    t.write("head.csv", "a,b,y\n1,2,1\n3,4,-1\n5,6,1\n7,8,-1\n");
+    ok(joker(&t.0, &["train", "-q", "head.csv", "m.json"]));
+    // `-`: the model on stdout, the summary on stderr, and the model loads
+    let o = ok(joker(&t.0, &["train", "-q", "head.csv", "-"]));
+    let out = stdout(&o);
+    assert!(out.starts_with(r#"{"format":"joker-model""#), "{out}");
+    assert!(stderr(&o).contains("model       written to standard output"));
+    assert!(!t.path("-").exists(), "no file named `-`");
+    t.write("piped.json", &out);
+    ok(joker(&t.0, &["predict", "head.csv", "piped.json", "-"]));
+    // 200 rows of 0 columns: said so, not an internal error
+    let mut w = joker::io::npy::RowWriter::create(&t.path("empty.npy"), 0).unwrap();
+    for _ in 0..200 {
+        w.push(&[]).unwrap();
+    }
+    w.finish().unwrap();
+    joker::io::npy::write_vector(&t.path("empty.labels.npy"), &[1.0; 200]).unwrap();
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "train",
+                "--no-standardize",
+                "-l",
+                "krr",
+                "empty.npy",
+                "m.json",
+            ],
+        ),
+        "the 200 rows have no features (0 columns)",
+    );
+}
