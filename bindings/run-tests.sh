@@ -11,6 +11,9 @@
 #  4. R CMD build and R CMD check --no-manual of the R package (bindings/R/check-package.sh;
 #     installs r-base-core when it can; skipped with a message only when R cannot be installed).
 # Real data from ../shared/datasets (or $JOKER_DATA_DIR) when present, synthetic otherwise.
+# JOKER_REQUIRE_BINDINGS=1 (as .ci/run sets) makes every skip a failure: R missing, and any
+# Python unit test reported as skipped beyond the allowed ones listed below (python_allowed_skips).
+# JOKER_REQUIRE_DATA=1 passes through to the Python tests, which then fail without the data.
 # Julia is not installable on the build machines: bindings/julia is checked statically by the
 # Python tests only.
 set -euo pipefail
@@ -20,6 +23,13 @@ start=$(date +%s)
 step() { echo; echo "--- bindings: $* ($(( $(date +%s) - start )) s)"; }
 
 export JOKER_DATA_DIR="${JOKER_DATA_DIR:-$root/../shared/datasets}"
+require=0
+[ "${JOKER_REQUIRE_BINDINGS:-}" = 1 ] && require=1
+# Python unit tests that may be skipped even under JOKER_REQUIRE_BINDINGS=1, for a reason CI
+# cannot satisfy (a GPU), one "test_name: reason" per entry. None today: the Python tests of the
+# GPU check its absence as an error and skip nothing. The unittest summary gives only the count
+# of skipped tests, which must not exceed the number of entries.
+python_allowed_skips=()
 target="${CARGO_TARGET_DIR:-$root/target}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/joker-bindings.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -96,7 +106,24 @@ done
 [ "$failed" = 0 ] || { echo "an example failed or valgrind found errors" >&2; exit 1; }
 
 step "Python package: a fresh virtual environment, pip install ./bindings/python, tests, example"
-bash bindings/python/check-package.sh
+bash bindings/python/check-package.sh 2>&1 | tee "$work/python.log"
+# unittest's summary: "OK", "OK (skipped=N)" or "FAILED (failures=F, skipped=N)"
+summary="$(awk '/^--- python package: unit tests/ { t = 1 } t && /^(OK|FAILED)( \(.*\))?$/ { print; exit }' "$work/python.log")"
+skipped="$(sed -n 's/.*skipped=\([0-9]*\).*/\1/p' <<< "$summary")"
+skipped="${skipped:-0}"
+echo "python unit tests: ${summary:-no unittest summary found}; $skipped skipped, ${#python_allowed_skips[@]} allowed"
+if [ -z "$summary" ]; then
+    echo "the Python unit tests printed no summary line" >&2
+    exit 1
+fi
+if [ "$skipped" -gt "${#python_allowed_skips[@]}" ]; then
+    msg="$skipped Python unit tests were skipped (allowed: ${#python_allowed_skips[@]}${python_allowed_skips[*]:+: ${python_allowed_skips[*]}}); see them with python -m unittest -v"
+    if [ "$require" = 1 ]; then
+        echo "FAILED: $msg (JOKER_REQUIRE_BINDINGS=1)" >&2
+        exit 1
+    fi
+    echo "WARNING: $msg"
+fi
 
 step "R tests"
 if ! command -v Rscript > /dev/null; then
@@ -105,8 +132,11 @@ if ! command -v Rscript > /dev/null; then
 fi
 if command -v Rscript > /dev/null && command -v R > /dev/null; then
     bash bindings/R/check-package.sh "$prefix"
+elif [ "$require" = 1 ]; then
+    echo "FAILED: R is not installed and could not be installed here, and JOKER_REQUIRE_BINDINGS=1 requires the R tests (apt-get install r-base-core, as root)" >&2
+    exit 1
 else
-    echo "SKIPPED: R is not installed and cannot be installed here (needs root and apt-get: apt-get install r-base-core)"
+    echo "SKIPPED: R is not installed and cannot be installed here (needs root and apt-get: apt-get install r-base-core; JOKER_REQUIRE_BINDINGS=1 makes this a failure)"
 fi
 
 step "done"

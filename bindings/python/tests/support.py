@@ -5,7 +5,8 @@ which loads the library named by ``$JOKER_LIB`` or found in the cargo target dir
 ``JOKER_TEST_INSTALLED=1`` (``check-package.sh``) they import the installed package instead,
 and check that it is not the source tree and that it loads the library installed with it.
 ``JOKER_DATA_DIR`` (default: ``../shared/datasets`` beside the repository) holds the real data
-sets; tests that need them fall back to synthetic data when it is absent.
+sets; tests that need them fall back to synthetic data, or are skipped, when it is absent,
+unless ``JOKER_REQUIRE_DATA=1`` (as CI sets): a missing file is then a failure.
 """
 
 import importlib.util
@@ -29,6 +30,18 @@ if INSTALLED and os.path.dirname(os.path.dirname(os.path.abspath(joker.__file__)
                        f"({joker.__file__}): run the tests from outside bindings/python")
 
 DATA = os.environ.get("JOKER_DATA_DIR", os.path.join(REPO, "..", "shared", "datasets"))
+REQUIRE_DATA = os.environ.get("JOKER_REQUIRE_DATA") == "1"
+
+
+def data_path(*parts):
+    """The file ``parts`` under DATA, or None when it is absent (the test then falls back to
+    synthetic data or skips); under ``JOKER_REQUIRE_DATA=1`` an absent file fails the test."""
+    path = os.path.join(DATA, *parts)
+    if os.path.exists(path):
+        return path
+    if REQUIRE_DATA:
+        raise AssertionError(f"{path} not found and JOKER_REQUIRE_DATA=1 (set JOKER_DATA_DIR)")
+    return None
 
 
 def load_example():

@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 
-from support import DATA, joker, python_child
+from support import data_path, joker, python_child
 
 try:
     import scipy.sparse as sp
@@ -57,8 +57,8 @@ def regression(n, seed, d=3):
 def covtype_subsample(n, seed):
     """(X, y, source): n rows of the covtype training sample, or a synthetic set when the data
     directory is absent."""
-    path = os.path.join(DATA, "covtype_small", "covtype.1000.train.csv")
-    if not os.path.exists(path):
+    path = data_path("covtype_small", "covtype.1000.train.csv")
+    if path is None:
         x, y = two_classes(n, seed, d=6)
         return x, y, "synthetic"
     data = np.loadtxt(path, delimiter=",")

@@ -22,7 +22,7 @@ from unittest import mock
 
 import numpy as np
 
-from support import DATA, INSTALLED, PYTHON_DIR, REPO, joker, load_example, python_child
+from support import DATA, INSTALLED, PYTHON_DIR, REPO, data_path, joker, load_example, python_child
 
 example = load_example()
 
@@ -70,6 +70,9 @@ long_fit = joker.Joker("klr", n_components=2048, max_iter=10**9, tol=0.0, time_l
 
 class TestExampleAndRealData(unittest.TestCase):
     def test_example_covtype(self):
+        # the example falls back to a synthetic set without the sample: required under
+        # JOKER_REQUIRE_DATA=1
+        data_path("covtype_small", "covtype.5000.train.csv")
         with tempfile.TemporaryDirectory() as d:
             cwd = os.getcwd()
             os.chdir(d)
@@ -90,9 +93,9 @@ class TestExampleAndRealData(unittest.TestCase):
 
     @unittest.skipIf(sp is None, "scipy not installed")
     def test_a9a_sparse_csr(self):
-        path = os.path.join(DATA, "libsvm", "a9a")
-        if not os.path.exists(path):
-            self.skipTest(f"{path} not found")
+        path = data_path("libsvm", "a9a")
+        if path is None:
+            self.skipTest(f"{os.path.join(DATA, 'libsvm', 'a9a')} not found")
         X, y = read_libsvm(path, 123)
         Xt, yt = read_libsvm(path + ".t", 123)
         model = joker.Joker("l2-svc", c=1.0, n_components=1000, max_iter=200).fit(X, y)
@@ -104,8 +107,8 @@ class TestExampleAndRealData(unittest.TestCase):
         np.testing.assert_array_equal(model.predict(sl.astype(np.float32)), model.predict(sl.toarray()))
 
     def test_regression_cpusmall(self):
-        path = os.path.join(DATA, "libsvm", "cpusmall_scale")
-        if sp is None or not os.path.exists(path):
+        path = data_path("libsvm", "cpusmall_scale")
+        if sp is None or path is None:
             x, _ = synthetic(900, 3)
             y = np.sin(2 * x[:, 0]) + 0.5 * x[:, 1]
             X, Xt, y, yt, want = x[:600], x[600:], y[:600], y[600:], 0.95
