@@ -2,6 +2,8 @@
 //! `.npy` files of a data set.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+
 use joker::rng::Stream;
 use joker::{Dataset, DenseMatrix, Features};
 
@@ -72,22 +74,70 @@ pub fn three_classes(n: usize, seed: u64) -> Dataset<f64> {
     Dataset::new(Features::Dense(DenseMatrix::new(n, 2, x).unwrap()), y).unwrap()
 }
 
-/// The shared real datasets (`../shared/datasets` or `$JOKER_DATA_DIR`). The tests that use
-/// them are ignored unless the folder was there when the crate was built (the `joker_real_data`
-/// cfg of `build.rs`), so a missing folder here is a failure.
-#[allow(dead_code)] // not every test binary reads real data
-pub fn data_dir() -> std::path::PathBuf {
-    let dir = std::env::var("JOKER_DATA_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets")
-        });
-    assert!(
-        dir.join("README.md").exists(),
-        "real datasets not found at {} (set JOKER_DATA_DIR)",
-        dir.display()
+/// Whether the environment variable `var` is `1`: an input the tests need is then required,
+/// and its absence is a failure rather than a skipped test.
+fn required(var: &str) -> bool {
+    std::env::var(var).as_deref() == Ok("1")
+}
+
+/// A test that cannot run here: under `require_var=1` a panic naming what is missing,
+/// otherwise one line `skipped: TEST needs WHAT (set HINT)` on stderr (written directly, so
+/// that the test runner's capture of passing tests does not hide it).
+#[track_caller]
+fn missing(test: &str, what: &str, hint: &str, require_var: &str) {
+    if required(require_var) {
+        panic!("{test} needs {what} ({require_var}=1; set {hint})");
+    }
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {test} needs {what} (set {hint})"
     );
-    dir
+}
+
+/// The folder of the shared real data sets, looked up when the test runs: `$JOKER_DATA_DIR`,
+/// else `../shared/datasets` beside the repository, present when it holds `README.md`.
+/// `None` when absent: the test `test` should then return at once; it is skipped with a line
+/// on stderr, or fails when `JOKER_REQUIRE_DATA=1` (as `.ci/run` sets).
+///
+/// ```ignore
+/// let Some(dir) = common::data_dir("io::a9a") else { return };
+/// ```
+#[track_caller]
+pub fn data_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("JOKER_DATA_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
+    if dir.join("README.md").is_file() {
+        Some(dir)
+    } else {
+        let what = format!(
+            "the benchmark data sets, not found at {} (no README.md)",
+            dir.display()
+        );
+        missing(test, &what, "JOKER_DATA_DIR", "JOKER_REQUIRE_DATA");
+        None
+    }
+}
+
+/// The Python with the peer libraries (numpy, scikit-learn), `$JOKER_PYTHON`, looked up when
+/// the test runs. `None` when unset or empty: the test `test` should then return at once; it is
+/// skipped with a line on stderr, or fails when `JOKER_REQUIRE_PEERS=1` (as `.ci/run` sets).
+#[track_caller]
+pub fn peer_python(test: &str) -> Option<String> {
+    match std::env::var("JOKER_PYTHON") {
+        Ok(p) if !p.is_empty() => Some(p),
+        _ => {
+            missing(
+                test,
+                "a Python with numpy and scikit-learn",
+                "JOKER_PYTHON",
+                "JOKER_REQUIRE_PEERS",
+            );
+            None
+        }
+    }
 }
 
 /// Solves `A x = b` (dense, row-major) by Gaussian elimination with partial pivoting in f64:

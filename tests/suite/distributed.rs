@@ -4,6 +4,8 @@
 //! single-process test metric; a failing rank fails the others instead of hanging them. The
 //! MPI transport itself is tested under `mpirun` (`tests/mpi.rs`, feature `mpi`).
 
+use std::path::Path;
+
 use crate::common;
 
 use joker::distributed::{Collective, Single, Threads};
@@ -187,8 +189,8 @@ fn ranks_reach_the_gap_and_the_single_process_accuracy_synthetic() {
     check_ranks(&est, &train, &test, true);
 }
 
-fn libsvm_pair(name: &str) -> (Dataset<f32>, Dataset<f32>) {
-    let dir = common::data_dir().join("libsvm");
+fn libsvm_pair(dir: &Path, name: &str) -> (Dataset<f32>, Dataset<f32>) {
+    let dir = dir.join("libsvm");
     let train = read_libsvm::<f32>(&dir.join(name), &LibsvmOptions::default()).unwrap();
     let opts = LibsvmOptions {
         n_features: Some(train.x.ncols()),
@@ -199,12 +201,12 @@ fn libsvm_pair(name: &str) -> (Dataset<f32>, Dataset<f32>) {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn ranks_reach_the_single_process_accuracy_on_a9a() {
-    let (train, test) = libsvm_pair("a9a");
+    let Some(dir) = common::data_dir("distributed::ranks_reach_the_single_process_accuracy_on_a9a")
+    else {
+        return;
+    };
+    let (train, test) = libsvm_pair(&dir, "a9a");
     // 6,000 of the 32,561 training rows: on all of them the two fits on ranks take minutes
     // (hundreds of outer steps, each a pass over the rank's rows); the whole test set
     let train = rows(&train, 0, 6000);

@@ -1,30 +1,19 @@
-//! The data readers on the real files of `JOKER_DATA_DIR` (default `../shared/datasets`);
-//! each test prints a message and passes when the folder is absent, so a fresh clone passes.
+//! The data readers on the real files of `JOKER_DATA_DIR` (default `../shared/datasets`),
+//! looked up when the tests run: without the folder each test prints a `skipped:` line and
+//! returns (a fresh clone passes), or fails under `JOKER_REQUIRE_DATA=1`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::common;
+
 use joker::io::{CsvOptions, LabelColumn, LibsvmOptions, read_auto, read_csv, read_libsvm};
 use joker::{CsrMatrix, Dataset, Features};
 
-fn data_dir() -> PathBuf {
-    let dir = std::env::var_os("JOKER_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/datasets"))
-        });
-    assert!(
-        dir.is_dir(),
-        "dataset folder {} not found (set JOKER_DATA_DIR)",
-        dir.display()
-    );
-    dir
-}
-
-/// The file `rel` of the data folder; a test that needs it fails when it is missing (the tests
-/// run only where the data folder was found when the crate was built).
-fn data_file(rel: &str) -> PathBuf {
-    let p = data_dir().join(rel);
+/// The file `rel` of the data folder `dir`: a test that needs it fails when it is missing
+/// (a data folder without one of its files is incomplete, not absent).
+fn data_file(dir: &Path, rel: &str) -> PathBuf {
+    let p = dir.join(rel);
     assert!(p.is_file(), "{} not found", p.display());
     p
 }
@@ -57,12 +46,11 @@ fn count(y: &[f64], v: f64) -> usize {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn a9a() {
-    let p = data_file("libsvm/a9a");
+    let Some(dir) = common::data_dir("io::a9a") else {
+        return;
+    };
+    let p = data_file(&dir, "libsvm/a9a");
     let opts = LibsvmOptions {
         n_features: Some(123),
         ..Default::default()
@@ -94,12 +82,11 @@ fn a9a() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn ijcnn1() {
-    let p = data_file("libsvm/ijcnn1");
+    let Some(dir) = common::data_dir("io::ijcnn1") else {
+        return;
+    };
+    let p = data_file(&dir, "libsvm/ijcnn1");
     let d = timed(&p, || read_libsvm::<f64>(&p, &LibsvmOptions::default())).unwrap();
     let m = sparse(&d);
     assert_eq!((m.nrows(), m.ncols()), (49_990, 22));
@@ -116,12 +103,11 @@ fn ijcnn1() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn cpusmall_is_detected_zero_based() {
-    let p = data_file("libsvm/cpusmall_scale");
+    let Some(dir) = common::data_dir("io::cpusmall_is_detected_zero_based") else {
+        return;
+    };
+    let p = data_file(&dir, "libsvm/cpusmall_scale");
     let d = read_libsvm::<f64>(&p, &LibsvmOptions::default()).unwrap();
     let m = sparse(&d);
     assert_eq!((m.nrows(), m.ncols()), (5_734, 12));
@@ -141,17 +127,16 @@ fn cpusmall_is_detected_zero_based() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn other_libsvm_files() {
+    let Some(dir) = common::data_dir("io::other_libsvm_files") else {
+        return;
+    };
     for (rel, shape) in [
         ("libsvm/w8a", (49_749, 300)),
         ("libsvm/mushrooms", (8_124, 112)),
         ("libsvm/housing_scale", (506, 13)),
     ] {
-        let p = data_file(rel);
+        let p = data_file(&dir, rel);
         let d = read_auto::<f32>(&p).unwrap();
         assert!(matches!(d.x, Features::Sparse(_)), "{rel}");
         assert_eq!((d.x.nrows(), d.x.ncols()), shape, "{rel}");
@@ -159,12 +144,11 @@ fn other_libsvm_files() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn cadata_csv_with_header() {
-    let p = data_file("cadata/cal_housing.data");
+    let Some(dir) = common::data_dir("io::cadata_csv_with_header") else {
+        return;
+    };
+    let p = data_file(&dir, "cadata/cal_housing.data");
     let d = timed(&p, || read_csv::<f64>(&p, &CsvOptions::default())).unwrap();
     assert_eq!(dense_shape(&d), (20_640, 8));
     assert_eq!(d.y[0], 452_600.0);
@@ -176,12 +160,11 @@ fn cadata_csv_with_header() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn higgs_tsv_label_first() {
-    let p = data_file("higgs_small/binary.train");
+    let Some(dir) = common::data_dir("io::higgs_tsv_label_first") else {
+        return;
+    };
+    let p = data_file(&dir, "higgs_small/binary.train");
     let opts = CsvOptions {
         label_column: LabelColumn::First,
         ..Default::default()
@@ -198,12 +181,11 @@ fn higgs_tsv_label_first() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn covtype_csv_comma_space_label_first() {
-    let p = data_file("covtype_small/covtype.1000.train.csv");
+    let Some(dir) = common::data_dir("io::covtype_csv_comma_space_label_first") else {
+        return;
+    };
+    let p = data_file(&dir, "covtype_small/covtype.1000.train.csv");
     let opts = CsvOptions {
         label_column: LabelColumn::Index(0),
         ..Default::default()
@@ -214,13 +196,12 @@ fn covtype_csv_comma_space_label_first() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn uci_gp_gzip_csv() {
+    let Some(dir) = common::data_dir("io::uci_gp_gzip_csv") else {
+        return;
+    };
     for (name, shape) in [("kin40k", (40_000, 8)), ("elevators", (16_599, 18))] {
-        let p = data_file(&format!("uci_gp/{name}/data.csv.gz"));
+        let p = data_file(&dir, &format!("uci_gp/{name}/data.csv.gz"));
         let d = timed(&p, || read_csv::<f32>(&p, &CsvOptions::default())).unwrap();
         assert_eq!(dense_shape(&d), shape, "{name}");
         assert_eq!(read_auto::<f32>(&p).unwrap(), d, "{name}");

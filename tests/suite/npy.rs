@@ -251,14 +251,13 @@ fn in_memory_matrices_are_not_mapped() {
 }
 
 /// Files as numpy writes them read here, and files written here read by numpy, through
-/// `$JOKER_PYTHON` (set when the crate was built, as `.ci/run` does).
+/// `$JOKER_PYTHON` (skipped without it, required under `JOKER_REQUIRE_PEERS=1` as `.ci/run`
+/// sets).
 #[test]
-#[cfg_attr(
-    not(joker_peers),
-    ignore = "needs JOKER_PYTHON (a Python with numpy) when the crate is built, as .ci/run does"
-)]
 fn numpy_reads_and_writes_the_same_files() {
-    let python = std::env::var("JOKER_PYTHON").expect("JOKER_PYTHON names a Python with numpy");
+    let Some(python) = common::peer_python("npy::numpy_reads_and_writes_the_same_files") else {
+        return;
+    };
     let d = dir("numpy");
     let script = r#"
 import sys, numpy as np

@@ -1,15 +1,18 @@
 //! Accuracy on the real benchmark sets in `../shared/datasets` (or `$JOKER_DATA_DIR`). The
-//! tests are ignored (reported as such by the test runner) when the data was absent at build
-//! time; the comparison with scikit-learn also needs `$JOKER_PYTHON`, a Python with
-//! scikit-learn, set when the crate is built (`.ci/run` sets it up).
+//! data is looked up when the tests run: without it each test prints a `skipped:` line and
+//! returns, or fails under `JOKER_REQUIRE_DATA=1`; the comparison with scikit-learn also needs
+//! `$JOKER_PYTHON`, a Python with scikit-learn (`JOKER_REQUIRE_PEERS=1` makes it required;
+//! `.ci/run` sets up both).
+
+use std::path::Path;
 
 use crate::common;
 
 use joker::io::{CsvOptions, LibsvmOptions, read_csv, read_libsvm};
 use joker::{Dataset, DenseMatrix, Features, Joker, Loss, Model};
 
-fn libsvm_pair(name: &str, n_features: Option<usize>) -> (Dataset<f32>, Dataset<f32>) {
-    let dir = common::data_dir().join("libsvm");
+fn libsvm_pair(dir: &Path, name: &str, n_features: Option<usize>) -> (Dataset<f32>, Dataset<f32>) {
+    let dir = dir.join("libsvm");
     let opts = LibsvmOptions {
         n_features,
         ..Default::default()
@@ -35,12 +38,11 @@ fn report(name: &str, model: &Model, acc: f64) {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn ijcnn1_l2_svc_random_features() {
-    let (train, test) = libsvm_pair("ijcnn1", None);
+    let Some(dir) = common::data_dir("real_data::ijcnn1_l2_svc_random_features") else {
+        return;
+    };
+    let (train, test) = libsvm_pair(&dir, "ijcnn1", None);
     let model = Joker::builder()
         .loss(Loss::SquaredHinge)
         .c(32.0)
@@ -56,12 +58,11 @@ fn ijcnn1_l2_svc_random_features() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn ijcnn1_klr_random_features() {
-    let (train, test) = libsvm_pair("ijcnn1", None);
+    let Some(dir) = common::data_dir("real_data::ijcnn1_klr_random_features") else {
+        return;
+    };
+    let (train, test) = libsvm_pair(&dir, "ijcnn1", None);
     // The paper's KLR setting: block 1024.
     let model = Joker::builder()
         .loss(Loss::Logistic)
@@ -83,12 +84,11 @@ fn ijcnn1_klr_random_features() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn a9a_l2_svc_random_features() {
-    let (train, test) = libsvm_pair("a9a", Some(123));
+    let Some(dir) = common::data_dir("real_data::a9a_l2_svc_random_features") else {
+        return;
+    };
+    let (train, test) = libsvm_pair(&dir, "a9a", Some(123));
     let model = Joker::builder()
         .loss(Loss::SquaredHinge)
         .c(1.0)
@@ -126,12 +126,14 @@ fn split(data: &Dataset<f64>) -> (Dataset<f64>, Dataset<f64>) {
 }
 
 #[test]
-#[cfg_attr(
-    not(all(joker_real_data, joker_peers)),
-    ignore = "needs the benchmark data sets and JOKER_PYTHON (a Python with scikit-learn) when the crate is built, as .ci/run does"
-)]
 fn cadata_krr_matches_scikit_learn_rff_ridge() {
-    let dir = common::data_dir();
+    let Some(dir) = common::data_dir("real_data::cadata_krr_matches_scikit_learn_rff_ridge") else {
+        return;
+    };
+    let Some(python) = common::peer_python("real_data::cadata_krr_matches_scikit_learn_rff_ridge")
+    else {
+        return;
+    };
     let path = dir.join("cadata/cal_housing.data");
     let all = read_csv::<f64>(&path, &CsvOptions::default()).unwrap();
     let (train, test) = split(&all);
@@ -155,10 +157,6 @@ fn cadata_krr_matches_scikit_learn_rff_ridge() {
         model.kernel.gamma, model.training.iterations, model.training.seconds, model.training.gap
     );
     assert!(rmse < 60_000.0, "RMSE {rmse}");
-    // the peer comparison runs where the crate was built with $JOKER_PYTHON set (the
-    // `joker_peers` cfg of build.rs); the test is ignored elsewhere
-    let python = std::env::var("JOKER_PYTHON")
-        .expect("JOKER_PYTHON names a Python with scikit-learn (it was set at build time)");
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/peers/rff_ridge.py");
     let out = std::process::Command::new(python)

@@ -376,12 +376,10 @@ fn compressed_files_and_bad_parts_are_named_errors() {
 }
 
 #[test]
-#[cfg_attr(
-    not(joker_real_data),
-    ignore = "needs the benchmark data sets: ../shared/datasets, or JOKER_DATA_DIR when the crate is built"
-)]
 fn real_files_in_four_parts() {
-    let dir = common::data_dir();
+    let Some(dir) = common::data_dir("shard::real_files_in_four_parts") else {
+        return;
+    };
     for name in ["libsvm/a9a", "libsvm/cpusmall_scale"] {
         let path = dir.join(name);
         let whole = read_libsvm::<f64>(&path, &LibsvmOptions::default()).unwrap();
