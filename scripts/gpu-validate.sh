@@ -3,8 +3,10 @@
 # device engines against the host engines, fits on the GPU against fits on the CPU), the rest
 # of the test suite with Device::Auto on the GPU, and bench_gpu. Prints the device, its compute
 # capability and driver, one verdict line per test group, and writes the table row for
-# docs/gpu-validation.md. Exit status 0 only when every group passed on a GPU. First it loads
-# every kernel image (scripts/gpu-load-check.py: the fat binaries and the PTX through the JIT).
+# docs/gpu-validation.md. Every suite runs whatever the others did; the last lines summarise,
+# and the exit status is 0 only when every group passed on a GPU and every test binary (and
+# bench_gpu) exited with status 0. First it loads every kernel image
+# (scripts/gpu-load-check.py: the fat binaries and the PTX through the JIT).
 #
 #   scripts/gpu-validate.sh                 build with cargo, then run
 #   scripts/gpu-validate.sh --bins DIR      run prebuilt binaries (a GPU machine without Rust):
@@ -124,6 +126,7 @@ for s in joker_unit api solver krr tr_vectors; do
     if [[ -x "$BINS/$bin" ]]; then
         suite "$s" "$bin" $filter --test-threads=4
         group "$s" "suite $s with Device::Auto" "."
+        exited "$s"
     else
         verdicts+=("FAIL suite $s: binary missing")
         failed=1
@@ -146,4 +149,14 @@ echo "table row (docs/gpu-validation.md), also in $OUTDIR/row.md:"
 echo "$row"
 echo
 cat "$OUTDIR/bench_gpu.log"
+echo
+# the summary last: every suite has run whatever the others did
+nfail=0
+for v in "${verdicts[@]}"; do [[ $v == FAIL* ]] && nfail=$((nfail + 1)); done
+if (( failed )); then
+    printf '%s\n' "${verdicts[@]}" | grep '^FAIL'
+    echo "gpu-validate: FAILED: $nfail of ${#verdicts[@]} checks failed (logs in $OUTDIR)"
+else
+    echo "gpu-validate: all ${#verdicts[@]} checks passed"
+fi
 exit $failed
