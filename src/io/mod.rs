@@ -80,7 +80,10 @@ pub(crate) fn free_space(dir: &Path) -> Option<u64> {
         }
         // SAFETY: statvfs returned 0, so it wrote the whole struct.
         let st = unsafe { st.assume_init() };
-        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        // the field types differ between platforms (u32 or u64): widened as they come
+        #[allow(clippy::unnecessary_cast)]
+        let (blocks, size) = (st.f_bavail as u64, st.f_frsize as u64);
+        Some(blocks.saturating_mul(size))
     }
     #[cfg(not(unix))]
     {

@@ -1063,7 +1063,15 @@ pub fn solve<T: Scalar>(
     let mut start_note = String::new();
     let cold = st.alpha.iter().all(|&a| a == 0.0);
     let krr = cfg.direct_krr && direct::applies(prob);
-    let svc = cfg.newton_start && newton::applies(prob);
+    // each finite Newton step is a pass over the rows: on rows mapped from a file a pass is a
+    // read of the file, and the steps would read it many times where DBCD-TR reads it once
+    // a pass, so the start is left out there (the direct KRR solve is one pass, and kept)
+    let svc = cfg.newton_start && newton::applies(prob) && !prob.x.is_mapped();
+    if cold && cfg.newton_start && newton::applies(prob) && prob.x.is_mapped() {
+        start_note = "DBCD-TR from zero: the finite Newton start is left out on rows mapped from \
+                      a file (each of its steps would read the file again)"
+            .to_string();
+    }
     if cold && (krr || svc) {
         let tc = Instant::now();
         let mut halted = None;

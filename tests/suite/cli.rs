@@ -1729,3 +1729,39 @@ fn first_lines_empty_rows_and_standard_output() {
         "the 200 rows have no features (0 columns)",
     );
 }
+
+/// On rows mapped from a `.npy` file the finite Newton start of L2-SVC, whose every step is a
+/// pass over the rows (a read of the file), is left out and said so; on rows in memory it runs.
+#[test]
+fn mapped_rows_skip_the_newton_start() {
+    let t = TempDir::new("mappednewton");
+    t.write("tr.svm", &circle_libsvm(2000, 8, false));
+    ok(joker(&t.0, &["convert", "-q", "tr.svm", "tr.npy"]));
+    let o = ok(joker(
+        &t.0,
+        &["train", "-l", "l2-svc", "-m", "32", "tr.svm", "mem.json"],
+    ));
+    let e = stderr(&o);
+    assert!(e.contains("start: finite Newton"), "{e}");
+    let o = ok(joker(
+        &t.0,
+        &[
+            "train",
+            "-l",
+            "l2-svc",
+            "-m",
+            "32",
+            "--no-standardize",
+            "tr.npy",
+            "mapped.json",
+        ],
+    ));
+    let e = stderr(&o);
+    assert!(
+        e.contains("start: DBCD-TR from zero: the finite Newton start is left out on rows mapped"),
+        "{e}"
+    );
+    // DBCD-TR alone still fits the model
+    let o = ok(joker(&t.0, &["predict", "tr.svm", "mapped.json", "p.txt"]));
+    assert!(accuracy_of(&stderr(&o)) > 90.0, "{}", stderr(&o));
+}
