@@ -885,7 +885,9 @@ JokerStatus joker_params_set_class_weights(struct JokerParams *params, const dou
 JokerStatus joker_params_set_block_size(struct JokerParams *params, size_t block_size);
 
 /**
- * Sets the iteration budget (>= 1; default 10,000).
+ * Sets the iteration budget (>= 1; default 10,000, and one pass over rows mapped from a file
+ * larger than the memory the page cache can have, where each pass reads the file). A budget
+ * set here is the budget on such rows too.
  *
  * # Safety
  * As for `joker_params_set_loss`.

@@ -328,6 +328,44 @@ impl<T: Scalar> Features<T> {
         }
     }
 
+    /// The bytes of the rows as stored (dense values, or CSR values with their indices).
+    pub fn stored_bytes(&self) -> usize {
+        let size = std::mem::size_of::<T>();
+        match self {
+            Features::Dense(m) => m.nrows().saturating_mul(m.ncols()).saturating_mul(size),
+            Features::Sparse(c) => c.nnz().saturating_mul(size + 4),
+        }
+    }
+
+    /// Whether the rows are mapped from a file that the page cache cannot hold
+    /// ([`crate::memory::cache_room`]): then every pass over them reads the file from disk
+    /// again, and a pass costs what reading the file costs.
+    pub fn beyond_page_cache(&self) -> bool {
+        self.is_mapped() && crate::memory::cache_room().is_some_and(|r| self.stored_bytes() > r)
+    }
+
+    /// Runs `f`, which reads rows drawn at random (a sample), with mapped rows advised as read
+    /// at random: the kernel then reads the pages of each row drawn, not the megabytes around
+    /// it (a sample of 2,000 rows of a 0.94 GB file under a 512 MiB memory cap read 5.7 GB
+    /// with the default read-around). Rows in memory are unaffected.
+    pub fn sampled<R>(&self, f: impl FnOnce() -> R) -> R {
+        let advise = |random: bool| match self {
+            Features::Dense(m) => m.data.advise_random(random),
+            Features::Sparse(c) => {
+                c.indptr.advise_random(random);
+                c.indices.advise_random(random);
+                c.values.advise_random(random);
+            }
+        };
+        if !self.is_mapped() {
+            return f();
+        }
+        advise(true);
+        let r = f();
+        advise(false);
+        r
+    }
+
     /// Writes the given rows, densified, row-major into `out` (`rows.len() * ncols` values).
     pub fn gather_dense(&self, rows: &[usize], out: &mut [T]) {
         let d = self.ncols();

@@ -396,6 +396,13 @@ impl JokerBuilder {
         self.p.solver.direct_krr = on;
         self
     }
+    /// The most passes over rows mapped from a file larger than the page cache can hold, where
+    /// each pass reads the file (default one; `None`: no such bound; see
+    /// [`SolverConfig::passes_beyond_memory`]).
+    pub fn passes_beyond_memory(mut self, passes: Option<usize>) -> Self {
+        self.p.solver.passes_beyond_memory = passes;
+        self
+    }
     /// Whether L2-SVC on a feature map of at most 4,096 features starts from its optimum,
     /// found in the primal by a finite Newton method (default on; see
     /// [`SolverConfig::newton_start`]).

@@ -306,6 +306,11 @@ const FLOYD_ROWS: usize = 1 << 24;
 /// Median pairwise distance (Euclidean or L1) over the pairs within groups of a deterministic
 /// subsample of at most `HEURISTIC_ROWS` rows ([`median_groups`]).
 pub fn median_distance<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
+    x.sampled(|| median_of_sample(x, l1, seed))
+}
+
+/// [`median_distance`] on rows read as they are.
+fn median_of_sample<T: Scalar>(x: &Features<T>, l1: bool, seed: u64) -> f64 {
     let d = x.ncols();
     let idx = heuristic_rows(x.nrows(), seed);
     let groups = median_groups(idx.len(), seed);

@@ -88,12 +88,78 @@ fn meminfo_available() -> Option<usize> {
 }
 
 fn cgroup_left() -> Option<usize> {
-    let read = |f: &str| std::fs::read_to_string(format!("/sys/fs/cgroup/{f}")).ok();
-    let max = read("memory.max")?.trim().parse::<usize>().ok()?;
-    let used = read("memory.current")
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(0);
+    let (max, used) = cgroup_memory()?;
     Some(max.saturating_sub(used))
+}
+
+/// Bytes the page cache can hold for this process: the memory available now (the page cache
+/// of other files included, which it gives up) capped by this process's cgroup memory limit,
+/// which counts the cached pages of the files it reads. A file larger than this is read from
+/// disk again on every pass over it.
+pub fn cache_room() -> Option<usize> {
+    let limit = cgroup_memory().map(|(max, _)| max);
+    [meminfo_available(), limit].into_iter().flatten().min()
+}
+
+/// The memory limit and use of this process's cgroup, where it has a limit: cgroup v2
+/// (`memory.max`, `memory.current`) or v1's memory controller (`memory.limit_in_bytes`,
+/// `memory.usage_in_bytes`), found through `/proc/self/cgroup`; the v2 files at the root of
+/// the hierarchy (a container's own) otherwise. The use leaves out the page cache of files
+/// (`file` or `total_cache` in `memory.stat`), which the kernel gives up when memory is asked
+/// for.
+fn cgroup_memory() -> Option<(usize, usize)> {
+    let (max, used, dir) = cgroup_files()?;
+    let stat = std::fs::read_to_string(format!("{dir}/memory.stat")).unwrap_or_default();
+    let cache = stat
+        .lines()
+        .find_map(|l| {
+            let (key, value) = l.split_once(' ')?;
+            matches!(key, "file" | "total_cache")
+                .then(|| value.trim().parse::<usize>().ok())
+                .flatten()
+        })
+        .unwrap_or(0);
+    Some((max, used.saturating_sub(cache)))
+}
+
+/// The limit, the use and the folder of this process's cgroup memory files (see
+/// [`cgroup_memory`]).
+fn cgroup_files() -> Option<(usize, usize, String)> {
+    let number = |path: String| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+    };
+    // v1 reports no limit as a number near 2^63
+    let limited = |max: usize| max < (1usize << 60);
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let path = path.trim_end_matches('/');
+        if controllers.split(',').any(|c| c == "memory") {
+            let dir = format!("/sys/fs/cgroup/memory{path}");
+            if let Some(max) = number(format!("{dir}/memory.limit_in_bytes"))
+                && limited(max)
+            {
+                let used = number(format!("{dir}/memory.usage_in_bytes")).unwrap_or(0);
+                return Some((max, used, dir));
+            }
+        } else if controllers.is_empty() && !path.is_empty() {
+            let dir = format!("/sys/fs/cgroup{path}");
+            if let Some(max) = number(format!("{dir}/memory.max")) {
+                let used = number(format!("{dir}/memory.current")).unwrap_or(0);
+                return Some((max, used, dir));
+            }
+        }
+    }
+    let dir = "/sys/fs/cgroup".to_string();
+    let max = number(format!("{dir}/memory.max"))?;
+    let used = number(format!("{dir}/memory.current")).unwrap_or(0);
+    Some((max, used, dir))
 }
 
 fn address_space_left() -> Option<usize> {

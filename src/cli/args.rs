@@ -491,14 +491,10 @@ pub struct TrainArgs {
     /// Block size |B| [default: 512, 256 on a cached exact kernel (128 for l1-svc, svr and l1), or the number of samples if smaller].
     #[arg(short, long, alias = "blksz", help_heading = "Solver")]
     pub block_size: Option<usize>,
-    /// Iteration budget.
-    #[arg(
-        long,
-        default_value_t = 10_000,
-        alias = "max_iter",
-        help_heading = "Solver"
-    )]
-    pub max_iter: usize,
+    /// Iteration budget [default: 10000; on rows mapped from a file larger than the memory
+    /// the page cache can have, one pass over the rows, since each pass reads the file].
+    #[arg(long, alias = "max_iter", help_heading = "Solver")]
+    pub max_iter: Option<usize>,
     /// Stop when the relative duality gap is at most this.
     #[arg(long, default_value_t = 1e-3, help_heading = "Solver")]
     pub tol: f64,

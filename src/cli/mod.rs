@@ -122,6 +122,7 @@ fn flag_of(param: &str) -> String {
         "n_features" => "--n-features",
         "seed" => "--seed",
         "check_every" => "--check-every",
+        "path" => "data file",
         other => return format!("parameter `{other}`"),
     };
     flag.to_string()

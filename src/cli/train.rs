@@ -22,6 +22,8 @@ use super::info::{describe_classes, describe_kernel, describe_kind, describe_lam
 use super::progress::Reporter;
 use super::{CliResult, Score, fail, labels, read_data, read_data_with_layout, sig};
 
+/// `--max-iter` when not given.
+const DEFAULT_MAX_ITER: usize = 10_000;
 /// More classes than this is almost surely a regression target given to a classifier.
 const MAX_CLASSES: usize = 1000;
 /// More classes than this with a non-integral label is taken for a regression target.
@@ -177,7 +179,12 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
                     mb.saturating_mul(1 << 20)
                 }),
         )
-        .max_iter(a.max_iter)
+        .max_iter(a.max_iter.unwrap_or(DEFAULT_MAX_ITER))
+        // an iteration budget given is the budget, on mapped rows too
+        .passes_beyond_memory(match a.max_iter {
+            Some(_) => None,
+            None => joker::SolverConfig::default().passes_beyond_memory,
+        })
         .tol(a.tol)
         .check_every(a.check_every.unwrap_or(0))
         .nystrom_rank(a.nystrom_rank)
@@ -296,7 +303,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
             blocks: a.krr_blocks.unwrap_or(d.blocks),
             rank: a.krr_rank.unwrap_or(d.rank),
             tol: a.krr_tol.unwrap_or(d.tol),
-            max_iter: a.max_iter,
+            max_iter: a.max_iter.unwrap_or(DEFAULT_MAX_ITER),
             check_every: a.check_every.unwrap_or(d.check_every),
             store_preconditioners: a.krr_store_preconditioners,
             seed: a.seed,
@@ -869,6 +876,10 @@ pub(super) fn summary<U: Scalar>(
         );
     }
     match train {
+        // a score would be one more read of the file
+        Some(train) if train.x.beyond_page_cache() => outln!(
+            "train       not scored: the rows are mapped from a file larger than the page cache can hold, which a score would read again (score them with joker predict)"
+        ),
         Some(train) => outln!("train       {}", Score::of_model(model, train)?),
         None => outln!("train       {} rows streamed, not scored", t.n_samples),
     }

@@ -109,6 +109,34 @@ impl<T> Deref for Mapped<T> {
     }
 }
 
+impl<T> Mapped<T> {
+    /// Tells the kernel how the mapping will be read: `random` (rows drawn here and there: no
+    /// read-around of the pages near each one, which fetches megabytes for a row of a few
+    /// kilobytes) or, with `false`, the default. Only a hint: its failure changes nothing read.
+    fn advise_random(&self, random: bool) {
+        #[cfg(unix)]
+        {
+            let advice = if random {
+                memmap2::Advice::Random
+            } else {
+                memmap2::Advice::Normal
+            };
+            let _ = self.map.advise(advice);
+        }
+        #[cfg(not(unix))]
+        let _ = random;
+    }
+}
+
+impl<T> Values<T> {
+    /// [`Mapped::advise_random`] where the values are mapped; nothing otherwise.
+    pub(crate) fn advise_random(&self, random: bool) {
+        if let Values::Mapped(m) = self {
+            m.advise_random(random);
+        }
+    }
+}
+
 impl<T: Copy> Values<T> {
     /// Whether the values are mapped from a file rather than held in memory.
     pub(crate) fn is_mapped(&self) -> bool {

@@ -659,7 +659,9 @@ pub unsafe extern "C" fn joker_params_set_block_size(
     })
 }
 
-/// Sets the iteration budget (>= 1; default 10,000).
+/// Sets the iteration budget (>= 1; default 10,000, and one pass over rows mapped from a file
+/// larger than the memory the page cache can have, where each pass reads the file). A budget
+/// set here is the budget on such rows too.
 ///
 /// # Safety
 /// As for `joker_params_set_loss`.
@@ -669,7 +671,12 @@ pub unsafe extern "C" fn joker_params_set_max_iter(
     max_iter: usize,
 ) -> JokerStatus {
     // SAFETY: see the function's contract.
-    guard(|| unsafe { update(params, |j| j.solver.max_iter = max_iter) })
+    guard(|| unsafe {
+        update(params, |j| {
+            j.solver.max_iter = max_iter;
+            j.solver.passes_beyond_memory = None;
+        })
+    })
 }
 
 /// Sets the relative duality gap tolerance (>= 0; default 1e-3).

@@ -49,6 +49,14 @@ impl TextStream {
         chunk: u64,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<TextStream> {
+        if super::is_stdin(path) {
+            return Err(crate::error::invalid(
+                "path",
+                "the file is read a part at a time, pass after pass, which standard input \
+                 (`-`) cannot be: save the data to a file first (for example `cat > data.svm`), \
+                 and give that file",
+            ));
+        }
         let len = std::fs::metadata(path).map_err(|e| io_err(path, e))?.len();
         let parts = (len / chunk.max(1)).max(1) as usize;
         let mut rows = None;

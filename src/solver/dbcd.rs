@@ -129,6 +129,12 @@ pub struct SolverConfig {
     /// polishes from there. Off, DBCD-TR solves it from zero.
     #[serde(default = "newton_start_default")]
     pub newton_start: bool,
+    /// On rows mapped from a file larger than the memory the page cache can have, every pass
+    /// over the rows is a read of the file: the fit stops after this many passes (if it has
+    /// not converged before), whatever [`max_iter`](Self::max_iter) says. `None`: no such
+    /// bound. Default one pass, the out-of-core setting of the Joker paper.
+    #[serde(default = "passes_beyond_memory_default")]
+    pub passes_beyond_memory: Option<usize>,
     /// Fit an unregularised intercept `b` beside the dual coefficients (regression losses
     /// only): the model is `f(x) + b` with `b` where the dual coefficients sum to zero
     /// (LIBSVM's SVR), found by a secant search on that sum around the solves for fixed `b`.
@@ -143,6 +149,10 @@ fn direct_krr_default() -> bool {
 
 fn newton_start_default() -> bool {
     true
+}
+
+fn passes_beyond_memory_default() -> Option<usize> {
+    Some(1)
 }
 
 /// How DBCD-TR chooses each iteration's block.
@@ -230,6 +240,7 @@ impl Default for SolverConfig {
             stall: stall_default(),
             direct_krr: direct_krr_default(),
             newton_start: newton_start_default(),
+            passes_beyond_memory: passes_beyond_memory_default(),
             intercept: false,
         }
     }
@@ -1004,6 +1015,39 @@ fn block_for<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig) -> usize {
     }
 }
 
+/// The iteration budget of a fit with blocks of `b`, and why it is not `cfg.max_iter` where it
+/// is not: on rows mapped from a file that the memory left for the page cache cannot hold,
+/// each pass over the rows reads the file again, so the fit makes at most
+/// [`SolverConfig::passes_beyond_memory`] passes.
+fn pass_budget<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig, b: usize) -> (usize, String) {
+    let unchanged = (cfg.max_iter, String::new());
+    let Some(passes) = cfg.passes_beyond_memory else {
+        return unchanged;
+    };
+    let iters = passes
+        .max(1)
+        .saturating_mul(prob.x.nrows().div_ceil(b.max(1)));
+    if !prob.x.beyond_page_cache() || iters >= cfg.max_iter {
+        return unchanged;
+    }
+    let (file, room) = (
+        prob.x.stored_bytes(),
+        crate::memory::cache_room().unwrap_or(0),
+    );
+    let human = crate::memory::human;
+    (
+        iters,
+        format!(
+            "{passes} pass{} over the rows ({iters} iterations): they are mapped from {} of \
+             file, more than the {} of memory the page cache can have, so each pass reads the \
+             file again (a larger iteration budget, --max-iter, makes more)",
+            if passes == 1 { "" } else { "es" },
+            human(file),
+            human(room)
+        ),
+    )
+}
+
 /// Runs DBCD-TR. `alpha0` (column-major `n x T`) warm-starts the dual; it is projected into the
 /// box (strictly inside for KLR). With `fallback`, a device failure ([`JokerError::Device`])
 /// in the middle of the fit moves it onto `fallback` from the current dual iterate instead of
@@ -1020,8 +1064,10 @@ pub fn solve<T: Scalar>(
     let (n, tt) = (prob.x.nrows(), prob.targets);
     let b = block_for(prob, cfg);
     let lowered = b < cfg.block_size;
+    let (max_iter, budget_note) = pass_budget(prob, cfg, b);
     let cfg = &SolverConfig {
         block_size: b,
+        max_iter,
         ..cfg.clone()
     };
     check_shapes(prob, b)?;
@@ -1060,7 +1106,7 @@ pub fn solve<T: Scalar>(
     // KRR and L2-SVC on a small feature map start at their optimum, solved in the primal;
     // the first check certifies it
     let mut done = false;
-    let mut start_note = String::new();
+    let mut start_note = budget_note;
     let cold = st.alpha.iter().all(|&a| a == 0.0);
     let krr = cfg.direct_krr && direct::applies(prob);
     // each finite Newton step is a pass over the rows: on rows mapped from a file a pass is a
@@ -1068,9 +1114,12 @@ pub fn solve<T: Scalar>(
     // a pass, so the start is left out there (the direct KRR solve is one pass, and kept)
     let svc = cfg.newton_start && newton::applies(prob) && !prob.x.is_mapped();
     if cold && cfg.newton_start && newton::applies(prob) && prob.x.is_mapped() {
-        start_note = "DBCD-TR from zero: the finite Newton start is left out on rows mapped from \
-                      a file (each of its steps would read the file again)"
-            .to_string();
+        let skipped = "DBCD-TR from zero: the finite Newton start is left out on rows mapped \
+                       from a file (each of its steps would read the file again)";
+        start_note = match start_note.as_str() {
+            "" => skipped.to_string(),
+            budget => format!("{skipped}; {budget}"),
+        };
     }
     if cold && (krr || svc) {
         let tc = Instant::now();

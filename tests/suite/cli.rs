@@ -1707,6 +1707,12 @@ fn first_lines_empty_rows_and_standard_output() {
     assert!(!t.path("-").exists(), "no file named `-`");
     t.write("piped.json", &out);
     ok(joker(&t.0, &["predict", "head.csv", "piped.json", "-"]));
+    // standard input cannot be converted a chunk at a time: said so, not "no such file"
+    let err = fails_with(
+        joker_piped(&t.0, &["convert", "-", "out.npy"], b"1 1:2\n-1 1:3\n"),
+        "standard input (`-`) cannot be",
+    );
+    assert!(!err.contains("No such file"), "{err}");
     // 200 rows of 0 columns: said so, not an internal error
     let mut w = joker::io::npy::RowWriter::create(&t.path("empty.npy"), 0).unwrap();
     for _ in 0..200 {
