@@ -185,16 +185,23 @@ def extra_sets():
 CHILD = r"""
 import json, sys, time
 import numpy as np
-d = np.load(sys.argv[1]); task = sys.argv[2]
+d = np.load(sys.argv[1]); task = sys.argv[2]; scaled = sys.argv[3] == "scaled"
 from sklearn.svm import SVC, SVR
 est = SVC() if task == "cls" else SVR()
+xa, ya, xb, yb = d["xa"], d["ya"], d["xb"], d["yb"]
+mu, sd = 0.0, 1.0
 t0 = time.perf_counter()
-est.fit(d["xa"], d["ya"])
+if scaled:  # joker's preprocessing: features z-scored with training statistics, and the target
+    c, s = xa.mean(axis=0), xa.std(axis=0)
+    s[s == 0] = 1.0
+    xa, xb = (xa - c) / s, (xb - c) / s
+    if task == "reg":
+        mu, sd = ya.mean(), ya.std()
+est.fit(xa, (ya - mu) / sd)
 fit = time.perf_counter() - t0
 t1 = time.perf_counter()
-p = est.predict(d["xb"])
+p = est.predict(xb) * sd + mu
 pred = time.perf_counter() - t1
-yb = d["yb"]
 metric = 100 * np.mean(p == yb) if task == "cls" else float(np.sqrt(np.mean((p - yb) ** 2)))
 params = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
           for k, v in est.get_params().items()}
@@ -248,10 +255,11 @@ def run_joker(d, task, opts, tmp, threads=None):
             "threads": threads or "all"}
 
 
-def run_peer(npz, task):
+def run_peer(npz, task, scaled=False):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     try:
-        r = subprocess.run([sys.executable, "-c", CHILD, npz, task], capture_output=True,
+        r = subprocess.run([sys.executable, "-c", CHILD, npz, task,
+                            "scaled" if scaled else "raw"], capture_output=True,
                            text=True, timeout=PEER_TIMEOUT, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {PEER_TIMEOUT:.0f} s"}
@@ -272,7 +280,12 @@ def machine():
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "src"],
                            capture_output=True, text=True).stdout.strip()
     ver = subprocess.run([J, "--version"], capture_output=True, text=True).stdout.strip()
-    return {"commit": commit, "src_modified_in_worktree": bool(dirty), "joker_binary": J,
+    import hashlib
+    st = os.stat(J)
+    return {"commit": commit, "worktree_src_modified_at_run_time (the binary may predate it)": bool(dirty), "joker_binary": J,
+            "joker_binary_sha256": hashlib.sha256(open(J, "rb").read()).hexdigest(),
+            "joker_binary_mtime": datetime.datetime.fromtimestamp(
+                st.st_mtime, datetime.timezone.utc).isoformat(timespec="seconds"),
             "joker_version": ver,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "cpu": cpu[0] if cpu else platform.processor(), "logical_cpus": os.cpu_count(),
@@ -293,6 +306,10 @@ SETTINGS = {
     "scikit-learn": "SVC() / SVR() defaults: kernel rbf, gamma 'scale' = 1 / (d Var X) on the "
                     "raw features, C 1, epsilon 0.1 (SVR, on the raw target), tol 1e-3, "
                     "cache_size 200 MB, shrinking True; the full get_params() is in every run",
+    "scikit-learn scaled": "with --scaled-peer, also SVC() / SVR() defaults after joker's "
+                           "preprocessing: features z-scored with training statistics (a "
+                           "constant column divided by 1), regression targets z-scored and "
+                           "predictions mapped back; the fit time includes the scaling",
     "metric": "test accuracy in % (classification) or RMSE in the target's units (regression), "
               "computed by this script from each system's predictions",
     "repeats": f"median of {REPEATS} runs up to {REPEAT_ROWS} training rows, 1 run above",
@@ -320,14 +337,15 @@ def main():
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     names = [n for n, _ in VARIANTS]
     print("| set | task | n train x d, test | " + " | ".join(f"joker {n}" for n in names)
-          + " | sklearn default |")
-    print("|" + "---|" * (4 + len(names)))
+          + " | sklearn default | sklearn default, scaled |")
+    print("|" + "---|" * (5 + len(names)))
     for name, task, rows, load in chosen:
         d = load()
         n, dim = d["xa"].shape
         assert n == rows, (name, n, rows)
         repeats = REPEATS if n <= REPEAT_ROWS else 1
-        entry = {"set": name, "task": task, "half": half_of.get(name, "judging"), "n_train": n,
+        entry = {"set": name, "task": task, "half": half_of.get(name, "judging"),
+                 "origin": "shared" if name in half_of else "extra", "n_train": n,
                  "d": dim, "n_test": len(d["yb"]), "train_file": d["train"],
                  "test_file": d["test"], "load_before": loadavg(), "joker": {}, "joker_1thread": {},
                  "sklearn": []}
@@ -338,11 +356,15 @@ def main():
                     entry["joker_1thread"][vname] = [run_joker(d, task, opts, tmp, threads=1)]
             if n <= PEER_ROWS:
                 np.savez(f"{tmp}/split.npz", xa=d["xa"], ya=d["ya"], xb=d["xb"], yb=d["yb"])
-                for i in range(repeats):
-                    r = run_peer(f"{tmp}/split.npz", task)
-                    entry["sklearn"].append(r)
-                    if "error" in r or r["fit"] > SLOW:
-                        break
+                for key, scaled in (("sklearn", False), ("sklearn_scaled", True)):
+                    if scaled and "--scaled-peer" not in ARGS:
+                        continue
+                    entry[key] = []
+                    for i in range(repeats):
+                        r = run_peer(f"{tmp}/split.npz", task, scaled)
+                        entry[key].append(r)
+                        if "error" in r or r["fit"] > SLOW:
+                            break
             else:
                 entry["sklearn_skipped"] = f"more than {PEER_ROWS} training rows"
         entry["load_after"] = loadavg()
@@ -358,10 +380,78 @@ def main():
             return f"{fmt(med(runs, 'metric'))} ({med(runs, 'fit'):.2f} s)"
         print(f"| {name} | {task} | {n} x {dim}, {len(d['yb'])} | "
               + " | ".join(cell(entry["joker"][v]) for v in names)
-              + f" | {cell(entry['sklearn'])} |", flush=True)
+              + f" | {cell(entry['sklearn'])} | {cell(entry.get('sklearn_scaled', []))} |",
+              flush=True)
         record["load_after"] = loadavg()
         json.dump(record, open(out, "w"), indent=1)
 
 
+def report(paths):
+    """Markdown tables and counts from records written by main(): --report A.json [B.json ...]."""
+    import math
+    for path in paths:
+        rec = json.load(open(path))
+        names = list(rec["variants"])
+        m = rec["machine"]
+        print(f"\n### {rec['half']} half ({path})\n")
+        print(f"commit {m['commit'][:7]}, {m['date']}, {m['cpu']}, {m['logical_cpus']} logical "
+              f"CPUs, scikit-learn {m['scikit-learn']}, numpy {m['numpy']}; load average "
+              f"{rec['load_before'][0]:.2f} before, {rec.get('load_after', ['?'])[0]} after\n")
+        print("| set | task | train x d | joker representation | "
+              + " | ".join(f"joker {n}" for n in names)
+              + " | SVC()/SVR() | SVC()/SVR() scaled | joker median fit, 1 thread |")
+        print("|" + "---|" * (7 + len(names)))
+        diffs = {n: [] for n in names if n != names[0]}
+        for e in rec["sets"]:
+            cls = e["task"] == "cls"
+            fmt = (lambda v: f"{v:.2f}%") if cls else (lambda v: f"{v:.4g}")
+
+            def cell(runs):
+                if not runs:
+                    sk = e.get("sklearn_skipped", "")
+                    return "not run" if sk.startswith("more than 0 ") else (f"skipped ({sk})" if sk else "")
+                if all("error" in r for r in runs):
+                    return "failed: " + runs[0]["error"][:40]
+                return f"{fmt(med(runs, 'metric'))} ({med(runs, 'fit'):.2f} s, {len(runs)})"
+            j0 = e["joker"][names[0]]
+            rep = next((r["representation"] for r in j0 if "representation" in r), "")
+            if not rep and "rff" in " ".join(j0[0].get("args", [])):
+                rep = "random features"  # -m given: the model names no automatic choice
+            rep = "Nystrom" if "Nystrom" in rep else ("exact" if "exact" in rep else "RFF" if "random" in rep else rep[:20])
+            one = e.get("joker_1thread", {}).get(names[0], [])
+            print(f"| {e['set']} | {e['task']} | {e['n_train']} x {e['d']} | {rep} | "
+                  + " | ".join(cell(e["joker"][n]) for n in names) + f" | {cell(e['sklearn'])} | "
+                  + f"{cell(e.get('sklearn_scaled', []))} | "
+                  + (f"{med(one, 'fit'):.2f} s" if one and med(one, 'fit') is not None else "")
+                  + " |")
+            base = med(j0, "metric")
+            peers = {"SVC()/SVR()": e["sklearn"], "SVC()/SVR() scaled": e.get("sklearn_scaled", [])}
+            for n in list(names[1:]) + list(peers):
+                v = med(peers[n], "metric") if n in peers else med(e["joker"][n], "metric")
+                if v is None or base is None:
+                    continue
+                # gain of the variant over joker's median: accuracy points, or RMSE ratio
+                g = v - base if cls else math.log(base / v) if v > 0 and base > 0 else 0.0
+                origin = e.get("origin", "extra" if e["set"].startswith(("sk-", "r-")) else "shared")
+                diffs.setdefault(n, []).append((e["task"], f"{rep}, {origin} sets", g))
+        print()
+        for n, ds in diffs.items():
+            for task, rep in sorted({(x[0], x[1]) for x in ds}):
+                g = [x[2] for x in ds if x[0] == task and x[1] == rep]
+                if not g:
+                    continue
+                tol = 0.2 if task == "cls" else math.log(1.01)
+                better, worse = sum(x > tol for x in g), sum(x < -tol for x in g)
+                mean = statistics.mean(g)
+                what = (f"mean {mean:+.2f} accuracy points" if task == "cls"
+                        else f"geometric-mean RMSE ratio {math.exp(-mean):.3f}")
+                print(f"- {n} against joker {names[0]}, {task}, {rep} ({len(g)} sets): better on "
+                      f"{better}, worse on {worse}, within {'0.2 points' if task == 'cls' else '1%'}"
+                      f" on {len(g) - better - worse}; {what}")
+
+
 if __name__ == "__main__":
-    main()
+    if "--report" in ARGS:
+        report([a for a in ARGS[ARGS.index("--report") + 1:] if a.endswith(".json")])
+    else:
+        main()
