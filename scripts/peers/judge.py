@@ -18,8 +18,12 @@ and once more only when its first fit took at most --slow-seconds (60); a fit is
 
 usage: /tmp/jvenv/bin/python scripts/peers/judge.py --half tuning|judging|all [--sets a,b]
        [--variants "median=;scale=--bandwidth scale;msd=--bandwidth msd"] [--joker-args "ARGS"]
-       [--single-thread] [--joker BIN] [--out docs/bench/judge/NAME.json] [--list]
-       [--extra DIR]
+       [--single-thread] [--scaled-peer] [--joker BIN] [--out docs/bench/judge/NAME.json]
+       [--list] [--extra DIR] [--peer-rows N] [--repeats R]
+       /tmp/jvenv/bin/python scripts/peers/judge.py --report RECORD.json [...]
+--scaled-peer also runs SVC()/SVR() after joker's preprocessing (features and regression target
+z-scored). --peer-rows 0 runs joker only. --report prints the markdown tables and the
+better/worse counts of records.
 --joker-args adds one variant named after its options. --single-thread also runs every variant
 once with RAYON_NUM_THREADS=1. --list prints the table of docs/bench/sets.md and exits.
 --extra DIR (default target/extra-sets) adds the sets written by scripts/peers/extra_sets.py to
