@@ -23,7 +23,7 @@ usage: /tmp/jvenv/bin/python scripts/peers/extra_sets.py [--out target/extra-set
 Writes OUT/NAME.train.csv, OUT/NAME.test.csv and OUT/index.json (name, task, rows, source,
 features), which judge.py reads (--extra OUT, judging half only).
 """
-import io, json, os, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys
 import numpy as np
 
 ARGS = sys.argv[1:]
