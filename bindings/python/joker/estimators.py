@@ -62,6 +62,9 @@ _BANDWIDTHS = tuple(core.BANDWIDTHS)
 _INPUT_STATUSES = {"JOKER_STATUS_INVALID_ARGUMENT", "JOKER_STATUS_SHAPE_MISMATCH",
                    "JOKER_STATUS_NON_FINITE", "JOKER_STATUS_EMPTY_DATA",
                    "JOKER_STATUS_INVALID_LABELS"}
+# Features (or Nystrom centres) where n_components="auto" does not take the exact kernel: the
+# command line's default -m.
+_AUTO_COMPONENTS = 2048
 _SEED_BOUND = 2**31 - 1  # seeds drawn for random_state=None or a RandomState
 
 
@@ -82,7 +85,7 @@ def _size(low):
 _COMMON_CONSTRAINTS = {
     "kernel": [StrOptions(set(_KERNELS))],
     "gamma": [_POSITIVE, StrOptions(set(_BANDWIDTHS))],
-    "n_components": [_size(1), None],
+    "n_components": [_size(1), None, StrOptions({"auto"})],
     "features": [StrOptions(set(core.FEATURE_MAPS))],
     "centers": [StrOptions(set(core.CENTERS))],
     "precision": [StrOptions(set(core.PRECISIONS))],
@@ -99,7 +102,7 @@ _COMMON_CONSTRAINTS = {
     "tr_model": [StrOptions(set(core.TR_MODELS))],
     "kernel_cache": [_size(0)],
     "working_set": [StrOptions(set(core.WORKING_SETS))],
-    "auto_exact": ["boolean"],
+    "auto_exact": ["boolean", None],
     "stall": ["boolean"],
     "tr_norm": [StrOptions(set(core.TR_NORMS))],
     "bias": [_NON_NEGATIVE],
@@ -192,6 +195,14 @@ class _JokerEstimator(BaseEstimator):
         labels of ``class_weight`` to the encoded labels of the fit."""
         params = self.get_params(deep=False)
         args = {k: params[k] for k in self._SAME if k in params}
+        # "auto", as `joker train` with nothing set: the exact kernel where its matrix fits
+        # the kernel cache, else the default number of features; a number: those features
+        if args.get("n_components") == "auto":
+            args["n_components"] = _AUTO_COMPONENTS
+            if args.get("auto_exact") is None:
+                args["auto_exact"] = True
+        elif "auto_exact" in args and args["auto_exact"] is None:
+            args["auto_exact"] = False
         kernel = self.kernel
         if not isinstance(kernel, str) or kernel not in _KERNELS:
             raise ValueError(f"kernel={kernel!r}: use one of {sorted(_KERNELS)}")
@@ -432,8 +443,11 @@ _COMMON_DOC = """
         The kernel scale, or the rule that picks it from the training data: the median
         heuristic, 1 / mean squared distance, or scikit-learn's "scale" (``1 / (d Var X)``).
         With ``standardize=True`` it applies to the standardised features.
-    n_components : int or None, default=2048
-        Random features (or Nystrom centres, see ``features``); None trains on the exact kernel.
+    n_components : int, None or "auto", default="auto"
+        "auto": the exact kernel where its matrix fits ``kernel_cache``, beyond it a Nystrom
+        map of 2,048 centres where its features fit it, else 2,048 random features (what
+        ``joker train`` does when nothing is set). A number: that many random features (or
+        Nystrom centres, see ``features``). None: the exact kernel.
     features : {"rff", "nystrom"}, default="rff"
         Random Fourier features or a Nystrom map over ``n_components`` centres chosen by
         ``centers`` ("leverage", "kmeans" or "uniform").
@@ -468,9 +482,11 @@ _COMMON_DOC = """
         once and kept.
     working_set : {"auto", "random", "shrinking", "greedy"}, default="auto"
         How the solver picks each block.
-    auto_exact : bool, default=False
+    auto_exact : bool or None, default=None
         Train on the exact kernel where its matrix fits ``kernel_cache``; beyond, on a
-        Nystrom map of ``n_components`` centres where its features fit it (on the CPU).
+        Nystrom map of ``n_components`` centres where its features fit it (on the CPU), else
+        on ``n_components`` random features. None: on for ``n_components="auto"``, off for a
+        number of features.
     stall : bool, default=True
         Also stop when the gap is within ``10 * tol`` and no longer improving.
     tr_norm : {"auto", "euclidean", "diagonal"}, default="auto"
@@ -541,10 +557,10 @@ class KernelSVC(_JokerClassifier):
     }
 
     def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="median",
-                 n_components=2048, class_weight=None, features="rff", centers="leverage",
+                 n_components="auto", class_weight=None, features="rff", centers="leverage",
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
-                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
+                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=None,
                  stall=True, tr_norm="auto", bias=0.0, multiclass="auto",
                  decision_function_shape="ovr", newton_start=True,
                  random_state=None, verbose=0):
@@ -611,11 +627,11 @@ class KernelLogisticRegression(_JokerClassifier):
         The class labels.
     """
 
-    def __init__(self, C=1.0, *, kernel="rbf", gamma="median", n_components=2048,
+    def __init__(self, C=1.0, *, kernel="rbf", gamma="median", n_components="auto",
                  class_weight=None, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
-                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
                  tr_norm="auto", bias=0.0,
                  multiclass="auto", decision_function_shape="ovr", random_state=None,
                  verbose=0):
@@ -716,12 +732,12 @@ class KernelRidge(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, alpha=1.0, *, kernel="rbf", gamma="median", n_components=2048,
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma="median", n_components="auto",
                  normalize_target=True, full_krr=None, krr_blocks=10, krr_rank=100, krr_tol=1e-6,
                  krr_store_preconditioners=False, features="rff", centers="leverage",
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
-                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=False,
+                 tr_model="auto", kernel_cache=2 << 30, working_set="auto", auto_exact=None,
                  stall=True, tr_norm="auto", bias=0.0, direct_krr=True, random_state=None,
                  verbose=0):
         self.alpha = alpha
@@ -791,11 +807,11 @@ class KernelSVR(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="median", n_components=2048,
+    def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="median", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
-                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
                  tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
@@ -850,11 +866,11 @@ class KernelHuberRegressor(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="median", n_components=2048,
+    def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="median", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
-                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
                  tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
@@ -907,11 +923,11 @@ class KernelLpRegressor(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="median", n_components=2048,
+    def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="median", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
-                 kernel_cache=2 << 30, working_set="auto", auto_exact=False, stall=True,
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
                  tr_norm="auto", bias=0.0,
                  random_state=None, verbose=0):
         self.C = C
