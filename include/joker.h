@@ -326,7 +326,7 @@ enum JokerBandwidth
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
   /**
-   * The median heuristic (the default).
+   * The median heuristic.
    */
   JOKER_BANDWIDTH_MEDIAN = 0,
   /**
@@ -337,6 +337,11 @@ enum JokerBandwidth
    * scikit-learn's `"scale"`: `gamma = 1 / (d Var X)` for the Gaussian.
    */
   JOKER_BANDWIDTH_SCALE = 2,
+  /**
+   * The default: `Scale` on the exact kernel and Nystrom maps, `MeanSquaredDistance` on
+   * random Fourier features (the median for a streamed fit).
+   */
+  JOKER_BANDWIDTH_AUTO = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -35,7 +35,7 @@ use crate::device::{Device, Placement, Resolved, resolve};
 use crate::distributed::{Collective, Single, union_sorted};
 use crate::error::{JokerError, Result, invalid};
 use crate::features::{Centers, FeatureKind, FeatureMap, FeatureSpec, NystromMap, RandomMap};
-use crate::kernel::{Bandwidth, Kernel, KernelKind, resolve_gamma};
+use crate::kernel::{Bandwidth, Kernel, KernelKind, RowSums, gamma_of_sums, resolve_gamma};
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
@@ -180,7 +180,7 @@ impl Default for JokerBuilder {
             p: Joker {
                 loss: Loss::SquaredError,
                 kernel: KernelKind::Gaussian,
-                bandwidth: Bandwidth::Median,
+                bandwidth: Bandwidth::Auto,
                 lambda: 1.0,
                 n_components: Some(2048),
                 feature_map: FeatureKind::Random,
@@ -1429,13 +1429,25 @@ impl Joker {
             }
             _ => dense_if_smaller(standardizer.transform(x)?),
         };
-        // the bandwidth heuristics look at a subsample of rows: rank 0's, for every rank
-        let mut gamma = [0.0];
-        if comm.rank() == 0 {
-            gamma[0] = resolve_gamma(self.kernel, self.bandwidth, &x, self.solver.seed)?;
-        }
-        comm.broadcast(0, &mut gamma)?;
-        let gamma = gamma[0];
+        let random = self.n_components.is_some() && self.feature_map == FeatureKind::Random;
+        let rule = self.bandwidth.for_fit(random, self.dsg.is_some());
+        let gamma = match rule {
+            // the data-wide rules from sums over every rank's rows, as one process would
+            Bandwidth::MeanSquaredDistance | Bandwidth::Scale => {
+                let mut sums = RowSums::of(&x).packed();
+                comm.sum(&mut sums)?;
+                gamma_of_sums(self.kernel, rule, &RowSums::unpacked(&sums))?
+            }
+            // the median looks at a subsample of rows: rank 0's, for every rank
+            _ => {
+                let mut gamma = [0.0];
+                if comm.rank() == 0 {
+                    gamma[0] = resolve_gamma(self.kernel, rule, &x, self.solver.seed)?;
+                }
+                comm.broadcast(0, &mut gamma)?;
+                gamma[0]
+            }
+        };
         let kernel = Kernel {
             kind: self.kernel,
             gamma,

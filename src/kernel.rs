@@ -98,8 +98,40 @@ pub enum Bandwidth {
     /// for the Gaussian; `1/(d sqrt(v))` for the Laplacian (its L1 distance grows as `d`) and
     /// `1/sqrt(d v)` for Matern (Euclidean distance). Better than the median heuristic on 7 of
     /// 11 exact fits of the shared sets (by up to 2.1x in RMSE), worse with random features at
-    /// fixed `M` (`docs/solver.md`), so not the default.
+    /// fixed `M` (`docs/solver.md`).
     Scale,
+    /// The default: by the representation the fit trains on, [`Scale`](Self::Scale) on the
+    /// exact kernel and on Nystrom maps, [`MeanSquaredDistance`](Self::MeanSquaredDistance) on
+    /// random Fourier features, as chosen on the tuning half of the shared sets
+    /// (`docs/bench/sets.md`); the median heuristic where a streamed fit sees one sample.
+    Auto,
+}
+
+impl Bandwidth {
+    /// The rule [`Auto`](Self::Auto) stands for on a fit over random Fourier features
+    /// (`random_features`) or over the exact kernel or a Nystrom map (otherwise), and for the
+    /// doubly stochastic solvers (`stochastic`: the median, as their streamed fits, which see a
+    /// sample of the rows, so that a streamed fit is the fit in memory); any other rule as it
+    /// is.
+    pub fn for_fit(self, random_features: bool, stochastic: bool) -> Bandwidth {
+        match self {
+            Bandwidth::Auto if stochastic => Bandwidth::Median,
+            Bandwidth::Auto if random_features => Bandwidth::MeanSquaredDistance,
+            Bandwidth::Auto => Bandwidth::Scale,
+            other => other,
+        }
+    }
+
+    /// The rule's name on the command line and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bandwidth::Gamma(_) => "gamma",
+            Bandwidth::Median => "median",
+            Bandwidth::MeanSquaredDistance => "msd",
+            Bandwidth::Scale => "scale",
+            Bandwidth::Auto => "auto",
+        }
+    }
 }
 
 impl Kernel {
@@ -174,27 +206,10 @@ pub fn resolve_gamma<T: Scalar>(
 ) -> Result<f64> {
     let gamma = match bandwidth {
         Bandwidth::Gamma(g) => g,
-        Bandwidth::MeanSquaredDistance => {
-            let s = mean_squared_distance(x);
-            if !(s > 0.0) {
-                return Err(no_scale(x.nrows(), "mean squared distance"));
-            }
-            match kind {
-                KernelKind::Matern { .. } => 1.0 / s.sqrt(),
-                _ => 1.0 / s,
-            }
-        }
-        Bandwidth::Scale => {
-            let v = entry_variance(x);
-            if x.nrows() < 2 || !(v > 0.0) {
-                return Err(no_scale(x.nrows(), "entries' variance"));
-            }
-            let d = x.ncols() as f64;
-            match kind {
-                KernelKind::Gaussian => 1.0 / (d * v),
-                KernelKind::Laplacian => 1.0 / (d * v.sqrt()),
-                KernelKind::Matern { .. } => 1.0 / (d * v).sqrt(),
-            }
+        // a caller that knows no representation: the exact kernel's rule
+        Bandwidth::Auto => return resolve_gamma(kind, Bandwidth::Scale, x, seed),
+        Bandwidth::MeanSquaredDistance | Bandwidth::Scale => {
+            return gamma_of_sums(kind, bandwidth, &RowSums::of(x));
         }
         Bandwidth::Median => {
             let m = median_distance(x, kind == KernelKind::Laplacian, seed);
@@ -209,6 +224,120 @@ pub fn resolve_gamma<T: Scalar>(
     };
     let k = Kernel { kind, gamma };
     k.validate()?;
+    Ok(gamma)
+}
+
+/// The sums over the rows that the data-wide bandwidth rules need: the rows, each column's
+/// sum, and the sum of the squares of all entries. Sums add over ranks, so a distributed fit
+/// resolves the rule on all its rows as one process would.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowSums {
+    /// The number of rows.
+    pub rows: f64,
+    /// The columns' sums.
+    pub columns: Vec<f64>,
+    /// The sum of the squares of all entries.
+    pub squares: f64,
+}
+
+impl RowSums {
+    /// The sums of the rows of `x` (zeros of sparse rows included).
+    pub fn of<T: Scalar>(x: &Features<T>) -> RowSums {
+        let d = x.ncols();
+        let mut columns = vec![0.0f64; d];
+        let mut squares = 0.0f64;
+        let mut row = vec![T::default(); d];
+        for i in 0..x.nrows() {
+            x.gather_range(i, &mut row);
+            for (s, v) in columns.iter_mut().zip(&row) {
+                let v = v.to_f64();
+                *s += v;
+                squares += v * v;
+            }
+        }
+        RowSums {
+            rows: x.nrows() as f64,
+            columns,
+            squares,
+        }
+    }
+
+    /// The sums as one vector (`[rows, squares, columns...]`), to be summed over ranks.
+    pub fn packed(&self) -> Vec<f64> {
+        let mut v = vec![self.rows, self.squares];
+        v.extend_from_slice(&self.columns);
+        v
+    }
+
+    /// The sums of a [`packed`](Self::packed) vector.
+    pub fn unpacked(v: &[f64]) -> RowSums {
+        RowSums {
+            rows: v.first().copied().unwrap_or(0.0),
+            squares: v.get(1).copied().unwrap_or(0.0),
+            columns: v.get(2..).unwrap_or(&[]).to_vec(),
+        }
+    }
+
+    /// The mean squared Euclidean distance between distinct rows:
+    /// `2 n / (n - 1) (mean ||x||^2 - ||mean x||^2)`.
+    pub fn mean_squared_distance(&self) -> f64 {
+        let n = self.rows;
+        if n < 2.0 {
+            return 0.0;
+        }
+        let norm_mean: f64 = self.columns.iter().map(|s| (s / n) * (s / n)).sum();
+        (2.0 * n / (n - 1.0) * (self.squares / n - norm_mean)).max(0.0)
+    }
+
+    /// The variance of all `n d` entries, as numpy's `X.var()`.
+    pub fn entry_variance(&self) -> f64 {
+        let count = self.rows * self.columns.len() as f64;
+        if count == 0.0 {
+            return 0.0;
+        }
+        let mean = self.columns.iter().sum::<f64>() / count;
+        (self.squares / count - mean * mean).max(0.0)
+    }
+}
+
+/// `gamma` of the data-wide rules ([`Bandwidth::MeanSquaredDistance`], [`Bandwidth::Scale`])
+/// from the rows' sums; other rules are refused.
+pub fn gamma_of_sums(kind: KernelKind, bandwidth: Bandwidth, sums: &RowSums) -> Result<f64> {
+    let n = sums.rows as usize;
+    let gamma = match bandwidth {
+        Bandwidth::MeanSquaredDistance => {
+            let s = sums.mean_squared_distance();
+            if !(s > 0.0) {
+                return Err(no_scale(n, "mean squared distance"));
+            }
+            match kind {
+                KernelKind::Matern { .. } => 1.0 / s.sqrt(),
+                _ => 1.0 / s,
+            }
+        }
+        Bandwidth::Scale => {
+            let v = sums.entry_variance();
+            if n < 2 || !(v > 0.0) {
+                return Err(no_scale(n, "entries' variance"));
+            }
+            let d = sums.columns.len() as f64;
+            match kind {
+                KernelKind::Gaussian => 1.0 / (d * v),
+                KernelKind::Laplacian => 1.0 / (d * v.sqrt()),
+                KernelKind::Matern { .. } => 1.0 / (d * v).sqrt(),
+            }
+        }
+        other => {
+            return Err(invalid(
+                "bandwidth",
+                format!(
+                    "the {} rule is not resolved from the rows' sums",
+                    other.name()
+                ),
+            ));
+        }
+    };
+    Kernel { kind, gamma }.validate()?;
     Ok(gamma)
 }
 
@@ -230,47 +359,13 @@ fn no_scale(n: usize, heuristic: &str) -> JokerError {
 /// Mean of `||x_i - x_j||^2` over all ordered pairs `i != j`, exactly, in `O(n d)`:
 /// `2 n/(n-1) (mean ||x||^2 - ||mean x||^2)`.
 pub fn mean_squared_distance<T: Scalar>(x: &Features<T>) -> f64 {
-    let (n, d) = (x.nrows(), x.ncols());
-    if n < 2 {
-        return 0.0;
-    }
-    let mut sum = vec![0.0f64; d];
-    let mut sq = 0.0f64;
-    let mut row = vec![T::default(); d];
-    for i in 0..n {
-        x.gather_range(i, &mut row);
-        for (s, v) in sum.iter_mut().zip(&row) {
-            let v = v.to_f64();
-            *s += v;
-            sq += v * v;
-        }
-    }
-    let nf = n as f64;
-    let mean_sq = sq / nf;
-    let norm_mean: f64 = sum.iter().map(|s| (s / nf) * (s / nf)).sum();
-    (2.0 * nf / (nf - 1.0) * (mean_sq - norm_mean)).max(0.0)
+    RowSums::of(x).mean_squared_distance()
 }
 
 /// The variance of all `n d` entries of `x` (zeros of sparse rows included), as numpy's
 /// `X.var()`.
 pub fn entry_variance<T: Scalar>(x: &Features<T>) -> f64 {
-    let (n, d) = (x.nrows(), x.ncols());
-    let count = (n * d) as f64;
-    if count == 0.0 {
-        return 0.0;
-    }
-    let (mut sum, mut sq) = (0.0f64, 0.0f64);
-    let mut row = vec![T::default(); d];
-    for i in 0..n {
-        x.gather_range(i, &mut row);
-        for v in &row {
-            let v = v.to_f64();
-            sum += v;
-            sq += v * v;
-        }
-    }
-    let mean = sum / count;
-    (sq / count - mean * mean).max(0.0)
+    RowSums::of(x).entry_variance()
 }
 
 /// The rows of `n` the median heuristic looks at, in the order it reads them: all of them up

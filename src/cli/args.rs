@@ -158,12 +158,14 @@ pub enum CentersArg {
 /// Kernel scale heuristic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BandwidthArg {
+    /// By the representation: scale on the exact kernel and Nystrom maps, msd on random
+    /// features (chosen on the tuning half of the shared sets; docs/bench/sets.md).
+    Auto,
     /// Median pairwise distance of a subsample.
     Median,
     /// Mean squared distance (the Joker reference code's rule).
     Msd,
-    /// scikit-learn's "scale": 1 / (d Var X) for the Gaussian (better on most exact fits,
-    /// worse with random features; docs/solver.md).
+    /// scikit-learn's "scale": 1 / (d Var X) for the Gaussian.
     Scale,
 }
 
@@ -363,7 +365,7 @@ pub struct TrainArgs {
     #[arg(short, long, conflicts_with = "bandwidth", help_heading = "Kernel")]
     pub gamma: Option<f64>,
     /// Kernel scale heuristic when no --gamma is given.
-    #[arg(long, value_enum, default_value_t = BandwidthArg::Median, help_heading = "Kernel")]
+    #[arg(long, value_enum, default_value_t = BandwidthArg::Auto, help_heading = "Kernel")]
     pub bandwidth: BandwidthArg,
     /// Number of features M: random Fourier features, or Nystrom centres [default: 2048].
     /// Without -m, --exact, --features or --grow, the fit takes the exact kernel where its n x n

@@ -162,6 +162,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
         .kernel(kernel_of(a.kernel, a.nu)?)
         .bandwidth(match (a.gamma, a.bandwidth) {
             (Some(g), _) => Bandwidth::Gamma(g),
+            (None, BandwidthArg::Auto) => Bandwidth::Auto,
             (None, BandwidthArg::Median) => Bandwidth::Median,
             (None, BandwidthArg::Scale) => Bandwidth::Scale,
             (None, BandwidthArg::Msd) => Bandwidth::MeanSquaredDistance,
@@ -580,6 +581,7 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 Bandwidth::Median => "median bandwidth".into(),
                 Bandwidth::Scale => "scale bandwidth".into(),
                 Bandwidth::MeanSquaredDistance => "mean squared distance bandwidth".into(),
+                Bandwidth::Auto => "auto bandwidth (scale on the exact kernel and Nystrom maps, msd on random features)".into(),
             },
             match (est.n_components, a.grow.as_slice()) {
                 (Some(_), [_, ..]) => format!(

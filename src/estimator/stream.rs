@@ -71,8 +71,10 @@ impl Joker {
                 "the doubly stochastic solvers have no dual coefficients to start from",
             ));
         }
-        // refused before the file is read
-        if !matches!(self.bandwidth, Bandwidth::Median | Bandwidth::Gamma(_)) {
+        // refused before the file is read; the default rule is the median here, the one rule a
+        // sample of the stream gives
+        let bandwidth = self.bandwidth.for_fit(true, true);
+        if !matches!(bandwidth, Bandwidth::Median | Bandwidth::Gamma(_)) {
             return Err(invalid(
                 "gamma",
                 "a streamed fit finds the median bandwidth from a sample of rows; the mean squared distance and scikit-learn's \"scale\" need the whole data set: give gamma or use the median",
@@ -128,7 +130,8 @@ impl Joker {
             false => Standardizer::identity(d),
         };
         // a second pass for the median bandwidth's rows and the targets' spread
-        let median = self.bandwidth == Bandwidth::Median;
+        let bandwidth = self.bandwidth.for_fit(true, true);
+        let median = bandwidth == Bandwidth::Median;
         let spread = !classify && self.normalize_target;
         let mut some_rows = Features::Dense(DenseMatrix::new(1, d, vec![T::default(); d])?);
         if median || spread {
@@ -144,7 +147,7 @@ impl Joker {
             some_rows = rows;
             labels.squares = squares;
         }
-        let gamma = resolve_gamma(self.kernel, self.bandwidth, &some_rows, self.solver.seed)?;
+        let gamma = resolve_gamma(self.kernel, bandwidth, &some_rows, self.solver.seed)?;
         let kernel = Kernel {
             kind: self.kernel,
             gamma,

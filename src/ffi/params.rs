@@ -68,12 +68,15 @@ pub enum JokerKernel {
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JokerBandwidth {
-    /// The median heuristic (the default).
+    /// The median heuristic.
     Median = 0,
     /// The reference code's rule: `gamma = 1 / mean squared distance`.
     MeanSquaredDistance = 1,
     /// scikit-learn's `"scale"`: `gamma = 1 / (d Var X)` for the Gaussian.
     Scale = 2,
+    /// The default: `Scale` on the exact kernel and Nystrom maps, `MeanSquaredDistance` on
+    /// random Fourier features (the median for a streamed fit).
+    Auto = 3,
 }
 
 /// Working precision, for `joker_params_set_precision`.
@@ -343,11 +346,12 @@ pub unsafe extern "C" fn joker_params_set_bandwidth(
             0 => Bandwidth::Median,
             1 => Bandwidth::MeanSquaredDistance,
             2 => Bandwidth::Scale,
+            3 => Bandwidth::Auto,
             _ => {
                 return Err(Failure::invalid(
                     "rule",
                     format!(
-                        "{rule} is not a JOKER_BANDWIDTH_* value (0, 1 or 2); set an explicit scale with joker_params_set_gamma"
+                        "{rule} is not a JOKER_BANDWIDTH_* value (0 to 3); set an explicit scale with joker_params_set_gamma"
                     ),
                 ));
             }

@@ -270,7 +270,7 @@ _sig("joker_model_score", _P, _P, _dp)
 
 LOSSES = {"krr": 0, "huber": 1, "svr": 2, "l1": 3, "lp": 4, "l1-svc": 5, "l2-svc": 6, "klr": 7}
 KERNELS = {"gaussian": 0, "laplacian": 1, "matern12": 2, "matern32": 3, "matern52": 4}
-BANDWIDTHS = {"median": 0, "msd": 1, "scale": 2}
+BANDWIDTHS = {"median": 0, "msd": 1, "scale": 2, "auto": 3}
 PRECISIONS = {"f32": 0, "f64": 1}
 TASKS = {None: 0, "classification": 1, "regression": 2}
 KRR_METHODS = {None: 0, "askotch": 1, "skotch": 2, "pcg": 3}
@@ -749,7 +749,8 @@ class Joker:
     (random Fourier features) or "nystrom" (a Nystrom map over ``n_components`` centres chosen
     from the training rows by ``centers``: "leverage", "kmeans" or "uniform"); a Nystrom model
     predicts as an exact-kernel model over its centres. ``gamma``: an explicit kernel scale, else
-    ``bandwidth`` ("median", the default, "msd" or "scale"). ``class_weight``: None, "balanced" or {label: weight}.
+    ``bandwidth`` ("auto", the default: "scale" on the exact kernel and Nystrom maps, "msd" on
+    random features; or "median", "msd" or "scale"). ``class_weight``: None, "balanced" or {label: weight}.
     ``block_size``: rows per block (None: 512, or 256 on a cached exact kernel, 128 there for
     hinge, SVR and L1; the library caps it at the number of samples).
     ``time_limit`` in seconds. ``max_memory``: None (the default) refuses a fit whose estimated
@@ -815,7 +816,7 @@ class Joker:
         loss_param=0.0,
         kernel="gaussian",
         gamma=None,
-        bandwidth="median",
+        bandwidth="auto",
         c=None,
         lambda_=None,
         n_components=2048,

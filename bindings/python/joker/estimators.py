@@ -439,9 +439,11 @@ class _JokerRegressor(RegressorMixin, _JokerEstimator):
 _COMMON_DOC = """
     kernel : {"rbf", "gaussian", "laplacian", "matern12", "matern32", "matern52"}, default="rbf"
         The kernel; "rbf" (scikit-learn's name) is the Gaussian ``exp(-gamma ||x - z||^2)``.
-    gamma : float or {"median", "msd", "scale"}, default="median"
+    gamma : float or {"auto", "median", "msd", "scale"}, default="auto"
         The kernel scale, or the rule that picks it from the training data: the median
-        heuristic, 1 / mean squared distance, or scikit-learn's "scale" (``1 / (d Var X)``).
+        heuristic, 1 / mean squared distance, or scikit-learn's "scale" (``1 / (d Var X)``);
+        "auto", as ``joker train``, is "scale" on the exact kernel and Nystrom maps and "msd"
+        on random features.
         With ``standardize=True`` it applies to the standardised features.
     n_components : int, None or "auto", default="auto"
         "auto": the exact kernel where its matrix fits ``kernel_cache``, beyond it a Nystrom
@@ -556,7 +558,7 @@ class KernelSVC(_JokerClassifier):
         "newton_start": ["boolean"],
     }
 
-    def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="median",
+    def __init__(self, C=1.0, *, loss="squared_hinge", kernel="rbf", gamma="auto",
                  n_components="auto", class_weight=None, features="rff", centers="leverage",
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
                  time_limit=None, check_every=0, max_memory=None, device="auto", nystrom_rank=0,
@@ -627,7 +629,7 @@ class KernelLogisticRegression(_JokerClassifier):
         The class labels.
     """
 
-    def __init__(self, C=1.0, *, kernel="rbf", gamma="median", n_components="auto",
+    def __init__(self, C=1.0, *, kernel="rbf", gamma="auto", n_components="auto",
                  class_weight=None, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
@@ -732,7 +734,7 @@ class KernelRidge(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, alpha=1.0, *, kernel="rbf", gamma="median", n_components="auto",
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma="auto", n_components="auto",
                  normalize_target=True, full_krr=None, krr_blocks=10, krr_rank=100, krr_tol=1e-6,
                  krr_store_preconditioners=False, features="rff", centers="leverage",
                  precision="f32", standardize=True, tol=1e-3, max_iter=10000, block_size=None,
@@ -807,7 +809,7 @@ class KernelSVR(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="median", n_components="auto",
+    def __init__(self, C=1.0, *, epsilon=0.1, kernel="rbf", gamma="auto", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
@@ -866,7 +868,7 @@ class KernelHuberRegressor(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="median", n_components="auto",
+    def __init__(self, C=1.0, *, delta=1.0, kernel="rbf", gamma="auto", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
@@ -923,7 +925,7 @@ class KernelLpRegressor(_JokerRegressor):
 {_FITTED_DOC}
     """
 
-    def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="median", n_components="auto",
+    def __init__(self, C=1.0, *, p=1.0, kernel="rbf", gamma="auto", n_components="auto",
                  normalize_target=True, features="rff", centers="leverage", precision="f32",
                  standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
                  check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",

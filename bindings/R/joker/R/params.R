@@ -4,7 +4,7 @@
   loss = c("krr" = 0, "huber" = 1, "svr" = 2, "l1" = 3, "lp" = 4, "l1-svc" = 5, "l2-svc" = 6,
            "klr" = 7),
   kernel = c("gaussian" = 0, "laplacian" = 1, "matern12" = 2, "matern32" = 3, "matern52" = 4),
-  bandwidth = c("median" = 0, "msd" = 1, "scale" = 2),
+  bandwidth = c("median" = 0, "msd" = 1, "scale" = 2, "auto" = 3),
   precision = c("f32" = 0, "f64" = 1),
   task = c("auto" = 0, "classification" = 1, "regression" = 2),
   full_krr = c("none" = 0, "askotch" = 1, "skotch" = 2, "pcg" = 3),
@@ -72,7 +72,7 @@
 }
 
 joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamma = NULL,
-                         bandwidth = "median", C = NULL, lambda = NULL, n_components = 2048,
+                         bandwidth = "auto", C = NULL, lambda = NULL, n_components = "auto",
                          precision = "f32", task = "auto", standardize = TRUE,
                          normalize_target = TRUE, class_weight = NULL, block_size = NULL,
                          max_iter = 10000, tol = 1e-3, time_limit = 0, check_every = 0,
@@ -80,7 +80,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          tr_model = "auto", full_krr = "none", krr_blocks = 10,
                          krr_rank = 100, krr_tol = 1e-6, krr_store_preconditioners = FALSE,
                          kernel_cache = 2^31, features = "rff", centers = "leverage",
-                         working_set = "auto", auto_exact = FALSE, stall = TRUE,
+                         working_set = "auto", auto_exact = NULL, stall = TRUE,
                          multiclass = "auto", solver = "dbcd", batch_size = NULL,
                          feature_block = NULL, step_theta = NULL, step_t0 = NULL,
                          direct_krr = TRUE, tr_norm = "auto", bias = 0,
@@ -96,7 +96,17 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   if (!is.null(C) && !is.null(lambda)) stop("give `C` or `lambda`, not both", call. = FALSE)
   if (!is.null(C)) set("C", C)
   if (!is.null(lambda)) set("lambda", lambda)
-  if (is.null(n_components)) set("exact", 0) else set("n_components", n_components)
+  # "auto", as `joker train` with nothing set: the exact kernel where its matrix fits the
+  # kernel cache, else 2,048 features; a number: those features; NULL: the exact kernel
+  if (identical(n_components, "auto")) {
+    set("n_components", 2048)
+    if (is.null(auto_exact)) auto_exact <- TRUE
+  } else if (is.null(n_components)) {
+    set("exact", 0)
+  } else {
+    set("n_components", n_components)
+  }
+  if (is.null(auto_exact)) auto_exact <- FALSE
   set("precision", .joker_code("precision", precision))
   set("task", .joker_code("task", task))
   set("standardize", standardize, logical = TRUE)

@@ -133,7 +133,7 @@ const LOSSES = Dict("krr" => 0, "huber" => 1, "svr" => 2, "l1" => 3, "lp" => 4, 
     "l2-svc" => 6, "klr" => 7)
 const KERNELS = Dict("gaussian" => 0, "laplacian" => 1, "matern12" => 2, "matern32" => 3,
     "matern52" => 4)
-const BANDWIDTHS = Dict("median" => 0, "msd" => 1, "scale" => 2)
+const BANDWIDTHS = Dict("median" => 0, "msd" => 1, "scale" => 2, "auto" => 3)
 const PRECISIONS = Dict("f32" => 0, "f64" => 1)
 const TASKS = Dict(nothing => 0, "classification" => 1, "regression" => 2)
 const KRR_METHODS = Dict(nothing => 0, "askotch" => 1, "skotch" => 2, "pcg" => 3)
@@ -332,7 +332,7 @@ function pick(table, key, what)
 end
 
 """
-    Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing, bandwidth="median",
+    Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing, bandwidth="auto",
           c=nothing, lambda_=nothing, n_components=2048, precision="f32", task=nothing,
           standardize=true, normalize_target=true, class_weight=nothing, block_size=nothing,
           max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
@@ -382,7 +382,7 @@ representation the fit takes (`joker train`'s default when no loss is named): "s
 classification.
 """
 function Joker(loss="krr"; loss_param=0.0, kernel="gaussian", gamma=nothing,
-    bandwidth="median", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
+    bandwidth="auto", c=nothing, lambda_=nothing, n_components=2048, precision="f32",
     task=nothing, standardize=true, normalize_target=true, class_weight=nothing,
     block_size=nothing, max_iter=10000, tol=1e-3, time_limit=nothing, check_every=0, seed=42,
     max_memory=nothing, device="auto", nystrom_rank=0, tr_model="auto", full_krr=nothing,
