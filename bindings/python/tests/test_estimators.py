@@ -342,7 +342,7 @@ class TestInputs(unittest.TestCase):
 
     def test_bad_parameters_and_inputs_raise_value_errors(self):
         X, y = two_classes(100, 19)
-        for est, pattern in [(joker.KernelSVC(gamma="auto"), "'gamma' parameter .* Got 'auto'"),
+        for est, pattern in [(joker.KernelSVC(gamma="wide"), "'gamma' parameter .* Got 'wide'"),
                              (joker.KernelSVC(gamma=-1.0), "'gamma' parameter .* Got -1.0"),
                              (joker.KernelSVC(kernel="poly"), "'kernel' parameter .* Got 'poly'"),
                              (joker.KernelSVC(loss="log"), "'loss' parameter .* Got 'log'"),
