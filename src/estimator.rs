@@ -20,9 +20,11 @@ use std::time::Duration;
 mod distributed;
 mod grow;
 mod one_vs_one;
+mod search;
 mod stream;
 use distributed::Dist;
 pub use grow::{GrowthStage, MIN_ACCURACY_GAIN, MIN_RMSE_GAIN};
+pub use search::SearchGrid;
 pub use stream::ReadingFn;
 
 use crate::backend::Backend;
@@ -1602,6 +1604,7 @@ impl Joker {
                     Some(FeatureMap::Nystrom(ny)) => format!("{}; {}", ny.describe(), f.map_note),
                     _ => String::new(),
                 },
+                search: None,
             },
             history: sol.history,
         }

@@ -41,13 +41,13 @@ pub mod solver;
 
 pub use device::Device;
 pub use estimator::{
-    AUTO_EPSILON, ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder, ReadingFn,
+    AUTO_EPSILON, ClassWeight, FitOptions, GrowthStage, Joker, JokerBuilder, ReadingFn, SearchGrid,
 };
 pub use features::{Centers, FeatureKind};
 pub use kernel::{Bandwidth, Kernel, KernelKind, MaternNu};
 pub use loss::Loss;
 pub use memory::MemoryLimit;
-pub use model::{Model, Precision, Task};
+pub use model::{Model, Precision, SearchCandidate, SearchRecord, Task};
 pub use preprocess::Multiclass;
 pub use solver::krr::{KrrConfig, KrrMethod};
 pub use solver::{

@@ -177,6 +177,45 @@ pub struct TrainingInfo {
     /// [`Model::target_scaler`]'s mean); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intercept: Option<f64>,
+    /// The model search that chose `C` and the width ([`Joker::search`](crate::Joker::search)),
+    /// absent otherwise (older builds ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchRecord>,
+}
+
+/// One candidate of a search, scored on every fold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchCandidate {
+    /// `C`.
+    pub c: f64,
+    /// The width's factor of the default `gamma`.
+    pub gamma_factor: f64,
+    /// `gamma`.
+    pub gamma: f64,
+    /// The held-out score of each fold: accuracy (classification) or R^2 (regression).
+    pub scores: Vec<f64>,
+    /// The mean of `scores`.
+    pub mean: f64,
+    /// The standard deviation of `scores`.
+    pub spread: f64,
+    /// DBCD-TR iterations over the folds' fits.
+    pub iterations: usize,
+    /// Fit seconds over the folds.
+    pub seconds: f64,
+}
+
+/// What a search did: every candidate, and the one refitted on all rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchRecord {
+    /// The folds.
+    pub folds: usize,
+    /// `accuracy` or `r2`, the held-out score maximised.
+    pub metric: String,
+    /// The candidates, in the order they were fitted (by width, then `C`).
+    pub candidates: Vec<SearchCandidate>,
+    /// The index of the winner in `candidates`: the best mean score, the smaller `C` and
+    /// then the width nearer the default on ties.
+    pub best: usize,
 }
 
 /// A trained Joker model.

@@ -97,6 +97,8 @@ pub mod streams {
     pub const NEWTON_SAMPLE: u32 = 0x4E57;
     /// The groups of the median heuristic's subsample whose pairs it takes.
     pub const MEDIAN_GROUPS: u32 = 0x3ED6;
+    /// The folds of a model search's cross-validation.
+    pub const SEARCH_FOLDS: u32 = 0x5EA4;
 }
 
 impl Stream {

@@ -427,6 +427,22 @@ pub struct TrainArgs {
     )]
     pub grow: Vec<usize>,
 
+    /// Choose C and the kernel width by cross-validation (--folds) over --search-c and
+    /// --search-gamma, then fit the winner on all rows; the candidates' table is printed and
+    /// saved in the model file.
+    #[arg(long, conflicts_with_all = ["grow", "mpi", "stream", "c", "lambda", "gamma"], help_heading = "Model selection")]
+    pub search: bool,
+    /// Values of C the search tries.
+    #[arg(long, value_delimiter = ',', value_name = "C1,C2,...", default_values_t = [0.1, 1.0, 10.0, 100.0], help_heading = "Model selection")]
+    pub search_c: Vec<f64>,
+    /// Kernel widths the search tries, as factors of the default width's gamma (1: the
+    /// default).
+    #[arg(long, value_delimiter = ',', value_name = "F1,F2,...", default_values_t = [0.25, 0.5, 1.0, 2.0, 4.0], help_heading = "Model selection")]
+    pub search_gamma: Vec<f64>,
+    /// Cross-validation folds of the search.
+    #[arg(long, default_value_t = 3, help_heading = "Model selection")]
+    pub folds: usize,
+
     /// Train across the processes of an MPI job (`mpirun -n K joker train --mpi ...`): each
     /// rank reads its share of TRAIN_FILE (uncompressed), parallel block minimization trains
     /// one model, rank 0 prints and writes it. Needs a build with `--features mpi`, random

@@ -122,6 +122,9 @@ fn flag_of(param: &str) -> String {
         "n_features" => "--n-features",
         "seed" => "--seed",
         "check_every" => "--check-every",
+        "search_c" => "--search-c",
+        "search_gamma" => "--search-gamma",
+        "folds" => "--folds",
         "path" => "data file",
         other => return format!("parameter `{other}`"),
     };

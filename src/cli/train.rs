@@ -600,7 +600,16 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
                 (Some(m), []) => format!("M = {m} {}", describe_map(est.feature_map)),
                 (None, _) => "exact kernel".into(),
             },
-            describe_lambda(est.lambda),
+            if a.search {
+                format!(
+                    "C and the width by {}-fold cross-validation (C in {}; widths {} times the default)",
+                    a.folds,
+                    list(&a.search_c),
+                    list(&a.search_gamma)
+                )
+            } else {
+                describe_lambda(est.lambda)
+            },
         );
     }
 
@@ -610,7 +619,31 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         progress: Some(reporter.callback()),
         ..FitOptions::default()
     };
-    let model = if a.grow.is_empty() {
+    let model = if a.search {
+        drop(opts);
+        let model = est.search(
+            &train,
+            &joker::SearchGrid {
+                c: a.search_c.clone(),
+                gamma_factors: a.search_gamma.clone(),
+                folds: a.folds,
+                seed: a.seed,
+            },
+            |done, total| {
+                if !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                    super::progress::progress_line(&format!("search: {done}/{total} candidates"));
+                }
+            },
+        );
+        super::progress::end_line();
+        let model = model?;
+        if !a.quiet
+            && let Some(s) = &model.training.search
+        {
+            report_search(s);
+        }
+        model
+    } else if a.grow.is_empty() {
         est.fit_with(&train, opts)?
     } else {
         let (model, stages) = est.fit_growing(&train, &a.grow, opts)?;
@@ -821,6 +854,39 @@ fn report_growth(stages: &[GrowthStage], task: Task, kept: Option<usize>) {
     eprintln!("grow: {} fits in {total:.2} s", stages.len());
     if let Some(m) = kept {
         eprintln!("grow: kept the model with M = {m}");
+    }
+}
+
+/// Numbers separated by commas.
+fn list(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| super::fmt_num(*x))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The candidates of a search, one line each, the winner marked.
+fn report_search(s: &joker::SearchRecord) {
+    eprintln!(
+        "search: {} folds, held-out {} (mean +- spread), the winner refitted on all rows:",
+        s.folds, s.metric
+    );
+    eprintln!(
+        "       C   width x        gamma   {:>17}  iterations  seconds",
+        s.metric
+    );
+    for (k, c) in s.candidates.iter().enumerate() {
+        eprintln!(
+            "{} {:>7} {:>9} {:>12} {:>8.4} +- {:.4} {:>11} {:>8.2}",
+            if k == s.best { "*" } else { " " },
+            super::fmt_num(c.c),
+            super::fmt_num(c.gamma_factor),
+            sig(c.gamma, 6),
+            c.mean,
+            c.spread,
+            c.iterations,
+            c.seconds
+        );
     }
 }
 

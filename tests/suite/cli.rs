@@ -1771,3 +1771,62 @@ fn mapped_rows_skip_the_newton_start() {
     let o = ok(joker(&t.0, &["predict", "tr.svm", "mapped.json", "p.txt"]));
     assert!(accuracy_of(&stderr(&o)) > 90.0, "{}", stderr(&o));
 }
+
+/// `--search`: every candidate scored on every fold and printed, the winner refitted and
+/// marked, the record saved in the model file; a grid that cannot be searched is refused in
+/// the command line's words.
+#[test]
+fn search_chooses_c_and_the_width_by_cross_validation() {
+    let t = TempDir::new("search");
+    t.write("tr.svm", &circle_libsvm(300, 21, false));
+    t.write("te.svm", &circle_libsvm(300, 22, false));
+    let o = ok(joker(
+        &t.0,
+        &[
+            "train",
+            "--search",
+            "--search-c",
+            "1,10",
+            "--search-gamma",
+            "0.5,1,2",
+            "--folds",
+            "4",
+            "tr.svm",
+            "m.json",
+        ],
+    ));
+    let e = stderr(&o);
+    assert!(e.contains("search: 4 folds, held-out accuracy"), "{e}");
+    assert_eq!(e.lines().filter(|l| l.starts_with('*')).count(), 1, "{e}");
+    let text = std::fs::read_to_string(t.path("m.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let search = &json["training"]["search"];
+    assert_eq!(search["candidates"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        search["candidates"][0]["scores"].as_array().unwrap().len(),
+        4
+    );
+    let o = ok(joker(&t.0, &["predict", "te.svm", "m.json", "p.txt"]));
+    assert!(accuracy_of(&stderr(&o)) > 90.0, "{}", stderr(&o));
+    fails_with(
+        joker(
+            &t.0,
+            &["train", "--search", "--folds", "1", "tr.svm", "m2.json"],
+        ),
+        "invalid --folds",
+    );
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "train",
+                "--search",
+                "--search-c",
+                "0,1",
+                "tr.svm",
+                "m2.json",
+            ],
+        ),
+        "invalid --search-c",
+    );
+}
