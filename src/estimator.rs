@@ -2120,6 +2120,7 @@ fn full_krr<T: Scalar>(
             }),
             accepted: kp.iter,
             rel_residual: Some(kp.rel_residual),
+            pairs: None,
         };
         let go = hooks.progress.as_mut().is_none_or(|f| f(&p))
             && !hooks.interrupt.as_mut().is_some_and(|f| f());

@@ -34,6 +34,8 @@ pub struct Reporter {
     lines: bool,
     max_iter: usize,
     task: Task,
+    /// The finished pairs of a one-vs-one fit at the last line printed.
+    pairs_shown: std::cell::Cell<Option<usize>>,
 }
 
 impl Reporter {
@@ -60,6 +62,7 @@ impl Reporter {
             lines: !quiet && !terminal,
             max_iter,
             task,
+            pairs_shown: std::cell::Cell::new(None),
         }
     }
 
@@ -73,6 +76,10 @@ impl Reporter {
 
     /// Shows one check; always lets the fit go on.
     pub fn check(&self, p: &Progress) -> bool {
+        if let Some([done, total]) = p.pairs {
+            self.pairs(done, total, p);
+            return true;
+        }
         let val = p.validation.map(|v| self.metric(v));
         if let Some(bar) = &self.bar {
             // the doubly stochastic solvers have no dual: their primal is an estimate
@@ -124,6 +131,31 @@ impl Reporter {
             eprintln!("{line}");
         }
         true
+    }
+
+    /// A one-vs-one fit's check: one bar over the pairs (pairs finished, the worst gap), or in
+    /// lines a line each time another twentieth of the pairs has finished, not a line per
+    /// pair's check.
+    fn pairs(&self, done: usize, total: usize, p: &Progress) {
+        let msg = format!(
+            "pairs {done}/{total} finished, worst gap {:.2e}, {} iterations",
+            p.gap, p.iter
+        );
+        if let Some(bar) = &self.bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            bar.set_message(msg);
+        } else if self.lines {
+            let step = total.div_ceil(20).max(1);
+            let due = match self.pairs_shown.get() {
+                None => true,
+                Some(shown) => done / step > shown / step || (done == total && shown < total),
+            };
+            if due {
+                self.pairs_shown.set(Some(done));
+                eprintln!("{msg} {:.2}s", p.seconds);
+            }
+        }
     }
 
     /// A callback for [`joker::FitOptions::progress`].

@@ -158,6 +158,7 @@ impl Joker {
             validation,
             accepted,
             rel_residual: None,
+            pairs: None,
         };
         if let Some(f) = hooks.progress.as_mut() {
             f(&whole);
@@ -177,6 +178,8 @@ struct Check {
     pair: usize,
     offset: f64,
     progress: Progress,
+    /// The pair's solve has ended (its last check, sent again).
+    finished: bool,
 }
 
 /// What every pair's solve shares.
@@ -242,24 +245,34 @@ impl<T: Scalar> PairContext<'_, '_, T> {
                     pair: p,
                     offset,
                     progress: s.clone(),
+                    finished: false,
                 })
             }) as ProgressFn<'_>),
             interrupt: Some(Box::new(interrupt) as InterruptFn<'_>),
         };
-        self.joker
-            .solve_dual(
-                self.backend,
-                &sub,
-                &cfg,
-                warm,
-                &x,
-                self.kernel,
-                &y,
-                1,
-                self.weighted,
-                &mut pair_hooks,
-            )
-            .map(Some)
+        let sol = self.joker.solve_dual(
+            self.backend,
+            &sub,
+            &cfg,
+            warm,
+            &x,
+            self.kernel,
+            &y,
+            1,
+            self.weighted,
+            &mut pair_hooks,
+        );
+        drop(pair_hooks);
+        // the pair's end, for the count of finished pairs
+        if let Some(last) = sol.as_ref().ok().and_then(|s| s.history.last()) {
+            report(Check {
+                pair: p,
+                offset,
+                progress: last.clone(),
+                finished: true,
+            });
+        }
+        sol.map(Some)
     }
 }
 
@@ -392,9 +405,12 @@ fn ends_the_fit(sol: &Result<Option<Solution>>) -> (bool, bool) {
 /// the order they come, counted over all pairs.
 struct Relay<'h, 'a, T> {
     hooks: &'h mut Hooks<'a, T>,
-    /// The latest check's iterations and accepted steps of each pair.
+    /// The latest check's iterations, accepted steps and gap of each pair.
     iters: Vec<usize>,
     accepted: Vec<usize>,
+    gaps: Vec<f64>,
+    /// The pairs whose solves have ended.
+    finished: Vec<bool>,
     seconds: f64,
     train_seconds: f64,
     history: Vec<Progress>,
@@ -408,6 +424,8 @@ impl<'h, 'a, T> Relay<'h, 'a, T> {
             hooks,
             iters: vec![0; pairs],
             accepted: vec![0; pairs],
+            gaps: vec![0.0; pairs],
+            finished: vec![false; pairs],
             seconds: 0.0,
             train_seconds: 0.0,
             history: Vec::new(),
@@ -419,6 +437,15 @@ impl<'h, 'a, T> Relay<'h, 'a, T> {
     /// of all pairs and the seconds from the fit's start (never decreasing); `false` once the
     /// fit is cancelled (the callback is not called again).
     fn check(&mut self, c: Check) -> bool {
+        self.gaps[c.pair] = c.progress.gap;
+        if c.finished {
+            // its last check has been relayed already
+            self.finished[c.pair] = true;
+            let done = self.finished.iter().filter(|&&f| f).count();
+            if done < self.finished.len() {
+                return !self.cancelled;
+            }
+        }
         self.iters[c.pair] = c.progress.iter;
         self.accepted[c.pair] = c.progress.accepted;
         self.seconds = self.seconds.max(c.offset + c.progress.seconds);
@@ -428,12 +455,20 @@ impl<'h, 'a, T> Relay<'h, 'a, T> {
             accepted: self.accepted.iter().sum(),
             seconds: self.seconds,
             train_seconds: self.train_seconds,
+            gap: self.gaps.iter().copied().fold(0.0, f64::max),
+            pairs: Some([
+                self.finished.iter().filter(|&&f| f).count(),
+                self.finished.len(),
+            ]),
             ..c.progress
         };
         if !self.cancelled && !self.hooks.progress.as_mut().is_none_or(|f| f(&s)) {
             self.cancelled = true;
         }
-        self.history.push(s);
+        // the repeat of a pair's last check is not a check of its own
+        if !c.finished {
+            self.history.push(s);
+        }
         !self.cancelled
     }
 

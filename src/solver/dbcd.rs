@@ -272,6 +272,10 @@ pub struct Progress {
     /// `||(K + lambda I) a - y|| / ||y||` (full-KRR methods only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rel_residual: Option<f64>,
+    /// A one-vs-one fit's pairs: `[finished, in all]`; `gap` is then the largest of the
+    /// pairs' latest gaps, and the objectives are the reporting pair's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<[usize; 2]>,
 }
 
 /// Why the solver stopped; in model files and the C ABI by its [`name`](Self::name).
@@ -1982,6 +1986,7 @@ fn monitor<T: Scalar>(
         validation,
         accepted,
         rel_residual: None,
+        pairs: None,
     })
 }
 
@@ -2011,6 +2016,7 @@ mod tests {
             validation: None,
             accepted: 0,
             rel_residual: None,
+            pairs: None,
         }
     }
 

@@ -888,6 +888,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
             validation,
             accepted: 0,
             rel_residual: None,
+            pairs: None,
         }
     }
 

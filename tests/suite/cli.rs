@@ -1830,3 +1830,20 @@ fn search_chooses_c_and_the_width_by_cross_validation() {
         "invalid --search-c",
     );
 }
+
+/// One-vs-one progress: lines over the pairs (finished, of all, the worst gap) instead of
+/// every pair's own checks interleaved, ending with all pairs finished.
+#[test]
+fn one_vs_one_progress_counts_the_pairs() {
+    let t = TempDir::new("ovoprogress");
+    t.write("tr.svm", &three_class_libsvm(300, 4));
+    let o = ok(joker(&t.0, &["train", "tr.svm", "m.json"]));
+    let e = stderr(&o);
+    assert!(e.contains("multiclass: one-vs-one, 3 pairs"), "{e}");
+    assert!(e.contains("pairs 3/3 finished, worst gap"), "{e}");
+    let per_pair = e.lines().filter(|l| l.starts_with("iter ")).count();
+    assert!(
+        per_pair <= 1,
+        "only the whole fit's check as an iteration line:\n{e}"
+    );
+}

@@ -883,6 +883,7 @@ fn check<T: Scalar>(
         validation,
         accepted,
         rel_residual: None,
+        pairs: None,
     })
 }
 
