@@ -1236,6 +1236,25 @@ JokerStatus joker_data_n_cols(const struct JokerData *data, size_t *out);
 JokerStatus joker_fit(const struct JokerParams *params, const struct JokerData *train, const double *sample_weight, size_t n_weights, const struct JokerData *validation, JokerProgressFn progress, void *user_data, struct JokerModel **out);
 
 /**
+ * Chooses `C` and the kernel width by cross-validation and trains the winner on all rows
+ * (`joker train --search`): every value of `c_values` with every width `gamma_factors[k]`
+ * times the width the parameters' rule gives (1: that width), scored by `folds`-fold
+ * cross-validation on the rows shuffled by `seed` (accuracy, or R^2 for regression); the
+ * winner has the best mean score (the smaller `C`, then the width nearer 1, on ties). The
+ * parameters' own `C` and `gamma` are replaced by the candidates'. `joker_model_lambda`
+ * (`1 / C`) and `joker_model_gamma` give the winner; `joker_model_save` writes every
+ * candidate's scores under `training.search`.
+ *
+ * Errors: `JOKER_STATUS_INVALID_ARGUMENT` for no values, a value that is not positive, fewer
+ * than 2 folds or more folds than rows; those of `joker_fit`.
+ *
+ * # Safety
+ * As for `joker_fit`; `c_values` and `gamma_factors` must point to `n_c` and `n_gamma`
+ * readable doubles.
+ */
+JokerStatus joker_fit_search(const struct JokerParams *params, const struct JokerData *train, const double *c_values, size_t n_c, const double *gamma_factors, size_t n_gamma, size_t folds, uint64_t seed, struct JokerModel **out);
+
+/**
  * Trains a doubly stochastic model (the parameters must name one:
  * `joker_params_set_solver` with DSG, UDSG or CDSG) on an uncompressed LIBSVM or CSV file read
  * a part of about `chunk_bytes` bytes at a time, pass after pass: memory holds one part's rows,

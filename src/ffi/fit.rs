@@ -223,6 +223,68 @@ pub unsafe extern "C" fn joker_fit(
     })
 }
 
+/// Chooses `C` and the kernel width by cross-validation and trains the winner on all rows
+/// (`joker train --search`): every value of `c_values` with every width `gamma_factors[k]`
+/// times the width the parameters' rule gives (1: that width), scored by `folds`-fold
+/// cross-validation on the rows shuffled by `seed` (accuracy, or R^2 for regression); the
+/// winner has the best mean score (the smaller `C`, then the width nearer 1, on ties). The
+/// parameters' own `C` and `gamma` are replaced by the candidates'. `joker_model_lambda`
+/// (`1 / C`) and `joker_model_gamma` give the winner; `joker_model_save` writes every
+/// candidate's scores under `training.search`.
+///
+/// Errors: `JOKER_STATUS_INVALID_ARGUMENT` for no values, a value that is not positive, fewer
+/// than 2 folds or more folds than rows; those of `joker_fit`.
+///
+/// # Safety
+/// As for `joker_fit`; `c_values` and `gamma_factors` must point to `n_c` and `n_gamma`
+/// readable doubles.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn joker_fit_search(
+    params: *const super::JokerParams,
+    train: *const super::JokerData,
+    c_values: *const f64,
+    n_c: usize,
+    gamma_factors: *const f64,
+    n_gamma: usize,
+    folds: usize,
+    seed: u64,
+    out: *mut *mut JokerModel,
+) -> JokerStatus {
+    guard(|| {
+        // SAFETY: `out` is NULL (rejected) or writable (function contract).
+        unsafe { write_out(out, std::ptr::null_mut(), "out") }?;
+        // SAFETY: handles are not freed or changed concurrently (function contract).
+        let p = unsafe { params_ref(params) }?;
+        // SAFETY: as above.
+        let tr = unsafe { data_ref(train, "train") }?;
+        if !tr.labelled {
+            return Err(Failure::new(
+                JokerStatus::InvalidLabels,
+                "`train` has no labels: pass y to joker_data_from_* for training data",
+            ));
+        }
+        // SAFETY: the arrays hold `n_c` and `n_gamma` doubles (function contract).
+        let c = unsafe { input_slice(c_values, n_c, "c_values") }?.to_vec();
+        // SAFETY: as above.
+        let gamma_factors =
+            unsafe { input_slice(gamma_factors, n_gamma, "gamma_factors") }?.to_vec();
+        let grid = crate::estimator::SearchGrid {
+            c,
+            gamma_factors,
+            folds,
+            seed,
+        };
+        let model = match &tr.set {
+            DataSet::F32(d) => p.search(d, &grid, |_, _| {}),
+            DataSet::F64(d) => p.search(d, &grid, |_, _| {}),
+        }?;
+        let h = new_model(model);
+        // SAFETY: as above.
+        unsafe { write_out(out, h, "out") }
+    })
+}
+
 /// The text format of a file streamed by `joker_fit_stream`.
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -262,6 +262,7 @@ fn setter_of(param: &str) -> Option<&'static str> {
         "seed" => "joker_params_set_seed",
         "check_every" => "joker_params_set_check_every",
         "time_limit" => "joker_params_set_time_limit",
+        "search_c" | "search_gamma" | "folds" => "joker_fit_search",
         _ => return None,
     })
 }

@@ -1313,3 +1313,54 @@ fn doubly_stochastic_solvers_through_the_c_abi() {
         ok(joker_params_free(p));
     }
 }
+
+#[test]
+fn search_chooses_c_and_the_width() {
+    let (n, d) = (300, 3);
+    let (x, y) = binary(n, d, 31);
+    let (xt, yt) = binary(300, d, 32);
+    let p = params(JokerLoss::L2Svc);
+    let train = dense(&x, n, d, Some(&y));
+    let test = dense(&xt, 300, d, Some(&yt));
+    let (cs, widths) = ([0.1, 1.0, 10.0], [0.5, 1.0, 2.0]);
+    let mut m = null_mut();
+    // SAFETY: live handles used on this thread; buffers of the stated lengths.
+    unsafe {
+        ok(joker_fit_search(
+            p,
+            train,
+            cs.as_ptr(),
+            3,
+            widths.as_ptr(),
+            3,
+            3,
+            5,
+            &mut m,
+        ));
+        let (mut lambda, mut acc) = (0.0, 0.0);
+        ok(joker_model_lambda(m, &mut lambda));
+        assert!(
+            cs.iter().any(|c| (1.0 / c - lambda).abs() < 1e-12),
+            "{lambda}"
+        );
+        ok(joker_model_score(m, test, &mut acc));
+        assert!(acc > 0.9, "test accuracy {acc}");
+        ok(joker_model_free(m));
+        // one fold, and no values of C, are refused by name
+        let mut bad = null_mut();
+        expect(
+            joker_fit_search(p, train, cs.as_ptr(), 3, widths.as_ptr(), 3, 1, 5, &mut bad),
+            JokerStatus::InvalidArgument,
+            "folds",
+        );
+        assert!(bad.is_null());
+        expect(
+            joker_fit_search(p, train, cs.as_ptr(), 0, widths.as_ptr(), 3, 3, 5, &mut bad),
+            JokerStatus::InvalidArgument,
+            "search_c",
+        );
+        ok(joker_data_free(train));
+        ok(joker_data_free(test));
+        ok(joker_params_free(p));
+    }
+}
