@@ -250,6 +250,7 @@ _sig("joker_data_from_csr_f32", c_size_t, c_size_t, _sp, POINTER(c_uint32), _fp,
 _sig("joker_data_free", _P)
 _sig("joker_fit", _P, _P, _dp, c_size_t, _P, _PROGRESS_FN, c_void_p, POINTER(_P))
 _sig("joker_fit_stream", _P, c_char_p, c_int32, c_uint64, _P, _PROGRESS_FN, c_void_p, POINTER(_P))
+_sig("joker_fit_search", _P, _P, _dp, c_size_t, _dp, c_size_t, c_size_t, c_uint64, POINTER(_P))
 _sig("joker_model_free", _P)
 _sig("joker_model_save", _P, c_char_p)
 _sig("joker_model_load", c_char_p, POINTER(_P))
@@ -923,6 +924,34 @@ class Joker:
                 if val is not None:
                     val.close()
 
+    def search(self, X, y, c_values=(0.1, 1.0, 10.0, 100.0),
+               gamma_factors=(0.25, 0.5, 1.0, 2.0, 4.0), folds=3, seed=1):
+        """Chooses ``C`` and the kernel width by ``folds``-fold cross-validation (``joker train
+        --search``): every value of ``c_values`` with every width ``gamma_factors[k]`` times the
+        width these parameters' rule gives (1: that width), scored on the held-out rows
+        (accuracy, or R^2), then the winner fitted on all rows. Returns the winner's
+        :class:`Model` (``model.lambda_`` is ``1 / C``, ``model.gamma`` the width); its
+        :meth:`Model.search` holds every candidate's scores."""
+        if not self._h:
+            raise JokerValueError(_NULL_POINTER, "this Joker was closed: its parameters were freed")
+        cs = np.ascontiguousarray(np.asarray(c_values, dtype=np.float64).ravel())
+        gs = np.ascontiguousarray(np.asarray(gamma_factors, dtype=np.float64).ravel())
+        folds, seed = _count("folds", folds), _count("seed", seed)
+        with _Data(X, y) as train:
+            h = _new_params(**self._args)
+            try:
+                out = _P()
+                code = _lib.joker_fit_search(h, train.handle, _ptr(cs, c_double), cs.shape[0],
+                                             _ptr(gs, c_double), gs.shape[0], folds, seed,
+                                             byref(out))
+                if code != 0:
+                    if out:
+                        _lib.joker_model_free(out)
+                    _check(code, _FIT_NAMES)
+                return Model(out)
+            finally:
+                _lib.joker_params_free(h)
+
     def fit_stream(self, path, format="auto", chunk_bytes=0, validation=None, progress=None,
                    interrupt=None):
         """Trains a doubly stochastic solver (``solver="dsg"``, ``"udsg"`` or ``"cdsg"``) on
@@ -1025,6 +1054,19 @@ class Model:
     def load(cls, path):
         """Reads a model file written by :meth:`save` (or the joker program)."""
         return cls(_load_handle(path))
+
+    def search(self):
+        """The cross-validation that chose this model's ``C`` and width (:meth:`Joker.search`):
+        a dict with ``folds``, ``metric``, ``candidates`` (each with ``c``, ``gamma_factor``,
+        ``gamma``, ``scores`` per fold, ``mean``, ``spread``, ``iterations``, ``seconds``) and
+        ``best`` (an index into ``candidates``); None for a model fitted otherwise."""
+        import json
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "model.json")
+            self.save(path)
+            with open(path) as f:
+                return json.load(f)["training"].get("search")
 
     def save(self, path, overwrite=False):
         """Writes the model file (JSON) at ``path``, replacing it atomically when it exists.

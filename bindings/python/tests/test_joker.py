@@ -162,6 +162,27 @@ class TestApi(unittest.TestCase):
         self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "unknown tr_model 'hessian'", joker.Joker,
                               tr_model="hessian")
 
+    def test_search_chooses_c_and_the_width(self):
+        # joker train --search from Python: every candidate scored on every fold, the winner
+        # refitted; one candidate is the plain fit; a grid without values is refused by name
+        est = joker.Joker("l2-svc", n_components=None)
+        m = est.search(self.X, self.y, c_values=[0.1, 1.0, 10.0], gamma_factors=[0.5, 1.0, 2.0],
+                       folds=4, seed=3)
+        rec = m.search()
+        self.assertEqual((len(rec["candidates"]), rec["folds"], rec["metric"]), (9, 4, "accuracy"))
+        best = rec["candidates"][rec["best"]]
+        self.assertTrue(all(len(c["scores"]) == 4 for c in rec["candidates"]))
+        self.assertTrue(all(c["mean"] <= best["mean"] for c in rec["candidates"]))
+        self.assertAlmostEqual(m.lambda_, 1.0 / best["c"])
+        self.assertGreater(m.score(self.Xt, self.yt), 0.9)
+        one = est.search(self.X, self.y, c_values=[1.0], gamma_factors=[1.0])
+        plain = est.fit(self.X, self.y)
+        self.assertEqual(one.gamma, plain.gamma)
+        np.testing.assert_array_equal(one.decision_function(self.Xt), plain.decision_function(self.Xt))
+        self.assertIsNone(plain.search())
+        self.assertJokerError("JOKER_STATUS_INVALID_ARGUMENT", "search_c", est.search,
+                              self.X, self.y, c_values=[])
+
     def test_nystrom_features(self):
         # with every training row a centre the Nystrom model is the exact-kernel model
         x, y = self.X[:120], self.y[:120]
