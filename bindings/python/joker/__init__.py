@@ -41,7 +41,7 @@ from .core import (  # noqa: F401
 # The estimators, imported on first use: the low-level layer needs numpy only, and importing
 # scikit-learn takes a while.
 _ESTIMATORS = ("KernelHuberRegressor", "KernelLogisticRegression",
-               "KernelLpRegressor", "KernelRidge", "KernelSVC", "KernelSVR")
+               "KernelLpRegressor", "KernelRidge", "KernelSVC", "KernelSVCCV", "KernelSVR")
 
 
 def __getattr__(name):
@@ -58,7 +58,7 @@ def __dir__():
 
 __version__ = version()
 
-__all__ = ["KernelSVC", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+__all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError", "Joker", "Model",
            "Progress", "Interrupt", "JokerError", "load", "version", "gpu_available",
            "device_count"]

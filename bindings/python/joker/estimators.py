@@ -51,7 +51,7 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # scikit-learn 1.5: the estimator's method
     _sklearn_validate_data = None
 
-__all__ = ["KernelSVC", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+__all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError"]
 
 # scikit-learn's kernel name for the Gaussian kernel, beside joker's own names.
@@ -264,7 +264,7 @@ class _JokerEstimator(BaseEstimator):
         with _input_errors():
             params = core.Joker(loss, **args)
             try:
-                model = params.fit(X, y, sample_weight=sample_weight, progress=progress)
+                model = self._train(params, X, y, sample_weight, progress)
             finally:
                 params.close()
         # the fitted attributes, once the fit succeeded
@@ -286,6 +286,10 @@ class _JokerEstimator(BaseEstimator):
             print(f"{type(self).__name__}: {self.model_.stop_reason} after {self.n_iter_} "
                   f"iterations, gap {self.model_.gap:.3e}, {self.model_.device}")
         return self
+
+    def _train(self, params, X, y, sample_weight, progress):
+        """The library's fit of the validated input (the CV estimators search instead)."""
+        return params.fit(X, y, sample_weight=sample_weight, progress=progress)
 
     def _print_progress(self, p):
         print(f"{type(self).__name__}: iter {p.iter}, epoch {p.epoch:.2f}, gap {p.gap:.3e}, "
@@ -968,3 +972,115 @@ class KernelLpRegressor(_JokerRegressor):
         if not p >= 1:
             raise ValueError(f"p={self.p!r}: the exponent must be >= 1 (1: L1 regression)")
         return ("l1", 0.0) if p == 1 else ("lp", p)
+
+
+class KernelSVCCV(KernelSVC):
+    __doc__ = f"""A kernel SVM whose ``C`` and kernel width are chosen by cross-validation, as
+    ``joker train --search`` (joker's own search: each fold's fits start from the previous
+    ``C``'s duals on the exact kernel), then refitted on all rows.
+
+    Parameters
+    ----------
+    Cs : sequence of float, default=(0.1, 1.0, 10.0, 100.0)
+        The values of ``C`` tried.
+    gamma_factors : sequence of float, default=(0.25, 0.5, 1.0, 2.0, 4.0)
+        The widths tried, as factors of the width ``gamma`` gives (1: that width).
+    cv : int, default=3
+        Cross-validation folds (the rows shuffled by ``random_state``, 0 when None).
+
+    The other parameters are those of :class:`KernelSVC` (its ``C`` is the search's).
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{{"C": C, "gamma": gamma}}`` of the winner, refitted on all rows as ``model_``.
+    best_score_ : float
+        The winner's mean held-out accuracy.
+    best_index_ : int
+        The winner's index in ``cv_results_``.
+    cv_results_ : dict
+        As scikit-learn's ``GridSearchCV``: ``params``, ``mean_test_score``,
+        ``std_test_score``, ``split<k>_test_score`` and ``rank_test_score``.
+    C_ : float
+        The winner's ``C``.
+    """
+
+    _parameter_constraints: dict = {
+        **KernelSVC._parameter_constraints,
+        "Cs": ["array-like"],
+        "gamma_factors": ["array-like"],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+    }
+    _parameter_constraints.pop("C")
+
+    def __init__(self, Cs=(0.1, 1.0, 10.0, 100.0), *, gamma_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
+                 cv=3, loss="squared_hinge", kernel="rbf", gamma="auto", n_components="auto",
+                 class_weight=None, features="rff", centers="leverage", precision="f32",
+                 standardize=True, tol=1e-3, max_iter=10000, block_size=None, time_limit=None,
+                 check_every=0, max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
+                 tr_norm="auto", bias=0.0, multiclass="auto", decision_function_shape="ovr",
+                 newton_start=True, random_state=None, verbose=0):
+        super().__init__(
+            1.0, loss=loss, kernel=kernel, gamma=gamma, n_components=n_components,
+            class_weight=class_weight, features=features, centers=centers, precision=precision,
+            standardize=standardize, tol=tol, max_iter=max_iter, block_size=block_size,
+            time_limit=time_limit, check_every=check_every, max_memory=max_memory,
+            device=device, nystrom_rank=nystrom_rank, tr_model=tr_model,
+            kernel_cache=kernel_cache, working_set=working_set, auto_exact=auto_exact,
+            stall=stall, tr_norm=tr_norm, bias=bias, multiclass=multiclass,
+            decision_function_shape=decision_function_shape, newton_start=newton_start,
+            random_state=random_state, verbose=verbose)
+        del self.C  # not a parameter here: the search chooses it
+        self.Cs = Cs
+        self.gamma_factors = gamma_factors
+        self.cv = cv
+
+    def _regularization(self):
+        return {"c": 1.0}  # replaced by each candidate's
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Searches ``Cs`` x ``gamma_factors`` by ``cv``-fold cross-validation and fits the
+        winner on all rows.
+
+        Parameters
+        ----------
+        X : {{array-like, sparse matrix}} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Class labels, at least two classes.
+
+        Returns
+        -------
+        self : KernelSVCCV
+        """
+        return self._fit(X, y, None, classifier=True)
+
+    def _train(self, params, X, y, sample_weight, progress):
+        rs = self.random_state
+        seed = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
+        cs = np.asarray(self.Cs, dtype=np.float64).ravel()
+        factors = np.asarray(self.gamma_factors, dtype=np.float64).ravel()
+        folds = min(int(self.cv), X.shape[0])
+        model = params.search(X, y, c_values=cs, gamma_factors=factors, folds=folds, seed=seed)
+        rec = model.search()
+        cands = rec["candidates"]
+        means = np.array([c["mean"] for c in cands])
+        order = np.argsort(-means, kind="stable")
+        ranks = np.empty(len(cands), dtype=np.int32)
+        ranks[order] = np.arange(1, len(cands) + 1)
+        self.cv_results_ = {
+            "params": [{"C": c["c"], "gamma": c["gamma"]} for c in cands],
+            "mean_test_score": means,
+            "std_test_score": np.array([c["spread"] for c in cands]),
+            "rank_test_score": ranks,
+            **{f"split{k}_test_score": np.array([c["scores"][k] for c in cands])
+               for k in range(rec["folds"])},
+        }
+        self.best_index_ = rec["best"]
+        best = cands[self.best_index_]
+        self.best_params_ = {"C": best["c"], "gamma": best["gamma"]}
+        self.best_score_ = best["mean"]
+        self.C_ = best["c"]
+        return model

@@ -101,6 +101,37 @@ class TestCheckEstimator(unittest.TestCase):
                 self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
 
 
+class TestBuiltInSearch(unittest.TestCase):
+    """KernelSVCCV: joker's own cross-validated search, in scikit-learn's style."""
+
+    def test_check_estimator(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_check_estimator(joker.KernelSVCCV(Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0],
+                                                  random_state=0))
+        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
+        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
+        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+
+    def test_the_search_and_its_results(self):
+        X, y = two_classes(240, 23)
+        cv = joker.KernelSVCCV(Cs=[0.1, 1.0, 10.0], gamma_factors=[0.5, 1.0, 2.0], cv=4,
+                               random_state=2).fit(X, y)
+        r = cv.cv_results_
+        self.assertEqual(len(r["params"]), 9)
+        self.assertEqual(sorted(k for k in r if k.startswith("split")),
+                         [f"split{k}_test_score" for k in range(4)])
+        self.assertEqual(r["rank_test_score"][cv.best_index_], 1)
+        self.assertEqual(cv.best_params_, r["params"][cv.best_index_])
+        self.assertAlmostEqual(cv.best_score_, r["mean_test_score"].max())
+        self.assertEqual(cv.C_, cv.best_params_["C"])
+        self.assertAlmostEqual(cv.model_.lambda_, 1.0 / cv.C_)
+        # one candidate at the default width: the plain KernelSVC at that C
+        one = joker.KernelSVCCV(Cs=[1.0], gamma_factors=[1.0], random_state=0).fit(X, y)
+        plain = joker.KernelSVC(C=1.0, random_state=0).fit(X, y)
+        np.testing.assert_array_equal(one.decision_function(X), plain.decision_function(X))
+
+
 class TestModelSelection(unittest.TestCase):
     def test_grid_search_in_two_processes_matches_the_serial_one(self):
         X, y, source = covtype_subsample(300, 0)
