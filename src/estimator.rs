@@ -170,6 +170,17 @@ enum AutoRepr {
     Random,
 }
 
+impl AutoRepr {
+    /// The choice in words, with `m` features: `exact kernel`, `2048 Nystrom centres`, ...
+    fn describe(self, m: usize) -> String {
+        match self {
+            AutoRepr::Exact => "exact kernel".to_string(),
+            AutoRepr::Nystrom => format!("{m} Nystrom centres"),
+            AutoRepr::Random => format!("{m} random features"),
+        }
+    }
+}
+
 /// Builder for [`Joker`]; [`JokerBuilder::build`] validates.
 #[derive(Clone, Debug)]
 pub struct JokerBuilder {
@@ -968,11 +979,7 @@ impl Joker {
     pub fn chosen_representation<U: Scalar>(&self, data: &Dataset<U>) -> Option<String> {
         let m = self.n_components?;
         self.representation_for(data)
-            .map(|(choice, _)| match choice {
-                AutoRepr::Exact => "exact kernel".to_string(),
-                AutoRepr::Nystrom => format!("{m} Nystrom centres"),
-                AutoRepr::Random => format!("{m} random features"),
-            })
+            .map(|(choice, _)| choice.describe(m))
     }
 
     fn representation_for<U: Scalar>(&self, data: &Dataset<U>) -> Option<(AutoRepr, String)> {
@@ -1012,12 +1019,7 @@ impl Joker {
         let limit = self.max_memory.bytes();
         let within_limit = limit.is_none_or(|l| rest.saturating_add(bytes) <= l);
         let why = |choice: AutoRepr, reason: String| {
-            let what = match choice {
-                AutoRepr::Exact => "exact kernel".to_string(),
-                AutoRepr::Nystrom => format!("{m} Nystrom centres"),
-                AutoRepr::Random => format!("{m} random features"),
-            };
-            Some((choice, format!("{what} (auto: {reason})")))
+            Some((choice, format!("{} (auto: {reason})", choice.describe(m))))
         };
         let pair = if nk < n { " of the largest pair" } else { "" };
         let matrix = format!(

@@ -74,10 +74,7 @@ fn check_labels(model: &Model, path: &Path, y: &[f64]) -> CliResult<()> {
     let Some(classes) = &model.classes else {
         return Ok(());
     };
-    let unknown = y
-        .iter()
-        .filter(|v| classes.binary_search_by(|c| c.total_cmp(v)).is_err())
-        .count();
+    let unknown = y.len() - known_labels(classes, y);
     let placeholder = y.windows(2).all(|w| w[0] == w[1]);
     if 2 * unknown > y.len() && !placeholder {
         return Err(CliError::Message(format!(
@@ -88,6 +85,13 @@ fn check_labels(model: &Model, path: &Path, y: &[f64]) -> CliResult<()> {
         )));
     }
     Ok(())
+}
+
+/// How many of the labels `y` are among the (sorted) `classes`.
+fn known_labels(classes: &[f64], y: &[f64]) -> usize {
+    y.iter()
+        .filter(|v| classes.binary_search_by(|c| c.total_cmp(v)).is_ok())
+        .count()
 }
 
 /// Reads the data in the model's precision `U` and writes the predictions.
@@ -163,27 +167,30 @@ fn predict_stream<U: Scalar>(a: &PredictArgs, opts: &DataArgs, model: &Model) ->
     let mut refused = None;
     let mut rows = |out: &mut dyn Write| -> std::io::Result<()> {
         for k in 0..stream.parts() {
-            if k == 0
-                && let Ok(Some(first)) = stream.part::<U>(0)
-                && let Err(e) = check_labels(model, &a.data_file, &first.y)
-            {
-                refused = Some(e);
-                return Err(std::io::Error::other("labels refused"));
-            }
-            let part = match stream.part::<U>(k).and_then(|p| match p {
-                Some(data) => part_values(a, model, &data).map(|v| Some((v, data.y))),
-                None => Ok(None),
-            }) {
-                Ok(Some(p)) => p,
+            let data = match stream.part::<U>(k) {
+                Ok(Some(data)) => data,
                 Ok(None) => continue,
                 Err(e) => {
                     failed = Some(e);
                     return Err(std::io::Error::other("prediction failed"));
                 }
             };
-            let ((values, per_row, pred), truth) = part;
+            // the first part's labels stand for the file's
+            if k == 0
+                && let Err(e) = check_labels(model, &a.data_file, &data.y)
+            {
+                refused = Some(e);
+                return Err(std::io::Error::other("labels refused"));
+            }
+            let (values, per_row, pred) = match part_values(a, model, &data) {
+                Ok(v) => v,
+                Err(e) => {
+                    failed = Some(e);
+                    return Err(std::io::Error::other("prediction failed"));
+                }
+            };
             write_rows(out, &values, per_row)?;
-            tally.add(model, &pred, &truth);
+            tally.add(model, &pred, &data.y);
         }
         out.flush()
     };
@@ -241,10 +248,7 @@ impl Tally {
     fn add(&mut self, model: &Model, pred: &[f64], truth: &[f64]) {
         self.n += truth.len();
         if let Some(classes) = &model.classes {
-            self.known += truth
-                .iter()
-                .filter(|y| classes.binary_search_by(|c| c.total_cmp(y)).is_ok())
-                .count();
+            self.known += known_labels(classes, truth);
         }
         for (p, y) in pred.iter().zip(truth) {
             self.hits += usize::from(p == y);
@@ -296,10 +300,7 @@ impl Tally {
 fn report_score(model: &Model, pred: &[f64], truth: &[f64], n: usize) {
     match (model.task, &model.classes) {
         (Task::Classification, Some(classes)) => {
-            let known = truth
-                .iter()
-                .filter(|y| classes.binary_search_by(|c| c.total_cmp(y)).is_ok())
-                .count();
+            let known = known_labels(classes, truth);
             if known == 0 {
                 eprintln!(
                     "no accuracy: none of the {n} labels in the file is one of the model's classes"

@@ -89,6 +89,24 @@ fn snapshot_of(pr: &Progress) -> JokerProgress {
     }
 }
 
+/// The training set of a fit, which must have labels.
+///
+/// # Safety
+/// `train` must be NULL or a handle not freed or changed by another thread during the fit.
+pub(crate) unsafe fn labelled_train<'a>(
+    train: *const super::JokerData,
+) -> super::FfiResult<&'a super::JokerData> {
+    // SAFETY: NULL (rejected) or valid for the fit (function contract).
+    let tr = unsafe { data_ref(train, "train") }?;
+    if !tr.labelled {
+        return Err(Failure::new(
+            JokerStatus::InvalidLabels,
+            "`train` has no labels: pass y to joker_data_from_* for training data",
+        ));
+    }
+    Ok(tr)
+}
+
 /// The validation set of a fit, which must have labels (`None` for NULL).
 ///
 /// # Safety
@@ -185,13 +203,7 @@ pub unsafe extern "C" fn joker_fit(
         // SAFETY: handles are not freed or changed concurrently (function contract).
         let p = unsafe { params_ref(params) }?;
         // SAFETY: as above.
-        let tr = unsafe { data_ref(train, "train") }?;
-        if !tr.labelled {
-            return Err(Failure::new(
-                JokerStatus::InvalidLabels,
-                "`train` has no labels: pass y to joker_data_from_* for training data",
-            ));
-        }
+        let tr = unsafe { labelled_train(train) }?;
         // SAFETY: as above.
         let val = unsafe { labelled_validation(validation) }?;
         let weights = if sample_weight.is_null() {
@@ -257,13 +269,7 @@ pub unsafe extern "C" fn joker_fit_search(
         // SAFETY: handles are not freed or changed concurrently (function contract).
         let p = unsafe { params_ref(params) }?;
         // SAFETY: as above.
-        let tr = unsafe { data_ref(train, "train") }?;
-        if !tr.labelled {
-            return Err(Failure::new(
-                JokerStatus::InvalidLabels,
-                "`train` has no labels: pass y to joker_data_from_* for training data",
-            ));
-        }
+        let tr = unsafe { labelled_train(train) }?;
         // SAFETY: the arrays hold `n_c` and `n_gamma` doubles (function contract).
         let c = unsafe { input_slice(c_values, n_c, "c_values") }?.to_vec();
         // SAFETY: as above.

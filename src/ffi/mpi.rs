@@ -1,10 +1,11 @@
 //! `joker_fit_mpi`: a distributed fit on the host's MPI communicator (feature `mpi`; declared
 //! in `include/joker_mpi.h`, not in `joker.h`, so that the default header needs no `mpi.h`).
 
-use super::data::{DataSet, data_ref};
+use super::data::DataSet;
+use super::fit::labelled_train;
 use super::model::{JokerModel, new_model};
 use super::params::params_ref;
-use super::{Failure, JokerStatus, guard, write_out};
+use super::{JokerStatus, guard, write_out};
 use crate::distributed::mpi::Mpi;
 use crate::estimator::FitOptions;
 use crate::solver::PbmConfig;
@@ -39,13 +40,7 @@ pub unsafe extern "C" fn joker_fit_mpi(
         // SAFETY: handles are not freed or changed concurrently (function contract).
         let p = unsafe { params_ref(params) }?;
         // SAFETY: as above.
-        let tr = unsafe { data_ref(train, "train") }?;
-        if !tr.labelled {
-            return Err(Failure::new(
-                JokerStatus::InvalidLabels,
-                "`train` has no labels: pass y to joker_data_from_* for training data",
-            ));
-        }
+        let tr = unsafe { labelled_train(train) }?;
         // SAFETY: `comm` is a valid communicator of an initialised MPI (function contract).
         let comm = unsafe { Mpi::from_raw(comm) }?;
         crate::device::spread_auto(comm.local_rank());

@@ -1116,8 +1116,9 @@ pub fn solve<T: Scalar>(
     // each finite Newton step is a pass over the rows: on rows mapped from a file a pass is a
     // read of the file, and the steps would read it many times where DBCD-TR reads it once
     // a pass, so the start is left out there (the direct KRR solve is one pass, and kept)
-    let svc = cfg.newton_start && newton::applies(prob) && !prob.x.is_mapped();
-    if cold && cfg.newton_start && newton::applies(prob) && prob.x.is_mapped() {
+    let newton = cfg.newton_start && newton::applies(prob);
+    let svc = newton && !prob.x.is_mapped();
+    if cold && newton && prob.x.is_mapped() {
         let skipped = "DBCD-TR from zero: the finite Newton start is left out on rows mapped \
                        from a file (each of its steps would read the file again)";
         start_note = match start_note.as_str() {
