@@ -99,7 +99,7 @@ fn convert_with_progress(
     out: &std::path::Path,
     layout: Layout,
 ) -> CliResult<(usize, usize)> {
-    let format = text_format(&a.input, &a.data, a.n_features)?;
+    let format = text_format(&a.input, &a.data, a.n_features, None)?;
     let quiet = a.quiet;
     let done = convert(
         &a.input,

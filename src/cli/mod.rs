@@ -229,16 +229,19 @@ pub fn is_npy(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "npy") || path.is_dir()
 }
 /// The format of a text file read a chunk at a time (`joker convert`, `joker train
-/// --stream`), from the options or the first data line.
+/// --stream`, `joker predict --stream`), from the options or the first data line.
+/// `n_features` is `--n-features` (a LIBSVM option); `width`, the model's number of features
+/// a LIBSVM test file is read at, is no option of the user's and names no format.
 pub fn text_format(
     path: &Path,
     data: &DataArgs,
     n_features: Option<usize>,
+    width: Option<usize>,
 ) -> CliResult<joker::io::npy::TextFormat> {
     use joker::io::npy::TextFormat;
     let libsvm = LibsvmOptions {
         zero_based: data.index_base,
-        n_features,
+        n_features: n_features.or(width),
     };
     let csv = CsvOptions {
         label_column: data.label_column.unwrap_or_default(),

@@ -160,7 +160,7 @@ fn predict_stream<U: Scalar>(a: &PredictArgs, opts: &DataArgs, model: &Model) ->
             "--stream reads a file on disk a part at a time; standard input is read whole (leave out --stream)".into(),
         ));
     }
-    let format = super::text_format(&a.data_file, opts, Some(model.n_features))?;
+    let format = super::text_format(&a.data_file, opts, None, Some(model.n_features))?;
     let stream = TextStream::open(&a.data_file, &format, a.chunk_mib.max(1) << 20, |_, _| {})?;
     let mut tally = Tally::default();
     let mut failed = None;

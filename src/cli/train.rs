@@ -730,7 +730,7 @@ fn train_stream<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> Cli
     let train_file = spool
         .as_ref()
         .map_or(a.train_file.as_path(), |s| s.0.as_path());
-    let format = super::text_format(train_file, &a.data, a.n_features)?;
+    let format = super::text_format(train_file, &a.data, a.n_features, None)?;
     let stream = TextStream::open(train_file, &format, a.chunk_mib.max(1) << 20, |k, parts| {
         if !quiet {
             super::progress::progress_line(&format!("reading: width {k}/{parts} parts"));

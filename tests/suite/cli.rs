@@ -1563,6 +1563,12 @@ fn the_label_column_is_said_recorded_and_used() {
     let e = stderr(&o);
     assert!(e.contains("as in the training file"), "{e}");
     assert!(accuracy_of(&e) > 90.0, "{e}");
+    // a part at a time as well (the model's width names no format)
+    let o = ok(joker(
+        &t.0,
+        &["predict", "--stream", "te.csv", "first.json", "s.txt"],
+    ));
+    assert!(accuracy_of(&stderr(&o)) > 90.0, "{}", stderr(&o));
     // told the wrong column: most labels are not classes, an error and no output
     fails_with(
         joker(
