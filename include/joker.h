@@ -545,7 +545,7 @@ enum JokerOutput
    */
   JOKER_OUTPUT_DECISION = 1,
   /**
-   * `joker_model_predict_proba`: `n_rows x n_classes` values, row-major (KLR only).
+   * `joker_model_predict_proba`: `n_rows x n_classes` values, row-major (KLR, or calibrated by `joker_params_set_probability`).
    */
   JOKER_OUTPUT_PROBA = 2,
 };
@@ -1012,6 +1012,19 @@ JokerStatus joker_params_set_working_set(struct JokerParams *params, int32_t rul
 JokerStatus joker_params_set_auto_exact(struct JokerParams *params, int32_t on);
 
 /**
+ * With `on` nonzero, a classifier trained with another loss than the logistic one (the SVMs)
+ * is calibrated for class probabilities after the fit: Platt's sigmoid per decision column,
+ * fitted on decision values from 5 stratified cross-validation folds (LIBSVM's `-b 1`), which
+ * costs about 5 more fits on 4/5 of the rows. `joker_model_predict_proba` then works on the
+ * model. A regression with it on is refused at the fit (`JOKER_STATUS_INVALID_PARAMETER`), and
+ * so is an MPI fit (`joker_fit_mpi`). Default off.
+ *
+ * # Safety
+ * As for `joker_params_set_loss`.
+ */
+JokerStatus joker_params_set_probability(struct JokerParams *params, int32_t on);
+
+/**
  * With `on` nonzero (the default), kernel ridge regression on a feature map of at most 4,096
  * features (random features or Nystrom centres) starts from its exact optimum: one pass forms
  * the primal system `(I + Phi^T C Phi) theta = Phi^T C y` (sample weights in `C`), a Cholesky
@@ -1466,7 +1479,7 @@ JokerStatus joker_model_tr_model(const struct JokerModel *model, const char **ou
 /**
  * Writes in `*out` the number of values a prediction function writes for `data`: `kind` is
  * `JOKER_OUTPUT_PREDICT` (rows), `JOKER_OUTPUT_DECISION` (rows x targets) or
- * `JOKER_OUTPUT_PROBA` (rows x classes; `JOKER_STATUS_UNSUPPORTED` unless KLR).
+ * `JOKER_OUTPUT_PROBA` (rows x classes; `JOKER_STATUS_UNSUPPORTED` unless KLR or calibrated).
  *
  * # Safety
  * Handles must be NULL or live and not freed during the call; `out` must be NULL or valid for
@@ -1497,7 +1510,8 @@ JokerStatus joker_model_decision_function(const struct JokerModel *model, const 
 
 /**
  * Writes class probabilities, row-major `n_rows x n_classes` in the order of
- * `joker_model_classes` (KLR models only; others give `JOKER_STATUS_UNSUPPORTED`).
+ * `joker_model_classes`: for KLR models, and for classifiers trained with
+ * `joker_params_set_probability` (Platt scaling); others give `JOKER_STATUS_UNSUPPORTED`.
  *
  * # Safety
  * As for `joker_model_predict`.

@@ -17,6 +17,7 @@
 use std::any::TypeId;
 use std::time::Duration;
 
+mod calibrate;
 mod distributed;
 mod grow;
 mod one_vs_one;
@@ -41,7 +42,7 @@ use crate::kernel::{Bandwidth, Kernel, KernelKind, RowSums, gamma_of_sums, resol
 use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
-    FORMAT_NAME, FORMAT_VERSION, FORMAT_VERSION_DUAL, FORMAT_VERSION_OVO,
+    FORMAT_NAME, FORMAT_VERSION_BIAS, FORMAT_VERSION_DUAL, FORMAT_VERSION_OVO,
     FORMAT_VERSION_STOCHASTIC, Model, Precision, Representation, Task, TrainingInfo, accuracy,
     rmse,
 };
@@ -153,6 +154,13 @@ pub struct Joker {
     /// [`TrainingInfo::loss_choice`](crate::model::TrainingInfo). Measured over the shared
     /// regression sets in `docs/bench/defaults.md`.
     pub auto_loss: bool,
+    /// Calibrate class probabilities for a classifier trained with another loss than the
+    /// logistic one (the SVMs): after the fit, Platt's sigmoid per decision column is fitted
+    /// on decision values from [`CALIBRATION_FOLDS`](crate::calibration::CALIBRATION_FOLDS)
+    /// cross-validation folds (LIBSVM's `-b 1`, scikit-learn's `SVC(probability=True)`), which
+    /// costs about that many more fits on 4/5 of the rows. The model then gives
+    /// [`Model::predict_proba`]. Off by default; a KLR fit has probabilities without it.
+    pub probability: bool,
 }
 
 /// The tube's half-width of the SVR that [`Joker::auto_loss`] takes on the exact kernel, in
@@ -212,6 +220,7 @@ impl Default for JokerBuilder {
                 device: Device::Auto,
                 auto_exact: false,
                 auto_loss: false,
+                probability: false,
             },
         }
     }
@@ -225,6 +234,12 @@ impl From<Joker> for JokerBuilder {
 }
 
 impl JokerBuilder {
+    /// Calibrated class probabilities by Platt scaling (default off; [`Joker::probability`]).
+    pub fn probability(mut self, on: bool) -> Self {
+        self.p.probability = on;
+        self
+    }
+
     /// The loss (default: squared error, i.e. KRR).
     pub fn loss(mut self, loss: Loss) -> Self {
         self.p.loss = loss;
@@ -538,6 +553,12 @@ impl JokerBuilder {
                     "the automatic loss is a regression loss; this fit is a classification (the {} loss)",
                     p.loss.name()
                 ),
+            ));
+        }
+        if p.probability && p.task == Some(Task::Regression) {
+            return Err(invalid(
+                "probability",
+                "class probabilities need a classification (a regression predicts values)",
             ));
         }
         if p.loss.is_classifier() && p.task == Some(Task::Regression) {
@@ -933,9 +954,13 @@ impl Joker {
             ),
             Some((AutoRepr::Random, why)) => (est, why),
         };
+        let weights = opts.sample_weight;
         let mut model = est.fit_on(data, opts, None)?;
         model.training.representation = representation;
         model.training.loss_choice = loss_choice;
+        if self.probability && model.loss != Loss::Logistic {
+            est.calibrate(&mut model, data, weights)?;
+        }
         Ok(model)
     }
 
@@ -1557,7 +1582,7 @@ impl Joker {
         Model {
             format: FORMAT_NAME.into(),
             version: if map.and_then(FeatureMap::bias).is_some() {
-                FORMAT_VERSION
+                FORMAT_VERSION_BIAS
             } else if doubly_stochastic {
                 FORMAT_VERSION_STOCHASTIC
             } else if multiclass == Multiclass::OneVsOne {
@@ -1580,6 +1605,7 @@ impl Joker {
             representation,
             dual: (!doubly_stochastic && !f.distributed).then_some(sol.alpha),
             data: None,
+            calibration: None,
             training: TrainingInfo {
                 iterations: sol.iters,
                 stop: sol.stop,

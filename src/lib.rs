@@ -23,6 +23,7 @@ pub use error::{JokerError, Result};
 pub use scalar::Scalar;
 pub mod atomic_file;
 pub mod backend;
+pub mod calibration;
 pub mod device;
 pub mod distributed;
 pub mod estimator;

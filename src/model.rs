@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::cpu::Cpu;
 use crate::backend::predict::Predictor;
+use crate::calibration::{Calibration, sigmoid};
 use crate::data::{Dataset, DenseMatrix, Features};
 use crate::error::{JokerError, Result};
 use crate::features::{FeatureMap, FeatureSpec, RandomMap};
@@ -35,8 +36,11 @@ pub const FORMAT_NAME: &str = "joker-model";
 /// (`"ovo"`, whose columns an older build would misread as one-vs-rest); this build writes it
 /// for one-vs-one models only. Version 4 adds `representation.bias` (a constant feature after
 /// the random ones, whose `theta` entries an older build would not expect); this build writes
-/// it for such models only.
-pub const FORMAT_VERSION: u32 = 4;
+/// it for such models only. Version 5 adds `calibration` (Platt's sigmoids, which give an SVM
+/// class probabilities); this build writes it for calibrated models only.
+pub const FORMAT_VERSION: u32 = 5;
+/// The version written for models with a bias feature (see [`FORMAT_VERSION`]).
+pub const FORMAT_VERSION_BIAS: u32 = 4;
 /// The version written for one-vs-one models without a bias feature (see [`FORMAT_VERSION`]).
 pub const FORMAT_VERSION_OVO: u32 = 3;
 /// The version written for doubly stochastic models (see [`FORMAT_VERSION`]).
@@ -263,6 +267,11 @@ pub struct Model {
     /// Older builds ignore the field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<crate::io::DataLayout>,
+    /// Platt's sigmoids per decision column, which give a classifier trained with another loss
+    /// than the logistic one class probabilities ([`Model::predict_proba`]); absent where the
+    /// fit was not asked for probabilities (version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
     /// Training summary.
     pub training: TrainingInfo,
     /// Every monitoring check of the fit (not saved).
@@ -470,31 +479,54 @@ impl Model {
         }
     }
 
-    /// Class probabilities (KLR only), row-major `n x K` in the order of `classes`: the
-    /// sigmoid of the decision value for two classes; for one-vs-rest, each class's sigmoid
-    /// normalised over the classes; for one-vs-one, the pairs' sigmoids coupled
-    /// ([`couple`]).
+    /// Whether the model gives class probabilities: a kernel logistic regression, or a
+    /// classifier calibrated by Platt scaling (trained with probabilities asked for).
+    pub fn has_probabilities(&self) -> bool {
+        self.task == Task::Classification
+            && (self.loss == Loss::Logistic || self.calibration.is_some())
+    }
+
+    /// Class probabilities, row-major `n x K` in the order of `classes`, from each decision
+    /// column's probability of its positive side (the logistic sigmoid of the decision value
+    /// for KLR, Platt's calibrated sigmoid otherwise): for two classes that column's
+    /// probability and its complement; for one-vs-rest, the columns' probabilities normalised
+    /// over the classes; for one-vs-one, the pairs' probabilities coupled ([`couple`]).
+    ///
+    /// # Errors
+    /// [`JokerError::Unsupported`] for a model without probabilities
+    /// ([`has_probabilities`](Model::has_probabilities)).
     pub fn predict_proba<U: Scalar>(&self, x: &Features<U>) -> Result<Vec<f64>> {
-        if self.loss != Loss::Logistic {
+        if !self.has_probabilities() {
             return Err(JokerError::Unsupported(format!(
-                "probabilities need the logistic loss (KLR); this model uses {}",
+                "probabilities need the logistic loss (KLR) or a classifier trained with probabilities asked for (Platt scaling: `joker train --proba`, `probability=True`); this model uses the {} loss without them",
                 self.loss.name()
             )));
         }
         let dv = self.decision_function(x)?;
-        let sig = |z: f64| 1.0 / (1.0 + (-z).exp());
+        let column = |t: usize, z: f64| match &self.calibration {
+            Some(c) if self.loss != Loss::Logistic => c.probability(t, z),
+            _ => sigmoid(z),
+        };
         let t = self.n_targets;
         Ok(if t == 1 {
-            dv.iter().flat_map(|&z| [1.0 - sig(z), sig(z)]).collect()
+            dv.iter()
+                .flat_map(|&z| {
+                    let p = column(0, z);
+                    [1.0 - p, p]
+                })
+                .collect()
         } else if self.multiclass == Multiclass::OneVsOne {
             let k = self.classes.as_ref().map_or(0, |c| c.len());
             dv.chunks_exact(t)
-                .flat_map(|row| couple(&row.iter().map(|&z| sig(z)).collect::<Vec<_>>(), k))
+                .flat_map(|row| {
+                    let r: Vec<f64> = row.iter().enumerate().map(|(c, &z)| column(c, z)).collect();
+                    couple(&r, k)
+                })
                 .collect()
         } else {
             dv.chunks_exact(t)
                 .flat_map(|row| {
-                    let p: Vec<f64> = row.iter().map(|&z| sig(z)).collect();
+                    let p: Vec<f64> = row.iter().enumerate().map(|(c, &z)| column(c, z)).collect();
                     let s: f64 = p.iter().sum();
                     p.into_iter().map(move |v| v / s)
                 })
@@ -643,6 +675,13 @@ impl Model {
                     values[k]
                 ));
             }
+        }
+        if let Some(cal) = &self.calibration
+            && (self.classes.is_none() || !cal.fits(t))
+        {
+            return bad(format!(
+                "field `calibration` needs a classifier and one finite `a` and `b` per decision column ({t})"
+            ));
         }
         if let Some(c) = &self.classes {
             if c.len() < 2 {

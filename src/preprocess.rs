@@ -359,23 +359,76 @@ pub fn vote(row: &[f64], k: usize) -> usize {
 }
 
 /// One-vs-one class probabilities from pairwise ones: `r[p]` is the probability of the second
-/// class of pair `p` against the first. Pairwise coupling after Price et al. (1995):
-/// `p_i ∝ 1 / (sum_{j != i} 1 / r_ij - (k - 2))`, normalised; exact when the pairwise
-/// probabilities come from one distribution (`r_ij = p_i / (p_i + p_j)`).
+/// class of pair `p` against the first. Pairwise coupling by the second method of Wu, Lin and
+/// Weng (2004), as LIBSVM's: the `p` on the simplex that best satisfies
+/// `r_ji p_i = r_ij p_j` for every pair in least squares, i.e. `min 1/2 p^T Q p` subject to
+/// `sum p = 1` with `Q_ii = sum_{j != i} r_ji^2` and `Q_ij = -r_ji r_ij`; its optimality
+/// conditions `[Q e; e^T 0] [p; b] = [0; 1]` are solved directly (Gaussian elimination with
+/// partial pivoting on a `(k + 1)`-square system). Exact when the pairwise probabilities come
+/// from one distribution (`r_ij = p_i / (p_i + p_j)`); the pairwise values are kept within
+/// `[1e-7, 1 - 1e-7]`, and any round-off below zero is clipped before normalising.
 pub fn couple(r: &[f64], k: usize) -> Vec<f64> {
-    let mut inv = vec![0.0f64; k];
-    let floor = 1e-12;
-    for (&(a, b), &rb) in class_pairs(k).iter().zip(r) {
-        // r_ab = P(a | a or b) = 1 - rb; r_ba = rb
-        inv[a] += 1.0 / (1.0 - rb).max(floor);
-        inv[b] += 1.0 / rb.max(floor);
+    let eps = 1e-7;
+    let n = k + 1;
+    let mut a = vec![0.0f64; n * n];
+    let mut rhs = vec![0.0f64; n];
+    for (&(i, j), &rj) in class_pairs(k).iter().zip(r) {
+        // r_ij = P(i | i or j) = 1 - r[p]; r_ji = r[p]
+        let rj = rj.clamp(eps, 1.0 - eps);
+        let ri = 1.0 - rj;
+        a[i * n + i] += rj * rj;
+        a[j * n + j] += ri * ri;
+        a[i * n + j] -= rj * ri;
+        a[j * n + i] -= rj * ri;
     }
-    let p: Vec<f64> = inv
-        .iter()
-        .map(|&s| 1.0 / (s - (k as f64 - 2.0)).max(floor))
-        .collect();
+    for i in 0..k {
+        a[i * n + k] = 1.0;
+        a[k * n + i] = 1.0;
+    }
+    rhs[k] = 1.0;
+    let p = match solve_dense(&mut a, &mut rhs, n) {
+        Some(x) => x[..k].iter().map(|&v| v.max(0.0)).collect::<Vec<_>>(),
+        None => vec![1.0; k],
+    };
     let total: f64 = p.iter().sum();
-    p.into_iter().map(|v| v / total).collect()
+    if total > 0.0 && total.is_finite() {
+        p.into_iter().map(|v| v / total).collect()
+    } else {
+        vec![1.0 / k as f64; k]
+    }
+}
+
+/// Solves the `n x n` row-major system `a x = b` in place by Gaussian elimination with
+/// partial pivoting; `None` for a singular (or non-finite) matrix.
+fn solve_dense(a: &mut [f64], b: &mut [f64], n: usize) -> Option<Vec<f64>> {
+    for col in 0..n {
+        let piv =
+            (col..n).max_by(|&x, &y| a[x * n + col].abs().total_cmp(&a[y * n + col].abs()))?;
+        if !(a[piv * n + col].abs() > 1e-300) {
+            return None;
+        }
+        if piv != col {
+            for c in 0..n {
+                a.swap(piv * n + c, col * n + c);
+            }
+            b.swap(piv, col);
+        }
+        for row in col + 1..n {
+            let f = a[row * n + col] / a[col * n + col];
+            if f != 0.0 {
+                for c in col..n {
+                    a[row * n + c] -= f * a[col * n + c];
+                }
+                b[row] -= f * b[col];
+            }
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let s: f64 = (row + 1..n).map(|c| a[row * n + c] * x[c]).sum();
+        x[row] = (b[row] - s) / a[row * n + row];
+    }
+    x.iter().all(|v| v.is_finite()).then_some(x)
 }
 
 /// One-vs-one targets: column `p` of pair `(a, b)` is `-1` on the rows of class `a`, `+1` on
@@ -546,7 +599,25 @@ mod tests {
             .collect();
         let q = couple(&r, 4);
         for (u, v) in p.iter().zip(&q) {
-            assert!((u - v).abs() < 1e-12, "{p:?} vs {q:?}");
+            assert!((u - v).abs() < 1e-9, "{p:?} vs {q:?}");
+        }
+        // inconsistent pairs: a distribution, and the least-squares optimum (the objective
+        // rises along every direction that keeps the sum)
+        let r = [0.9, 0.2, 0.6, 0.7, 0.1, 0.45];
+        let q = couple(&r, 4);
+        assert!((q.iter().sum::<f64>() - 1.0).abs() < 1e-12 && q.iter().all(|&v| v >= 0.0));
+        let obj = |p: &[f64]| -> f64 {
+            class_pairs(4)
+                .iter()
+                .zip(&r)
+                .map(|(&(i, j), &rj)| ((rj * p[i]) - ((1.0 - rj) * p[j])).powi(2))
+                .sum()
+        };
+        for (u, v) in [(0, 1), (1, 3), (2, 0)] {
+            let mut w = q.clone();
+            w[u] += 1e-4;
+            w[v] -= 1e-4;
+            assert!(obj(&w) > obj(&q), "{q:?} not optimal along ({u}, {v})");
         }
         let y = [2.0, 0.0, 1.0, 2.0];
         let c = classes_of(&y).unwrap();

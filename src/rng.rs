@@ -99,6 +99,8 @@ pub mod streams {
     pub const MEDIAN_GROUPS: u32 = 0x3ED6;
     /// The folds of a model search's cross-validation.
     pub const SEARCH_FOLDS: u32 = 0x5EA4;
+    /// The folds of the cross-validation that calibrates class probabilities (Platt).
+    pub const CALIBRATION_FOLDS: u32 = 0xCA1B;
 }
 
 impl Stream {

@@ -25,9 +25,9 @@ pub fn run(a: PredictArgs) -> CliResult<()> {
         )?;
     }
     let model = Model::load(&a.model_file)?;
-    if a.proba && model.loss != joker::Loss::Logistic {
+    if a.proba && !model.has_probabilities() {
         return Err(CliError::Message(format!(
-            "--proba needs a kernel logistic regression model (trained with -l klr); {} was trained with the {} loss (use --decision for decision values)",
+            "--proba needs a kernel logistic regression model (trained with -l klr) or a classifier trained with --proba; {} was trained with the {} loss without probabilities (use --decision for decision values)",
             a.model_file.display(),
             model.loss.name()
         )));

@@ -259,6 +259,7 @@ fn estimator(a: &TrainArgs, loss: LossArg) -> CliResult<Joker> {
     if let Some(w) = &a.class_weight {
         b = b.class_weight(w.clone());
     }
+    b = b.probability(a.proba);
     match a.multiclass {
         MulticlassArg::Auto => {}
         MulticlassArg::Ovr => b = b.multiclass(Multiclass::OneVsRest),
@@ -695,6 +696,12 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         }
         if !model.training.start.is_empty() {
             eprintln!("start: {}", model.training.start);
+        }
+        if let Some(c) = &model.calibration {
+            eprintln!(
+                "probabilities: Platt's sigmoid per decision column, fitted on {}-fold cross-validated decision values",
+                c.folds
+            );
         }
     }
     let mut model = model;

@@ -35,8 +35,8 @@ impl Joker {
     /// fall back to the CPU.
     ///
     /// # Errors
-    /// [`JokerError::Unsupported`] for full KRR, the doubly stochastic solvers, the bias
-    /// feature and warm starts; the errors of [`fit_with`](Joker::fit_with); and
+    /// [`JokerError::Unsupported`] for full KRR, the doubly stochastic solvers, probabilities,
+    /// the bias feature and warm starts; the errors of [`fit_with`](Joker::fit_with); and
     /// [`JokerError::Distributed`] when another rank failed. A rank that fails tells the others
     /// ([`Collective::fail`]: over MPI that aborts the job), so that none waits for it.
     pub fn fit_distributed<U: Scalar>(
@@ -135,6 +135,9 @@ impl Joker {
         }
         if self.dsg.is_some() {
             return refuse("the doubly stochastic solvers");
+        }
+        if self.probability {
+            return refuse("calibrated probabilities (Platt scaling)");
         }
         if self.bias > 0.0 {
             return refuse("the bias feature");

@@ -125,7 +125,11 @@ impl Joker {
             })
             .collect::<Result<_>>()?;
         let with = |c: f64, gamma: Bandwidth, exact: bool| {
-            let b = JokerBuilder::from(self.clone()).c(c).bandwidth(gamma);
+            // the folds' fits score labels: only the refitted winner is calibrated
+            let b = JokerBuilder::from(self.clone())
+                .c(c)
+                .bandwidth(gamma)
+                .probability(false);
             if exact { b.exact() } else { b }.build()
         };
         // the default width on the first fold's rows, and the representation it takes there
@@ -181,7 +185,8 @@ impl Joker {
         } else {
             Bandwidth::Gamma(w.gamma)
         };
-        let mut model = with(w.c, width, false)?.fit(data)?;
+        let winner = JokerBuilder::from(with(w.c, width, false)?).probability(self.probability);
+        let mut model = winner.build()?.fit(data)?;
         model.training.search = Some(SearchRecord {
             folds: grid.folds,
             metric: metric.into(),

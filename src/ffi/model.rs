@@ -35,7 +35,7 @@ pub enum JokerOutput {
     Predict = 0,
     /// `joker_model_decision_function`: `n_rows x n_targets` values, row-major.
     Decision = 1,
-    /// `joker_model_predict_proba`: `n_rows x n_classes` values, row-major (KLR only).
+    /// `joker_model_predict_proba`: `n_rows x n_classes` values, row-major (KLR, or calibrated by `joker_params_set_probability`).
     Proba = 2,
 }
 
@@ -411,9 +411,9 @@ fn output_len(m: &Model, n: usize, kind: i32) -> FfiResult<usize> {
 }
 
 fn proba_supported(m: &Model) -> FfiResult<()> {
-    if m.loss != crate::loss::Loss::Logistic {
+    if !m.has_probabilities() {
         return Err(JokerError::Unsupported(format!(
-            "probabilities need the logistic loss (KLR); this model uses {}",
+            "probabilities need the logistic loss (KLR) or a classifier trained with joker_params_set_probability; this model uses the {} loss without them",
             m.loss.name()
         ))
         .into());
@@ -423,7 +423,7 @@ fn proba_supported(m: &Model) -> FfiResult<()> {
 
 /// Writes in `*out` the number of values a prediction function writes for `data`: `kind` is
 /// `JOKER_OUTPUT_PREDICT` (rows), `JOKER_OUTPUT_DECISION` (rows x targets) or
-/// `JOKER_OUTPUT_PROBA` (rows x classes; `JOKER_STATUS_UNSUPPORTED` unless KLR).
+/// `JOKER_OUTPUT_PROBA` (rows x classes; `JOKER_STATUS_UNSUPPORTED` unless KLR or calibrated).
 ///
 /// # Safety
 /// Handles must be NULL or live and not freed during the call; `out` must be NULL or valid for
@@ -538,7 +538,8 @@ pub unsafe extern "C" fn joker_model_decision_function(
 }
 
 /// Writes class probabilities, row-major `n_rows x n_classes` in the order of
-/// `joker_model_classes` (KLR models only; others give `JOKER_STATUS_UNSUPPORTED`).
+/// `joker_model_classes`: for KLR models, and for classifiers trained with
+/// `joker_params_set_probability` (Platt scaling); others give `JOKER_STATUS_UNSUPPORTED`.
 ///
 /// # Safety
 /// As for `joker_model_predict`.

@@ -268,6 +268,64 @@ fn klr_probabilities_and_an_exact_model() {
 }
 
 #[test]
+fn svm_probabilities_by_platt_scaling() {
+    let t = TempDir::new("platt");
+    t.write("train.svm", &circle_libsvm(300, 5, false));
+    t.write("test.svm", &circle_libsvm(200, 6, false));
+    let train = ok(joker(&t.0, &["train", "--proba", "train.svm", "svc.json"]));
+    assert!(
+        stderr(&train).contains("probabilities: Platt"),
+        "{}",
+        stderr(&train)
+    );
+    let model = std::fs::read_to_string(t.path("svc.json")).unwrap();
+    assert!(model.contains("\"calibration\"") && model.contains("\"version\":5"));
+    let out = ok(joker(
+        &t.0,
+        &["predict", "--proba", "-q", "test.svm", "svc.json", "-"],
+    ));
+    let rows: Vec<Vec<f64>> = stdout(&out)
+        .lines()
+        .map(|l| l.split(' ').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    let dec = ok(joker(
+        &t.0,
+        &["predict", "--decision", "-q", "test.svm", "svc.json", "-"],
+    ));
+    let f: Vec<f64> = stdout(&dec).lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!((rows.len(), f.len()), (200, 200));
+    for r in &rows {
+        assert!((r[0] + r[1] - 1.0).abs() < 1e-12 && r.iter().all(|p| (0.0..=1.0).contains(p)));
+    }
+    // P(positive) increases with the decision value, and is above 1/2 on most rows the
+    // decision puts on the positive side
+    let mut by_f: Vec<(f64, f64)> = f.iter().zip(&rows).map(|(&v, r)| (v, r[1])).collect();
+    by_f.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(by_f.windows(2).all(|w| w[0].1 <= w[1].1), "not monotone");
+    let agree = by_f
+        .iter()
+        .filter(|(v, p)| (*v >= 0.0) == (*p >= 0.5))
+        .count();
+    assert!(agree >= 180, "{agree} of 200 agree");
+    // a regression cannot have class probabilities
+    t.write("reg.svm", "1.5 1:0.2\n0.3 1:0.4\n2.0 1:0.9\n0.1 1:0.1\n");
+    fails_with(
+        joker(
+            &t.0,
+            &[
+                "train",
+                "--proba",
+                "--task",
+                "regression",
+                "reg.svm",
+                "r.json",
+            ],
+        ),
+        "probabilit",
+    );
+}
+
+#[test]
 fn csv_regression() {
     let t = TempDir::new("csv");
     let mut r = Lcg(7);

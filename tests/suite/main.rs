@@ -18,6 +18,7 @@ mod krr;
 mod multiclass;
 mod npy;
 mod nystrom;
+mod proba;
 mod readme_snippets;
 mod real_data;
 mod shard;
