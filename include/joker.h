@@ -1355,6 +1355,16 @@ JokerStatus joker_model_n_targets(const struct JokerModel *model, size_t *out);
 JokerStatus joker_model_n_classes(const struct JokerModel *model, size_t *out);
 
 /**
+ * Writes 1 when the model gives class probabilities (`joker_model_predict_proba`): a kernel
+ * logistic regression, or a classifier trained with `joker_params_set_probability`; else 0.
+ *
+ * # Safety
+ * `model` must be NULL or a live handle not freed during the call; `out` must be NULL or
+ * valid for one write.
+ */
+JokerStatus joker_model_has_probabilities(const struct JokerModel *model, int32_t *out);
+
+/**
  * Writes the number of random features `M` (0 for an exact-kernel model).
  *
  * # Safety

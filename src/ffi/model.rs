@@ -182,6 +182,21 @@ pub unsafe extern "C" fn joker_model_n_classes(
     unsafe { model_get(model, out, |m| m.classes.as_ref().map_or(0, Vec::len)) }
 }
 
+/// Writes 1 when the model gives class probabilities (`joker_model_predict_proba`): a kernel
+/// logistic regression, or a classifier trained with `joker_params_set_probability`; else 0.
+///
+/// # Safety
+/// `model` must be NULL or a live handle not freed during the call; `out` must be NULL or
+/// valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn joker_model_has_probabilities(
+    model: *const JokerModel,
+    out: *mut i32,
+) -> JokerStatus {
+    // SAFETY: forwarded contract.
+    unsafe { model_get(model, out, |m| i32::from(m.has_probabilities())) }
+}
+
 /// Writes the number of random features `M` (0 for an exact-kernel model).
 ///
 /// # Safety

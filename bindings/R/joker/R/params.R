@@ -84,7 +84,8 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
                          multiclass = "auto", solver = "dbcd", batch_size = NULL,
                          feature_block = NULL, step_theta = NULL, step_t0 = NULL,
                          direct_krr = TRUE, tr_norm = "auto", bias = 0,
-                         newton_start = TRUE, intercept = NULL, auto_loss = FALSE) {
+                         newton_start = TRUE, intercept = NULL, auto_loss = FALSE,
+                         probability = FALSE) {
   args <- mget(names(formals()), environment())
   p <- .Call(C_R_joker_params_new)
   set <- function(name, value, param = 0, logical = FALSE)
@@ -156,6 +157,7 @@ joker_params <- function(loss = "krr", loss_param = 0, kernel = "gaussian", gamm
   set("intercept", if (is.null(intercept)) 2 else as.numeric(intercept))
   # the automatic loss against the task
   set("auto_loss", auto_loss, logical = TRUE)
+  set("probability", probability, logical = TRUE)
   # args: the arguments as given, so that joker() can rebuild them (a factor response sets
   # task = "classification") and summary() can show them.
   structure(list(ptr = p, args = args), class = "joker_params")

@@ -81,8 +81,8 @@ predict.joker <- function(object, newdata, type = c("response", "decision", "pro
 .joker_width <- function(object, type) {
   info <- joker_info(object)
   if (type == "prob") {
-    if (info$loss != "klr")
-      stop("JOKER_STATUS_UNSUPPORTED: probabilities need a kernel logistic regression model (loss = \"klr\")",
+    if (!isTRUE(info$probabilities))
+      stop("JOKER_STATUS_UNSUPPORTED: probabilities need a kernel logistic regression model (loss = \"klr\") or a classifier trained with probability = TRUE",
            call. = FALSE)
     return(info$n_classes)
   }

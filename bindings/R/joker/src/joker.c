@@ -139,6 +139,7 @@ SEXP R_joker_params_set(SEXP params, SEXP name, SEXP value, SEXP param) {
     else if (!strcmp(k, "bias")) st = joker_params_set_bias(p, v);
     else if (!strcmp(k, "intercept")) st = joker_params_set_intercept(p, (int32_t)v);
     else if (!strcmp(k, "auto_loss")) st = joker_params_set_auto_loss(p, v != 0);
+    else if (!strcmp(k, "probability")) st = joker_params_set_probability(p, v != 0);
     else if (!strcmp(k, "multiclass")) st = joker_params_set_multiclass(p, (int32_t)v);
     else if (!strcmp(k, "feature_map"))
         st = joker_params_set_feature_map(p, (int32_t)v, (int32_t)Rf_asReal(param));
@@ -322,7 +323,7 @@ SEXP R_joker_load(SEXP path) {
 SEXP R_joker_info(SEXP model) {
     JokerModel *m = (JokerModel *)addr(model, "model");
     size_t nf = 0, nt = 0, nc = 0, mm = 0, it = 0;
-    int32_t task = 0, loss = 0, kernel = 0, multiclass = 0;
+    int32_t task = 0, loss = 0, kernel = 0, multiclass = 0, proba = 0;
     double gamma = 0, lambda = 0, gap = 0;
     const char *stop = NULL, *device = NULL, *tr_model = NULL;
     check(joker_model_n_features(m, &nf));
@@ -340,14 +341,15 @@ SEXP R_joker_info(SEXP model) {
     check(joker_model_device(m, &device));
     check(joker_model_tr_model(m, &tr_model));
     check(joker_model_multiclass(m, &multiclass));
+    check(joker_model_has_probabilities(m, &proba));
     SEXP classes = PROTECT(Rf_allocVector(REALSXP, (R_xlen_t)nc));
     check(joker_model_classes(m, REAL(classes), nc));
     const char *names[] = {"n_features", "n_targets", "n_classes", "n_components", "iterations",
                            "task",       "loss",      "kernel",    "gamma",        "lambda",
                            "gap",        "stop_reason", "classes",   "device",       "tr_model",
-                           "multiclass"};
-    SEXP out = PROTECT(Rf_allocVector(VECSXP, 16));
-    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 16));
+                           "multiclass", "probabilities"};
+    SEXP out = PROTECT(Rf_allocVector(VECSXP, 17));
+    SEXP nm = PROTECT(Rf_allocVector(STRSXP, 17));
     SET_VECTOR_ELT(out, 0, Rf_ScalarReal((double)nf));
     SET_VECTOR_ELT(out, 1, Rf_ScalarReal((double)nt));
     SET_VECTOR_ELT(out, 2, Rf_ScalarReal((double)nc));
@@ -364,7 +366,8 @@ SEXP R_joker_info(SEXP model) {
     SET_VECTOR_ELT(out, 13, Rf_mkString(device));
     SET_VECTOR_ELT(out, 14, Rf_mkString(tr_model));
     SET_VECTOR_ELT(out, 15, Rf_ScalarInteger(multiclass));
-    for (int i = 0; i < 16; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
+    SET_VECTOR_ELT(out, 16, Rf_ScalarLogical(proba != 0));
+    for (int i = 0; i < 17; i++) SET_STRING_ELT(nm, i, Rf_mkChar(names[i]));
     Rf_setAttrib(out, R_NamesSymbol, nm);
     UNPROTECT(3);
     return out;

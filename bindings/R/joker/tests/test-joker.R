@@ -63,6 +63,13 @@ lab <- predict(klr, test)
 ok(all((p[, "1"] > 0.5) == (lab == "1")), "probabilities agree with labels")
 expect_error(predict(model, test, type = "prob"), "JOKER_STATUS_UNSUPPORTED",
              "probabilities from an SVM")
+svc_p <- joker(cover ~ ., data = train, loss = "l1-svc", C = 1, probability = TRUE)
+ps <- predict(svc_p, test, type = "prob")
+ok(isTRUE(joker_info(svc_p)$probabilities) && !isTRUE(joker_info(model)$probabilities) &&
+     max(abs(rowSums(ps) - 1)) < 1e-12 && all(ps >= 0 & ps <= 1),
+   "SVM probabilities by Platt scaling (probability = TRUE): distributions")
+dv <- predict(svc_p, test, type = "decision")
+ok(all(diff(ps[order(dv), 2]) >= 0), "calibrated probabilities increase with the decision value")
 expect_error(predict(model, test, type = "class"), "'arg' should be one of",
              "unknown predict type")
 
