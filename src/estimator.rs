@@ -720,7 +720,10 @@ fn validate_dsg(p: &Joker, cfg: &DsgConfig) -> Result<()> {
 /// Options of one fit beyond the parameters.
 #[derive(Default)]
 pub struct FitOptions<'a, U> {
-    /// Positive weight per sample (scales that sample's box).
+    /// Positive weight per sample: a row of weight `k` counts as `k` copies of it, in its box
+    /// (`lambda_i = lambda / w_i`) and in the standardisation, the target scaling and the
+    /// data-wide width rules (`scale`, `msd`; the median looks at unweighted rows). Class
+    /// weights multiply it.
     pub sample_weight: Option<&'a [f64]>,
     /// A validation set, scored at every check.
     pub validation: Option<&'a Dataset<U>>,
@@ -1305,7 +1308,9 @@ impl Joker {
         // sets too, in every front end.
         let b = self.solver.block_size.min(n.max(1));
         let scheme = self.scheme(dist.is_some());
-        let targets = self.encode_targets(&data.y, comm, scheme)?;
+        // the weights first: the scalings and the width below count them
+        check_weights(opts.sample_weight, n)?;
+        let targets = self.encode_targets(&data.y, opts.sample_weight, comm, scheme)?;
         let tt = targets.y.len() / n;
         let pairs = targets.multiclass == Multiclass::OneVsOne;
         if pairs && dist.is_some() {
@@ -1314,12 +1319,17 @@ impl Joker {
                 "one-vs-one is not distributed: train with one-vs-rest over MPI",
             ));
         }
-        let lam = self.sample_lambdas(
+        // a row of weight k counts as k copies of it: in its box (lambda_i = lambda / w_i) and
+        // in the standardisation and the width below
+        let weights = self.row_weights(
             &data.y,
             targets.classes.as_deref(),
             opts.sample_weight,
             comm,
         )?;
+        let lam: Vec<f64> = weights.iter().map(|w| self.lambda / w).collect();
+        let weighted = (opts.sample_weight.is_some() || self.class_weight != ClassWeight::None)
+            .then_some(weights.as_slice());
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
         // one-vs-one solves one column at a time and keeps every pair's coefficients
         let need = match pairs {
@@ -1334,7 +1344,7 @@ impl Joker {
         };
 
         let (standardizer, x, kernel, map) =
-            self.prepared_features::<U, T>(&data.x, comm, backend)?;
+            self.prepared_features::<U, T>(&data.x, weighted, comm, backend)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
         let mut hooks = fit_hooks::<U, T>(&mut opts, &standardizer, d, &targets, tt)?;
         let prob = Problem {
@@ -1436,6 +1446,7 @@ impl Joker {
     fn prepared_features<U: Scalar, T: Scalar>(
         &self,
         x: &Features<U>,
+        weights: Option<&[f64]>,
         comm: &dyn Collective,
         backend: &dyn Backend<T>,
     ) -> Result<(Standardizer, Features<T>, Kernel, Option<FeatureMap<T>>)> {
@@ -1447,7 +1458,7 @@ impl Joker {
             ));
         }
         let standardizer = if self.standardize {
-            Standardizer::fit_over(x, comm)?
+            Standardizer::fit_weighted(x, weights, comm)?
         } else {
             Standardizer::identity(d)
         };
@@ -1463,7 +1474,7 @@ impl Joker {
         let gamma = match rule {
             // the data-wide rules from sums over every rank's rows, as one process would
             Bandwidth::MeanSquaredDistance | Bandwidth::Scale => {
-                let mut sums = RowSums::of(&x).packed();
+                let mut sums = RowSums::of_weighted(&x, weights).packed();
                 comm.sum(&mut sums)?;
                 gamma_of_sums(self.kernel, rule, &RowSums::unpacked(&sums))?
             }
@@ -1692,6 +1703,7 @@ impl Joker {
     fn encode_targets(
         &self,
         labels: &[f64],
+        weights: Option<&[f64]>,
         comm: &dyn Collective,
         scheme: Multiclass,
     ) -> Result<Targets> {
@@ -1716,7 +1728,7 @@ impl Joker {
             }
             Task::Regression => {
                 let scaler = if self.normalize_target {
-                    TargetScaler::fit_over(labels, comm)?
+                    TargetScaler::fit_weighted(labels, weights, comm)?
                 } else {
                     TargetScaler::identity()
                 };
@@ -1730,8 +1742,9 @@ impl Joker {
         })
     }
 
-    /// `lambda_i = lambda / w_i`, with `w_i` the sample weight times the class weight.
-    fn sample_lambdas(
+    /// The weight of each row, `w_i`: its sample weight times its class weight (all 1 without
+    /// either).
+    fn row_weights(
         &self,
         labels: &[f64],
         classes: Option<&[f64]>,
@@ -1740,28 +1753,8 @@ impl Joker {
     ) -> Result<Vec<f64>> {
         let n = labels.len();
         let mut w = vec![1.0; n];
+        check_weights(sample_weight, n)?;
         if let Some(sw) = sample_weight {
-            if sw.len() != n {
-                return Err(JokerError::ShapeMismatch(format!(
-                    "{n} samples but {} sample weights",
-                    sw.len()
-                )));
-            }
-            for (i, &v) in sw.iter().enumerate() {
-                if !v.is_finite() {
-                    return Err(JokerError::NonFinite {
-                        what: "sample weights",
-                        row: i,
-                        col: 0,
-                    });
-                }
-                if v <= 0.0 {
-                    return Err(invalid(
-                        "sample_weight",
-                        format!("weights must be positive, sample {i} has {v}"),
-                    ));
-                }
-            }
             w.copy_from_slice(sw);
         }
         if let Some(classes) = classes {
@@ -1778,7 +1771,7 @@ impl Joker {
                 "class weights apply to classifiers only",
             ));
         }
-        Ok(w.iter().map(|wi| self.lambda / wi).collect())
+        Ok(w)
     }
 
     /// Refuses a fit whose estimated memory is over the limit, before the big allocations
@@ -2194,6 +2187,35 @@ fn full_krr<T: Scalar>(
 /// Classifiers accept any set of label values, but a label set that looks like regression
 /// targets (more than 1000 classes, or more classes than half the samples) is refused rather
 /// than turned into a huge one-vs-rest problem.
+/// Sample weights: one per row, each finite and positive.
+fn check_weights(sample_weight: Option<&[f64]>, n: usize) -> Result<()> {
+    let Some(sw) = sample_weight else {
+        return Ok(());
+    };
+    if sw.len() != n {
+        return Err(JokerError::ShapeMismatch(format!(
+            "{n} samples but {} sample weights",
+            sw.len()
+        )));
+    }
+    for (i, &v) in sw.iter().enumerate() {
+        if !v.is_finite() {
+            return Err(JokerError::NonFinite {
+                what: "sample weights",
+                row: i,
+                col: 0,
+            });
+        }
+        if v <= 0.0 {
+            return Err(invalid(
+                "sample_weight",
+                format!("weights must be positive, sample {i} has {v}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_class_count(classes: &[f64], n: usize) -> Result<()> {
     let k = classes.len();
     if k > 1000 || (k > 2 && 2 * k > n) {

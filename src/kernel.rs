@@ -243,20 +243,27 @@ pub struct RowSums {
 impl RowSums {
     /// The sums of the rows of `x` (zeros of sparse rows included).
     pub fn of<T: Scalar>(x: &Features<T>) -> RowSums {
+        Self::of_weighted(x, None)
+    }
+
+    /// The sums of the rows of `x`, row `i` counted `weights[i]` times (`None`: once each), so
+    /// that the rules give a row of weight `k` the say of `k` copies of it.
+    pub fn of_weighted<T: Scalar>(x: &Features<T>, weights: Option<&[f64]>) -> RowSums {
         let d = x.ncols();
         let mut columns = vec![0.0f64; d];
         let mut squares = 0.0f64;
         let mut row = vec![T::default(); d];
         for i in 0..x.nrows() {
+            let w = weights.map_or(1.0, |w| w[i]);
             x.gather_range(i, &mut row);
             for (s, v) in columns.iter_mut().zip(&row) {
                 let v = v.to_f64();
-                *s += v;
-                squares += v * v;
+                *s += w * v;
+                squares += w * v * v;
             }
         }
         RowSums {
-            rows: x.nrows() as f64,
+            rows: weights.map_or(x.nrows() as f64, |w| w.iter().sum()),
             columns,
             squares,
         }

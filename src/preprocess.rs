@@ -33,8 +33,18 @@ impl Standardizer {
     /// summed over the ranks, so every rank gets the same map, the one a single process
     /// would fit on all the rows.
     pub fn fit_over<T: Scalar>(x: &Features<T>, comm: &dyn Collective) -> Result<Self> {
+        Self::fit_weighted(x, None, comm)
+    }
+
+    /// [`fit_over`](Self::fit_over) with a weight per row (`None`: all 1): weighted means and
+    /// standard deviations, so that a row of weight `k` counts as `k` copies of it.
+    pub fn fit_weighted<T: Scalar>(
+        x: &Features<T>,
+        weights: Option<&[f64]>,
+        comm: &dyn Collective,
+    ) -> Result<Self> {
         let mut m = Moments::new(x.ncols());
-        m.add(x);
+        m.add_weighted(x, weights);
         m.standardizer(comm)
     }
 
@@ -126,9 +136,12 @@ const ROWS_PER_TASK: usize = 512;
 pub struct Moments {
     s1: Vec<f64>,
     s2: Vec<f64>,
-    rows: usize,
+    /// The rows' weights summed (their number where unweighted).
+    rows: f64,
     /// Entries stored: every entry of a dense part, the stored ones of a sparse part.
     stored: f64,
+    /// Entries in all: rows times columns, unweighted.
+    entries: f64,
 }
 
 impl Moments {
@@ -137,8 +150,9 @@ impl Moments {
         Moments {
             s1: vec![0.0; d],
             s2: vec![0.0; d],
-            rows: 0,
+            rows: 0.0,
             stored: 0.0,
+            entries: 0.0,
         }
     }
 
@@ -149,28 +163,43 @@ impl Moments {
 
     /// Adds the rows of `x` (of the same `d` columns).
     pub fn add<T: Scalar>(&mut self, x: &Features<T>) {
+        self.add_weighted(x, None);
+    }
+
+    /// Adds the rows of `x`, row `i` counted `weights[i]` times (`None`: once each).
+    pub fn add_weighted<T: Scalar>(&mut self, x: &Features<T>, weights: Option<&[f64]>) {
         let (s1, s2) = (&mut self.s1, &mut self.s2);
+        let w = |i: usize| weights.map_or(1.0, |w| w[i]);
         match x {
             Features::Dense(m) => {
                 for i in 0..m.nrows() {
+                    let wi = w(i);
                     for (j, v) in m.row(i).iter().enumerate() {
                         let v = v.to_f64();
-                        s1[j] += v;
-                        s2[j] += v * v;
+                        s1[j] += wi * v;
+                        s2[j] += wi * v * v;
                     }
                 }
                 self.stored += (m.nrows() * m.ncols()) as f64;
             }
             Features::Sparse(m) => {
-                for (j, v) in m.indices().iter().zip(m.values()) {
-                    let v = v.to_f64();
-                    s1[*j as usize] += v;
-                    s2[*j as usize] += v * v;
+                for i in 0..m.nrows() {
+                    let wi = w(i);
+                    let (idx, val) = m.row(i);
+                    for (j, v) in idx.iter().zip(val) {
+                        let v = v.to_f64();
+                        s1[*j as usize] += wi * v;
+                        s2[*j as usize] += wi * v * v;
+                    }
                 }
                 self.stored += m.nnz() as f64;
             }
         }
-        self.rows += x.nrows();
+        self.entries += (x.nrows() * x.ncols()) as f64;
+        self.rows += match weights {
+            Some(w) => w.iter().sum::<f64>(),
+            None => x.nrows() as f64,
+        };
     }
 
     /// The map of the rows added here and on every other rank of `comm`: z-scores where the
@@ -182,12 +211,13 @@ impl Moments {
     /// give the same model.
     pub fn standardizer(mut self, comm: &dyn Collective) -> Result<Standardizer> {
         let d = self.s1.len();
-        let mut counts = [self.rows as f64, self.stored];
+        let mut counts = [self.rows, self.stored, self.entries];
         comm.sum(&mut counts)?;
         comm.sum(&mut self.s1)?;
         comm.sum(&mut self.s2)?;
         let n = counts[0];
-        let dense = 2.0 * counts[1] >= n * d as f64;
+        // stored entries against all entries, counted unweighted
+        let dense = 2.0 * counts[1] >= counts[2];
         let mut center = vec![0.0; d];
         let mut scale = vec![1.0; d];
         for j in 0..d {
@@ -225,10 +255,26 @@ impl TargetScaler {
     /// Fits on the targets of every rank of `comm` (`y` holds this rank's), in two passes
     /// like a single process: the mean, then the spread around it.
     pub fn fit_over(y: &[f64], comm: &dyn Collective) -> Result<Self> {
-        let mut first = [y.len() as f64, y.iter().sum::<f64>()];
+        Self::fit_weighted(y, None, comm)
+    }
+
+    /// [`fit_over`](Self::fit_over) with a weight per target (`None`: all 1): the weighted
+    /// mean and standard deviation, so that a target of weight `k` counts as `k` copies.
+    pub fn fit_weighted(y: &[f64], weights: Option<&[f64]>, comm: &dyn Collective) -> Result<Self> {
+        let w = |i: usize| weights.map_or(1.0, |w| w[i]);
+        let total: f64 = (0..y.len()).map(w).sum();
+        let mut first = [
+            total,
+            y.iter().enumerate().map(|(i, v)| w(i) * v).sum::<f64>(),
+        ];
         comm.sum(&mut first)?;
         let (n, mean) = (first[0], first[1] / first[0]);
-        let squares = comm.sum_one(y.iter().map(|v| (v - mean).powi(2)).sum::<f64>())?;
+        let squares = comm.sum_one(
+            y.iter()
+                .enumerate()
+                .map(|(i, v)| w(i) * (v - mean).powi(2))
+                .sum::<f64>(),
+        )?;
         Ok(Self::of_spread(mean, squares, n))
     }
 
@@ -460,6 +506,74 @@ pub fn encode_pairs(y: &[f64], classes: &[f64]) -> Result<Vec<f64>> {
 mod tests {
     use super::*;
     use crate::data::DenseMatrix;
+
+    /// Integer weights count as repeated rows: the weighted standardiser, target scaler and
+    /// bandwidth sums equal those of the rows repeated, dense and sparse, to rounding.
+    #[test]
+    fn weights_mean_repetition() {
+        let mut s = crate::rng::Stream::new(5, 2);
+        let (n, d) = (9, 4);
+        let x: Vec<f64> = (0..n * d)
+            .map(|k| {
+                if k % 3 == 0 {
+                    0.0
+                } else {
+                    4.0 * s.uniform() - 1.0
+                }
+            })
+            .collect();
+        let y: Vec<f64> = (0..n).map(|_| 10.0 * s.uniform()).collect();
+        let w: Vec<f64> = (0..n).map(|i| (1 + i % 3) as f64).collect();
+        let (mut xr, mut yr) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            for _ in 0..w[i] as usize {
+                xr.extend_from_slice(&x[i * d..(i + 1) * d]);
+                yr.push(y[i]);
+            }
+        }
+        let dense =
+            |v: &[f64], rows| Features::Dense(DenseMatrix::new(rows, d, v.to_vec()).unwrap());
+        let sparse = |v: &[f64], rows: usize| {
+            let (mut indptr, mut indices, mut values) = (vec![0usize], Vec::new(), Vec::new());
+            for r in 0..rows {
+                for j in 0..d {
+                    if v[r * d + j] != 0.0 {
+                        indices.push(j as u32);
+                        values.push(v[r * d + j]);
+                    }
+                }
+                indptr.push(indices.len());
+            }
+            Features::Sparse(CsrMatrix::new(rows, d, indptr, indices, values).unwrap())
+        };
+        let nr = yr.len();
+        let close = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .all(|(u, v)| (u - v).abs() < 1e-12 * (1.0 + v.abs()))
+        };
+        for (a, b) in [
+            (dense(&x, n), dense(&xr, nr)),
+            (sparse(&x, n), sparse(&xr, nr)),
+        ] {
+            let sw = Standardizer::fit_weighted(&a, Some(&w), &Single).unwrap();
+            let sr = Standardizer::fit(&b);
+            assert!(
+                close(&sw.center, &sr.center) && close(&sw.scale, &sr.scale),
+                "{sw:?} vs {sr:?}"
+            );
+            let (rw, rr) = (
+                crate::kernel::RowSums::of_weighted(&a, Some(&w)),
+                crate::kernel::RowSums::of(&b),
+            );
+            assert!(close(&rw.packed(), &rr.packed()), "{rw:?} vs {rr:?}");
+        }
+        let tw = TargetScaler::fit_weighted(&y, Some(&w), &Single).unwrap();
+        let tr = TargetScaler::fit(&yr);
+        assert!((tw.mean - tr.mean).abs() < 1e-12 && (tw.scale - tr.scale).abs() < 1e-12);
+        // unweighted, they differ
+        assert!((TargetScaler::fit(&y).mean - tr.mean).abs() > 1e-6);
+    }
 
     #[test]
     fn standardizer_zscores_dense_and_scales_sparse() {

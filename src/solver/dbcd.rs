@@ -1113,6 +1113,7 @@ pub fn solve<T: Scalar>(
     let mut start_note = budget_note;
     let cold = st.alpha.iter().all(|&a| a == 0.0);
     let krr = cfg.direct_krr && direct::applies(prob);
+    let krr_exact = cfg.direct_krr && direct::applies_exact(prob);
     // each finite Newton step is a pass over the rows: on rows mapped from a file a pass is a
     // read of the file, and the steps would read it many times where DBCD-TR reads it once
     // a pass, so the start is left out there (the direct KRR solve is one pass, and kept)
@@ -1126,10 +1127,17 @@ pub fn solve<T: Scalar>(
             budget => format!("{skipped}; {budget}"),
         };
     }
-    if cold && (krr || svc) {
+    if cold && (krr || krr_exact || svc) {
         let tc = Instant::now();
         let mut halted = None;
-        start_note = if krr {
+        start_note = if krr_exact {
+            direct::krr_exact_optimum(&mut st, intercept.is_some())?;
+            match intercept {
+                Some(_) => "direct KRR solve with the intercept (the n x n kernel system by Cholesky, the intercept by its Schur complement)",
+                None => "direct KRR solve (the n x n kernel system by Cholesky)",
+            }
+            .to_string()
+        } else if krr {
             direct::krr_optimum(&mut st, backend, intercept.is_some())?;
             match intercept {
                 Some(_) => {
