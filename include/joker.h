@@ -1538,6 +1538,27 @@ JokerStatus joker_model_predict_proba(const struct JokerModel *model, const stru
  */
 JokerStatus joker_model_score(const struct JokerModel *model, const struct JokerData *data, double *out);
 
+/**
+ * Writes the random-feature map of a random-feature model, as its predictions use it:
+ * `psi_j(x) = scale * cos(sum_k W[j,k] x_k + b_j)` for `j < M`, with `x` the standardised
+ * input (`standardizer` of the model file), followed by the constant feature `B` when the
+ * model file has `representation.bias`. `W` goes row-major `M x d` into `w` (`w_len >= M d`),
+ * `b` into `b` (`b_len >= M`) and `sqrt(2/M)` into `*scale`, each rounded to the model's
+ * precision (`float` values, widened, for an `f32` model). `M` is `joker_model_n_components`
+ * and `d` is `joker_model_n_features`. The map is regenerated from the model's seed (it is
+ * not stored), which takes `M d` evaluations of the generator.
+ *
+ * `JOKER_STATUS_UNSUPPORTED` for a model without random features (`joker_model_n_components`
+ * is 0); `JOKER_STATUS_BUFFER_TOO_SMALL` when `w_len` or `b_len` is short, and nothing is
+ * written.
+ *
+ * # Safety
+ * `model` must be NULL or a live handle not freed during the call; `w` must be NULL or point
+ * to `w_len` writable doubles, `b` to `b_len`, and `scale` must be NULL or valid for one
+ * write; the three do not overlap.
+ */
+JokerStatus joker_model_random_features(const struct JokerModel *model, double *w, size_t w_len, double *b, size_t b_len, double *scale);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Python package as a user gets it, as CI runs it after the release build:
 #  1. a fresh virtual environment in a temporary directory, from $JOKER_PYTHON_BASE (default
-#     python3), with numpy 2.1.3, scikit-learn 1.5.2, scipy and pandas;
+#     python3), with numpy 2.1.3, scikit-learn 1.5.2, scipy, pandas, and onnx 1.19.1 and
+#     onnxruntime 1.22.1 for the ONNX export's tests (tests/test_onnx.py);
 #  2. `pip wheel ./bindings/python` (the wheel: joker/*.py and libjoker.so) and
 #     `pip install ./bindings/python`: the build backend (build_backend/joker_backend.py) runs
 #     `cargo build --release --lib`, which reuses the library already built in
@@ -42,9 +43,9 @@ print("pip", version("pip"))
 sys.exit(0 if v >= (21, 3) else "pip >= 21.3 is needed to build in place: upgrade pip in the base Python")
 EOF
 
-step "pip install numpy==2.1.3 scikit-learn==1.5.2 scipy pandas"
-"${pip[@]}" install -q "numpy==2.1.3" "scikit-learn==1.5.2" scipy pandas
-"$py" -c "import numpy, sklearn, scipy, pandas; print('numpy', numpy.__version__, '| scikit-learn', sklearn.__version__, '| scipy', scipy.__version__, '| pandas', pandas.__version__)"
+step "pip install numpy==2.1.3 scikit-learn==1.5.2 scipy pandas onnx==1.19.1 onnxruntime==1.22.1"
+"${pip[@]}" install -q "numpy==2.1.3" "scikit-learn==1.5.2" scipy pandas "onnx==1.19.1" "onnxruntime==1.22.1"
+"$py" -c "import numpy, sklearn, scipy, pandas, onnx, onnxruntime; print('numpy', numpy.__version__, '| scikit-learn', sklearn.__version__, '| scipy', scipy.__version__, '| pandas', pandas.__version__, '| onnx', onnx.__version__, '| onnxruntime', onnxruntime.__version__)"
 
 step "pip wheel ./bindings/python"
 (cd "$root" && "${pip[@]}" wheel -q --no-deps -w "$work/wheels" ./bindings/python)

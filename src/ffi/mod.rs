@@ -68,12 +68,15 @@ mod data;
 mod fit;
 
 mod model;
+
+mod export;
 #[cfg(feature = "mpi")]
 mod mpi;
 
 mod handle;
 
 pub use data::*;
+pub use export::*;
 pub use fit::*;
 pub use info::*;
 pub use model::*;

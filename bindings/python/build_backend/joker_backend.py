@@ -13,16 +13,30 @@ The wheel holds ``joker/*.py`` and ``joker/libjoker.so`` (``.dylib`` on macOS); 
 Python. The metadata comes from ``[project]`` of ``pyproject.toml`` (name, description,
 requires-python, dependencies, license) and the version from the crate's ``Cargo.toml``.
 
-Environment: ``CARGO`` (the cargo program, default ``cargo``); ``JOKER_CRATE_DIR`` (the
-crate's directory, when this package is built outside the repository, for example by a pip
-older than 21.3, which copies the source tree to a temporary directory first).
+The library is packed stripped of its debug information (``strip --strip-debug`` on a copy;
+the release profile keeps line tables for profiling, which would make the wheel 46 MiB instead
+of about 9): the symbol table stays, so backtraces still name functions.
 
-There is no source distribution: the package is the crate's, built from the repository
-(``pip install ./bindings/python`` or ``pip wheel ./bindings/python``).
+The source distribution (``build_sdist``) holds the Python package and, under ``rust/``, what
+``cargo build --release --lib`` needs of the crate: ``Cargo.toml``, ``Cargo.lock``,
+``build.rs``, ``cbindgen.toml``, ``src/``, the committed PTX and fat binaries of ``cuda/``
+(with their CUDA sources), ``include/``, the README and the licences, and the file of each
+benchmark or example ``Cargo.toml`` names (cargo refuses the manifest without them). A wheel built from it
+compiles the crate there, in ``rust/target`` unless ``$CARGO_TARGET_DIR`` says otherwise.
+
+Environment: ``CARGO`` (the cargo program, default ``cargo``); ``JOKER_CRATE_DIR`` (the
+crate's directory, when this package is built outside the repository and not from the source
+distribution, for example by a pip older than 21.3, which copies the source tree to a
+temporary directory first); ``STRIP`` (the strip program, default ``strip``);
+``JOKER_WHEEL_STRIP``: ``0`` packs the library as cargo built it, ``1`` makes a failure to
+strip an error (by default it is a warning and the library is packed as built). The config
+setting ``strip`` (``pip wheel --config-settings strip=0``) overrides ``JOKER_WHEEL_STRIP``.
 """
 
 import base64
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -30,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import threading
 import time
@@ -54,10 +69,20 @@ def _log(message):
     print(f"joker build: {message}", file=sys.stderr, flush=True)
 
 
+# Where the source distribution puts the crate, beside the Python package.
+_SDIST_CRATE = "rust"
+
+
 def _crate_dir():
-    """The directory of the crate's Cargo.toml, checked to be the joker crate."""
+    """The directory of the crate's Cargo.toml, checked to be the joker crate: $JOKER_CRATE_DIR,
+    else ``rust/`` of an unpacked source distribution, else two levels above the package."""
     given = os.environ.get("JOKER_CRATE_DIR")
-    crate = Path(given).resolve() if given else _PROJECT.parents[1]
+    if given:
+        crate = Path(given).resolve()
+    elif (_PROJECT / _SDIST_CRATE / "Cargo.toml").is_file():
+        crate = _PROJECT / _SDIST_CRATE
+    else:
+        crate = _PROJECT.parents[1]
     manifest = crate / "Cargo.toml"
     if not manifest.is_file() or _cargo_package(manifest).get("name") != "joker":
         where = "$JOKER_CRATE_DIR" if given else "two levels above the Python package"
@@ -196,13 +221,57 @@ def get_requires_for_build_wheel(config_settings=None):
 
 
 def get_requires_for_build_sdist(config_settings=None):
-    """No build requirements (there is no source distribution)."""
+    """No build requirements: the source distribution is written with the standard library."""
     return []
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     """Writes the wheel's .dist-info directory without building the library; returns its name."""
     return _write_dist_info(metadata_directory)
+
+
+def _strip_setting(config_settings):
+    """``None`` (strip, warn on failure), ``True`` (strip, fail on failure) or ``False``."""
+    value = (config_settings or {}).get("strip", os.environ.get("JOKER_WHEEL_STRIP", ""))
+    value = str(value).strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise RuntimeError(f"strip={value!r}: expected 0, 1 or auto (JOKER_WHEEL_STRIP or "
+                       "--config-settings strip=...)")
+
+
+def _library_bytes(library, config_settings):
+    """The bytes of the library to pack: a copy stripped of its debug information unless the
+    setting says otherwise (see the module's documentation)."""
+    required = _strip_setting(config_settings)
+    if required is False:
+        _log(f"packing {library.name} unstripped (strip=0)")
+        return library.read_bytes()
+    strip = os.environ.get("STRIP", "strip")
+    # GNU and LLVM strip take --strip-debug; Apple's strip takes -S for the same
+    flag = "-S" if sys.platform == "darwin" else "--strip-debug"
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / library.name
+        shutil.copyfile(library, copy)
+        try:
+            run = subprocess.run([strip, flag, str(copy)], capture_output=True, text=True)
+            problem = None if run.returncode == 0 else (
+                f"`{strip} {flag}` failed with exit status {run.returncode}: {run.stderr.strip()}")
+        except FileNotFoundError:
+            problem = f"no {strip!r} program (binutils; or name one in $STRIP)"
+        if problem is None:
+            data = copy.read_bytes()
+            _log(f"{library.name} stripped of debug information: "
+                 f"{library.stat().st_size / 2**20:.1f} MiB -> {len(data) / 2**20:.1f} MiB")
+            return data
+    if required:
+        raise RuntimeError(f"cannot strip {library}: {problem}")
+    _log(f"WARNING: {library.name} packed with its debug information: {problem}")
+    return library.read_bytes()
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
@@ -217,7 +286,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     package = _PROJECT / _PACKAGE
     for path in sorted(package.glob("*.py")):
         files.append((f"{_PACKAGE}/{path.name}", path.read_bytes()))
-    files.append((f"{_PACKAGE}/{library.name}", library.read_bytes()))
+    files.append((f"{_PACKAGE}/{library.name}", _library_bytes(library, config_settings)))
     with tempfile.TemporaryDirectory() as tmp:
         _write_dist_info(tmp)
         for meta in ("METADATA", "WHEEL", "top_level.txt"):
@@ -241,9 +310,82 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     return wheel_name
 
 
+# What the source distribution takes of the crate: files, and directories taken whole (the
+# patterns of a directory are matched against the names of the files in it, recursively).
+_CRATE_FILES = ("Cargo.toml", "Cargo.lock", "build.rs", "cbindgen.toml", "README.md",
+                "LICENSE-APACHE", "LICENSE-MIT")
+_CRATE_DIRS = {"src": ("*",), "include": ("*.h",),
+               "cuda": ("*.ptx", "*.fatbin", "*.cu", "*.cuh", "README.md")}
+# The directories of the targets Cargo.toml may name ([[bench]], [[example]], [[test]], [[bin]]):
+# cargo refuses a manifest whose named target has no file, even for `--lib`, so the sdist takes
+# the file of each named target (not the rest of these directories).
+_TARGET_DIRS = {"bench": "benches", "example": "examples", "test": "tests", "bin": "src/bin"}
+# and of the Python package, beside pyproject.toml
+_PYTHON_FILES = ("pyproject.toml", "build_backend/joker_backend.py", "example.py")
+
+
+def _sdist_files():
+    """(name in the archive below its top directory, path) of every file of the sdist."""
+    crate = _crate_dir()
+    files = [(name, _PROJECT / name) for name in _PYTHON_FILES]
+    files += [(f"{_PACKAGE}/{p.name}", p) for p in sorted((_PROJECT / _PACKAGE).glob("*.py"))]
+    for name in _CRATE_FILES:
+        if not (crate / name).is_file():
+            raise RuntimeError(f"the crate at {crate} has no {name}")
+        files.append((f"{_SDIST_CRATE}/{name}", crate / name))
+    for directory, patterns in _CRATE_DIRS.items():
+        found = sorted({p for pattern in patterns for p in (crate / directory).rglob(pattern)
+                        if p.is_file() and "__pycache__" not in p.parts})
+        if not found:
+            raise RuntimeError(f"the crate at {crate} has nothing in {directory}/")
+        files += [(f"{_SDIST_CRATE}/{p.relative_to(crate).as_posix()}", p) for p in found]
+    with open(crate / "Cargo.toml", "rb") as f:
+        manifest = tomllib.load(f)
+    for kind, directory in _TARGET_DIRS.items():
+        for target in manifest.get(kind, []):
+            candidates = ([target["path"]] if "path" in target else
+                          [f"{directory}/{target['name']}.rs", f"{directory}/{target['name']}/main.rs"])
+            path = next((crate / c for c in candidates if (crate / c).is_file()), None)
+            if path is None:
+                raise RuntimeError(f"{crate / 'Cargo.toml'} names the {kind} {target.get('name')!r}, "
+                                   f"which has no file ({' or '.join(candidates)})")
+            arcname = f"{_SDIST_CRATE}/{path.relative_to(crate).as_posix()}"
+            if arcname not in {a for a, _ in files}:
+                files.append((arcname, path))
+    for name in ("LICENSE-APACHE", "LICENSE-MIT"):  # the licences at the top as well
+        files.append((name, crate / name))
+    return files
+
+
 def build_sdist(sdist_directory, config_settings=None):
-    """Not supported: the package is built from the crate in the repository."""
-    raise RuntimeError(
-        "joker has no source distribution: the Python package is built from the Rust crate in "
-        "the repository. Build a wheel instead: `pip wheel ./bindings/python` or "
-        "`pip install ./bindings/python` from the repository's root.")
+    """Writes the source distribution ``joker-VERSION.tar.gz`` into ``sdist_directory`` and
+    returns its file name: the Python package with the crate's sources under ``rust/``, enough
+    for ``pip wheel``/``pip install`` of it to build libjoker with cargo (and nothing else: no
+    tests or documents of the crate, and of its benchmarks and examples only the files that
+    ``Cargo.toml`` names)."""
+    name, version = _project()["name"], _version()
+    top = f"{name}-{version}"
+    sdist_name = f"{top}.tar.gz"
+    # reproducible: fixed owner and modes, and the time of SOURCE_DATE_EPOCH when set
+    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", time.time()))
+
+    def add(tar, arcname, data, mode=0o644):
+        info = tarfile.TarInfo(f"{top}/{arcname}")
+        info.size, info.mode, info.mtime = len(data), mode, mtime
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        tar.addfile(info, io.BytesIO(data))
+
+    os.makedirs(sdist_directory, exist_ok=True)
+    partial = Path(sdist_directory) / (sdist_name + ".part")
+    files = _sdist_files()
+    with open(partial, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        add(tar, "PKG-INFO", _metadata().encode())
+        for arcname, path in files:
+            add(tar, arcname, path.read_bytes())
+    shutil.move(partial, Path(sdist_directory) / sdist_name)
+    size = (Path(sdist_directory) / sdist_name).stat().st_size
+    _log(f"{sdist_name}: {len(files) + 1} files, {size / 2**20:.1f} MiB")
+    return sdist_name

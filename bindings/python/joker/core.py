@@ -1062,6 +1062,10 @@ class Model:
         """Reads a model file written by :meth:`save` (or the joker program)."""
         return cls(_load_handle(path))
 
+    def to_onnx(self, path=None):
+        """The model as ONNX (:mod:`joker.onnx`), written to ``path`` if given; returns the bytes."""
+        from .onnx import to_onnx; return to_onnx(self, path)  # noqa: E702
+
     def search(self):
         """The cross-validation that chose this model's ``C`` and width (:meth:`Joker.search`):
         a dict with ``folds``, ``metric``, ``candidates`` (each with ``c``, ``gamma_factor``,

@@ -845,6 +845,133 @@ class TestBuildBackend(unittest.TestCase):
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("failed with exit status 101", run.stderr)
 
+    def pack(self, strip_body, setting=None, **extra_env):
+        """Runs the backend's _library_bytes on a 1000-byte stand-in library with a stand-in
+        for strip (``strip_body``: Python run with the library's path in sys.argv[-1]);
+        ``setting``: the config setting ``strip``. Returns (process, bytes packed)."""
+        with tempfile.TemporaryDirectory() as d:
+            library = os.path.join(d, "libjoker.so")
+            with open(library, "wb") as f:
+                f.write(b"x" * 1000)
+            strip = os.path.join(d, "strip")
+            with open(strip, "w") as f:
+                f.write(f"#!{sys.executable}\nimport sys\n" + textwrap.dedent(strip_body))
+            os.chmod(strip, 0o755)
+            out = os.path.join(d, "packed")
+            code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+                    "import joker_backend; "
+                    "settings = None if sys.argv[4] == '-' else {'strip': sys.argv[4]}; "
+                    "data = joker_backend._library_bytes(Path(sys.argv[2]), settings); "
+                    "f = open(sys.argv[3], 'wb'); f.write(data); f.close()")
+            env = {k: v for k, v in os.environ.items() if k != "JOKER_WHEEL_STRIP"}
+            env.update(STRIP=strip, **extra_env)
+            run = subprocess.run([sys.executable, "-c", code, os.path.join(PYTHON_DIR, "build_backend"),
+                                  library, out, "-" if setting is None else setting],
+                                 env=env, capture_output=True, text=True)
+            packed = None
+            if os.path.exists(out):
+                with open(out, "rb") as f:
+                    packed = f.read()
+            if "No module named 'tomli'" in run.stderr:
+                self.skipTest("the backend needs tomli on Python < 3.11")
+            return run, packed
+
+    TRUNCATE = """
+        assert sys.argv[1] == "--strip-debug", sys.argv
+        open(sys.argv[-1], "r+b").truncate(10)
+    """
+
+    def test_the_wheel_packs_a_stripped_copy_of_the_library(self):
+        run, packed = self.pack(self.TRUNCATE)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(packed, b"x" * 10)
+        self.assertIn("stripped of debug information", run.stderr)
+
+    def test_strip_0_packs_the_library_as_built(self):
+        for run, packed in (self.pack(self.TRUNCATE, setting="0"),
+                            self.pack(self.TRUNCATE, JOKER_WHEEL_STRIP="0")):
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(packed, b"x" * 1000)
+
+    def test_a_failed_strip_warns_or_fails_when_required(self):
+        run, packed = self.pack("sys.exit(3)\n")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(packed, b"x" * 1000)
+        self.assertIn("WARNING", run.stderr)
+        run, packed = self.pack("sys.exit(3)\n", JOKER_WHEEL_STRIP="1")
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("cannot strip", run.stderr)
+        self.assertIn("exit status 3", run.stderr)
+        run, _ = self.pack(self.TRUNCATE, setting="maybe")
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("expected 0, 1 or auto", run.stderr)
+
+    def test_the_sdist_holds_what_cargo_needs_and_finds_its_crate(self):
+        import re
+        import tarfile
+
+        backend_dir = os.path.join(PYTHON_DIR, "build_backend")
+        with tempfile.TemporaryDirectory() as d:
+            run = subprocess.run([sys.executable, "-c",
+                                  "import sys; sys.path.insert(0, sys.argv[1]); import joker_backend; "
+                                  "print(joker_backend.build_sdist(sys.argv[2]))", backend_dir, d],
+                                 capture_output=True, text=True)
+            if "No module named 'tomli'" in run.stderr:
+                self.skipTest("the backend needs tomli on Python < 3.11")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            name = run.stdout.strip()
+            self.assertEqual(name, f"joker-{joker.version()}.tar.gz")
+            with tarfile.open(os.path.join(d, name)) as tar:
+                names = set(tar.getnames())
+                tar.extractall(d, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(d)
+            top = f"joker-{joker.version()}"
+            crate = os.path.join(d, top, "rust")
+            for needed in ["PKG-INFO", "pyproject.toml", "build_backend/joker_backend.py", "joker/core.py",
+                           "joker/estimators.py", "rust/Cargo.toml", "rust/Cargo.lock", "rust/build.rs",
+                           "rust/cbindgen.toml", "rust/src/lib.rs", "rust/src/ffi/mod.rs", "rust/include/joker.h"]:
+                self.assertTrue(f"{top}/{needed}" in names, f"{needed} is not in the sdist")
+            # every file the crate's sources embed (the PTX and fat binaries) is in it
+            embedded = 0
+            for dirpath, _, files in os.walk(os.path.join(REPO, "src")):
+                for f in files:
+                    if not f.endswith(".rs"):
+                        continue
+                    with open(os.path.join(dirpath, f)) as src:
+                        text = src.read()
+                    for rel in re.findall(r'include_(?:str|bytes)!\("([^"]+)"\)|fatbin!\("([^"]+)"\)', text):
+                        rel = next(r for r in rel if r)
+                        path = os.path.normpath(os.path.join(dirpath, rel))
+                        inside = os.path.relpath(path, REPO)
+                        self.assertTrue(f"{top}/rust/{inside}" in names, f"{f} embeds {rel}: not in the sdist")
+                        embedded += 1
+            self.assertGreaterEqual(embedded, 6)  # three PTX files and three fat binaries
+            # the crate's sources as they are in the repository
+            for rel in ["Cargo.toml", "Cargo.lock", "src/lib.rs", "cuda/rff.ptx"]:
+                with open(os.path.join(REPO, rel), "rb") as a, open(os.path.join(crate, rel), "rb") as b:
+                    self.assertEqual(a.read(), b.read(), rel)
+            # cargo refuses a manifest whose [[example]] or [[bench]] has no file, even for --lib
+            with open(os.path.join(REPO, "Cargo.toml")) as f:
+                named = re.findall(r'^\[\[(example|bench)\]\]\s*\nname = "([^"]+)"', f.read(), re.M)
+            self.assertGreater(len(named), 0)
+            target_files = {f"{top}/rust/{'examples' if kind == 'example' else 'benches'}/{n}.rs"
+                            for kind, n in named}
+            for path in sorted(target_files):
+                self.assertTrue(path in names, f"{path} (named in Cargo.toml) is not in the sdist")
+            # nothing else of the repository's tests, benchmarks, examples, documents or builds
+            extra = sorted(n for n in names - target_files
+                           if any(n.startswith(f"{top}/rust/{x}/")
+                                  for x in ("tests", "benches", "examples", "docs", "target", "bindings")))
+            self.assertEqual(extra, [])
+            # the backend of the unpacked sdist builds the crate beside it
+            found = subprocess.run([sys.executable, "-c",
+                                    "import sys; sys.path.insert(0, sys.argv[1]); import joker_backend; "
+                                    "print(joker_backend._crate_dir())",
+                                    os.path.join(d, top, "build_backend")],
+                                   env={k: v for k, v in os.environ.items() if k != "JOKER_CRATE_DIR"},
+                                   capture_output=True, text=True)
+            self.assertEqual(found.returncode, 0, found.stderr)
+            self.assertEqual(os.path.realpath(found.stdout.strip()), os.path.realpath(crate))
+
 
 class TestBindingsAgainstTheHeader(unittest.TestCase):
     """Static checks: the wrappers name only functions that the header declares, and the
