@@ -85,7 +85,7 @@ _ZERO_WEIGHT_FOLDS = ("zero sample_weight is not equivalent to removing samples:
 # Why it fails the check that the most probable class is the predicted one on every row: the
 # sigmoids are fitted on cross-validated decision values, so near the boundary a row's most
 # probable class may differ from its vote (as with scikit-learn's SVC(probability=True) and
-# LIBSVM's -b 1; measured on dna: 99.5% of the test rows agree).
+# LIBSVM's -b 1; measured on dna: 8 of the 1,186 test rows differ).
 _PROBA_ARGMAX = ("predict_proba's argmax may differ from predict near the boundary: the "
                  "sigmoids are fitted on cross-validated decision values")
 
