@@ -723,7 +723,7 @@ pub struct FitOptions<'a, U> {
     /// Positive weight per sample: a row of weight `k` counts as `k` copies of it, in its box
     /// (`lambda_i = lambda / w_i`) and in the standardisation, the target scaling and the
     /// data-wide width rules (`scale`, `msd`; the median looks at unweighted rows). Class
-    /// weights multiply it.
+    /// weights multiply it in the box only, as LIBSVM's `-wi` scales `C` per class.
     pub sample_weight: Option<&'a [f64]>,
     /// A validation set, scored at every check.
     pub validation: Option<&'a Dataset<U>>,
@@ -1319,8 +1319,8 @@ impl Joker {
                 "one-vs-one is not distributed: train with one-vs-rest over MPI",
             ));
         }
-        // a row of weight k counts as k copies of it: in its box (lambda_i = lambda / w_i) and
-        // in the standardisation and the width below
+        // a row of weight k counts as k copies of it: in its box (lambda_i = lambda / w_i) and,
+        // for sample weights, in the standardisation and the width below
         let weights = self.row_weights(
             &data.y,
             targets.classes.as_deref(),
@@ -1328,8 +1328,10 @@ impl Joker {
             comm,
         )?;
         let lam: Vec<f64> = weights.iter().map(|w| self.lambda / w).collect();
-        let weighted = (opts.sample_weight.is_some() || self.class_weight != ClassWeight::None)
-            .then_some(weights.as_slice());
+        // the statistics count the sample weights (repetition); class weights scale the boxes
+        // only, as LIBSVM's -wi (and a streamed fit, which knows the classes only after its
+        // first pass, takes the same statistics)
+        let weighted = opts.sample_weight;
         let eps: Vec<f64> = lam.iter().map(|l| T::gap_below(1.0 / l)).collect();
         // one-vs-one solves one column at a time and keeps every pair's coefficients
         let need = match pairs {
@@ -1594,7 +1596,8 @@ impl Joker {
             format: FORMAT_NAME.into(),
             version: if map.and_then(FeatureMap::bias).is_some() {
                 FORMAT_VERSION_BIAS
-            } else if doubly_stochastic {
+            } else if doubly_stochastic || last.as_ref().is_some_and(|p| p.gap.is_nan()) {
+                // version 2 allows the `null` gap of a fit that computed none
                 FORMAT_VERSION_STOCHASTIC
             } else if multiclass == Multiclass::OneVsOne {
                 FORMAT_VERSION_OVO

@@ -249,6 +249,12 @@ impl RowSums {
     /// The sums of the rows of `x`, row `i` counted `weights[i]` times (`None`: once each), so
     /// that the rules give a row of weight `k` the say of `k` copies of it.
     pub fn of_weighted<T: Scalar>(x: &Features<T>, weights: Option<&[f64]>) -> RowSums {
+        // rows mapped from a file were summed when it was opened: no second read
+        if let (None, Features::Dense(m)) = (weights, x)
+            && let Some(packed) = m.opening_sums()
+        {
+            return RowSums::unpacked(packed);
+        }
         let d = x.ncols();
         let mut columns = vec![0.0f64; d];
         let mut squares = 0.0f64;

@@ -140,8 +140,8 @@ pub struct Moments {
     rows: f64,
     /// Entries stored: every entry of a dense part, the stored ones of a sparse part.
     stored: f64,
-    /// Entries in all: rows times columns, unweighted.
-    entries: f64,
+    /// The rows added, unweighted.
+    count: f64,
 }
 
 impl Moments {
@@ -152,7 +152,7 @@ impl Moments {
             s2: vec![0.0; d],
             rows: 0.0,
             stored: 0.0,
-            entries: 0.0,
+            count: 0.0,
         }
     }
 
@@ -195,7 +195,7 @@ impl Moments {
                 self.stored += m.nnz() as f64;
             }
         }
-        self.entries += (x.nrows() * x.ncols()) as f64;
+        self.count += x.nrows() as f64;
         self.rows += match weights {
             Some(w) => w.iter().sum::<f64>(),
             None => x.nrows() as f64,
@@ -211,13 +211,13 @@ impl Moments {
     /// give the same model.
     pub fn standardizer(mut self, comm: &dyn Collective) -> Result<Standardizer> {
         let d = self.s1.len();
-        let mut counts = [self.rows, self.stored, self.entries];
+        let mut counts = [self.rows, self.stored, self.count];
         comm.sum(&mut counts)?;
         comm.sum(&mut self.s1)?;
         comm.sum(&mut self.s2)?;
         let n = counts[0];
-        // stored entries against all entries, counted unweighted
-        let dense = 2.0 * counts[1] >= counts[2];
+        // stored entries against all entries (of the final width), counted unweighted
+        let dense = 2.0 * counts[1] >= counts[2] * d as f64;
         let mut center = vec![0.0; d];
         let mut scale = vec![1.0; d];
         for j in 0..d {

@@ -928,7 +928,9 @@ pub(super) fn summary<U: Scalar>(
             last.map_or(0.0, |p| p.epoch)
         ),
     }
-    if t.solver.is_empty() {
+    if t.solver.is_empty() && t.gap.is_nan() {
+        outln!("gap         not computed (it would read the rows mapped from the file again)");
+    } else if t.solver.is_empty() {
         outln!(
             "gap         {:.3e} (primal {}, dual {})",
             t.gap,

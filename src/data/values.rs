@@ -46,6 +46,10 @@ pub(crate) struct Mapped<T> {
     map: Arc<memmap2::Mmap>,
     offset: usize,
     len: usize,
+    /// The rows' sums taken in the opening pass that checks every value (see
+    /// [`Mapped::sums`]), shared by the clones: the data-wide width rules read them instead of
+    /// the file again.
+    sums: Arc<std::sync::OnceLock<Vec<f64>>>,
     _t: PhantomData<T>,
 }
 
@@ -78,6 +82,7 @@ impl<T: Plain> Mapped<T> {
             map,
             offset,
             len,
+            sums: Arc::default(),
             _t: PhantomData,
         })
     }
@@ -90,6 +95,7 @@ impl<T: 'static> Mapped<T> {
             map: Arc::clone(&self.map),
             offset: self.offset,
             len: self.len,
+            sums: Arc::clone(&self.sums),
             _t: PhantomData,
         })
     }
@@ -128,7 +134,50 @@ impl<T> Mapped<T> {
     }
 }
 
+impl<T> Mapped<T> {
+    /// Asks the kernel to read values `start..start + len` now (`MADV_WILLNEED`): one read of
+    /// exactly that range, started before the values are touched. Only a hint.
+    fn will_need(&self, start: usize, len: usize) {
+        #[cfg(unix)]
+        {
+            let size = std::mem::size_of::<T>();
+            let end = (start + len).min(self.len);
+            if start < end {
+                let _ = self.map.advise_range(
+                    memmap2::Advice::WillNeed,
+                    self.offset + start * size,
+                    (end - start) * size,
+                );
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (start, len);
+    }
+}
+
 impl<T> Values<T> {
+    /// The sums stored by [`set_sums`](Self::set_sums), where the values are mapped.
+    pub(crate) fn sums(&self) -> Option<&[f64]> {
+        match self {
+            Values::Mapped(m) => m.sums.get().map(Vec::as_slice),
+            Values::Owned(_) => None,
+        }
+    }
+
+    /// Keeps sums over mapped values (the first ones stay; nothing for owned values).
+    pub(crate) fn set_sums(&self, sums: Vec<f64>) {
+        if let Values::Mapped(m) = self {
+            let _ = m.sums.set(sums);
+        }
+    }
+
+    /// [`Mapped::will_need`] where the values are mapped; nothing otherwise.
+    pub(crate) fn will_need(&self, start: usize, len: usize) {
+        if let Values::Mapped(m) = self {
+            m.will_need(start, len);
+        }
+    }
+
     /// [`Mapped::advise_random`] where the values are mapped; nothing otherwise.
     pub(crate) fn advise_random(&self, random: bool) {
         if let Values::Mapped(m) = self {
@@ -194,6 +243,7 @@ impl<T: Clone> Clone for Values<T> {
                 map: Arc::clone(&m.map),
                 offset: m.offset,
                 len: m.len,
+                sums: Arc::clone(&m.sums),
                 _t: PhantomData,
             }),
         }

@@ -260,10 +260,10 @@ fn model_files_from_the_future_or_elsewhere_are_refused() {
     let text =
         std::fs::read_to_string(&path)
             .unwrap()
-            .replacen("\"version\":1", "\"version\":5", 1);
+            .replacen("\"version\":1", "\"version\":6", 1);
     std::fs::write(&path, text).unwrap();
     let e = Model::load(&path).unwrap_err().to_string();
-    assert!(e.contains("newer") && e.contains("version 5"), "{e}");
+    assert!(e.contains("newer") && e.contains("version 6"), "{e}");
     std::fs::write(&path, "{\"hello\": 1}").unwrap();
     assert!(
         Model::load(&path)

@@ -440,10 +440,12 @@ class TestInputs(unittest.TestCase):
               f"{balanced:.3f} balanced")
         self.assertGreater(weighted, base + 0.2)
         self.assertGreater(balanced, base + 0.2)
-        # a class weight equals the sample weight of its rows
+        # a class weight scales the loss as the sample weight of its rows does (the sample
+        # weights also count in the standardisation and the width: both fixed here)
         sw = np.where(y == "rare", 10.0, 1.0)
-        by_class = joker.KernelLogisticRegression(class_weight={"rare": 10.0}, random_state=0).fit(X, y)
-        by_sample = joker.KernelLogisticRegression(random_state=0).fit(X, y, sample_weight=sw)
+        fixed = dict(standardize=False, gamma=0.5, random_state=0)
+        by_class = joker.KernelLogisticRegression(class_weight={"rare": 10.0}, **fixed).fit(X, y)
+        by_sample = joker.KernelLogisticRegression(**fixed).fit(X, y, sample_weight=sw)
         np.testing.assert_allclose(by_class.decision_function(X), by_sample.decision_function(X),
                                    atol=1e-6)
         with self.assertRaisesRegex(ValueError, "not classes of y"):
