@@ -16,7 +16,9 @@
 #  - "default" (SOLVER dbcd only): `joker train --no-standardize` with nothing else set, as a
 #    user runs it; with M = 2048 (the default's map) the "pass" run is the same fit's one pass.
 # Bytes read are `read_bytes` of /proc/PID/io, sampled every 0.2 s until the process ends, the
-# page cache dropped first. STEPS, when set, caps the iterations or steps of the "pass" fits.
+# page cache dropped first. STEPS, when set, caps the iterations or steps of the "pass" fits;
+# ONLY=pass or ONLY=default runs those fits only, and KEEP=1 adds the runs to the record's
+# earlier ones (runs.jsonl) instead of starting it again.
 set -euo pipefail
 DIR="$1"; ROWS="${2:-12000000}"; CAP="${3:-4}"; M="${4:-512}"; SOLVER="${5:-dbcd}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,7 +34,7 @@ CG=/sys/fs/cgroup/memory/joker-ooc
 mkdir -p "$CG"
 echo $((CAP << 30)) > "$CG/memory.limit_in_bytes"
 RUNS="$DIR/runs.jsonl"
-: > "$RUNS"
+[[ "${KEEP:-}" == 1 ]] || : > "$RUNS"
 
 run() {  # run NAME FILE ARGS...: one joker train under the cap, measured
     local name="$1" file="$2"; shift 2
@@ -77,9 +79,11 @@ for file in big sub; do
     if [[ "$SOLVER" == cdsg ]]; then iters=$(( rows / 256 )); solver="--solver cdsg"; fi
     if [[ -n "${STEPS:-}" && "$STEPS" -lt "$iters" ]]; then iters="$STEPS"; fi
     echo "== $file.npy: $rows rows"
-    run "$file.pass-$SOLVER-m$M" "$file" -q --no-standardize -l svc -m "$M" $solver \
-        --max-iter "$iters" --check-every "$iters"
-    if [[ "$SOLVER" == dbcd ]]; then
+    if [[ "${ONLY:-pass}" == pass ]]; then
+        run "$file.pass-$SOLVER-m$M" "$file" -q --no-standardize -l svc -m "$M" $solver \
+            --max-iter "$iters" --check-every "$iters"
+    fi
+    if [[ "$SOLVER" == dbcd && "${ONLY:-default}" == default ]]; then
         run "$file.default" "$file" --no-standardize
     fi
 done

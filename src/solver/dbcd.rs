@@ -1027,16 +1027,24 @@ fn block_for<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig) -> usize {
 /// is not: on rows mapped from a file that the memory left for the page cache cannot hold,
 /// each pass over the rows reads the file again, so the fit makes at most
 /// [`SolverConfig::passes_beyond_memory`] passes.
-fn pass_budget<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig, b: usize) -> (usize, String) {
-    let unchanged = (cfg.max_iter, String::new());
+/// The third value says whether the budget applies (the rows are beyond the page cache), even
+/// where `cfg.max_iter` is the smaller one.
+fn pass_budget<T: Scalar>(
+    prob: &Problem<T>,
+    cfg: &SolverConfig,
+    b: usize,
+) -> (usize, String, bool) {
     let Some(passes) = cfg.passes_beyond_memory else {
-        return unchanged;
+        return (cfg.max_iter, String::new(), false);
     };
+    if !prob.x.beyond_page_cache() {
+        return (cfg.max_iter, String::new(), false);
+    }
     let iters = passes
         .max(1)
         .saturating_mul(prob.x.nrows().div_ceil(b.max(1)));
-    if !prob.x.beyond_page_cache() || iters >= cfg.max_iter {
-        return unchanged;
+    if iters >= cfg.max_iter {
+        return (cfg.max_iter, String::new(), true);
     }
     let (file, room) = (
         prob.x.stored_bytes(),
@@ -1053,6 +1061,7 @@ fn pass_budget<T: Scalar>(prob: &Problem<T>, cfg: &SolverConfig, b: usize) -> (u
             human(file),
             human(room)
         ),
+        true,
     )
 }
 
@@ -1072,7 +1081,7 @@ pub fn solve<T: Scalar>(
     let (n, tt) = (prob.x.nrows(), prob.targets);
     let b = block_for(prob, cfg);
     let lowered = b < cfg.block_size;
-    let (max_iter, budget_note) = pass_budget(prob, cfg, b);
+    let (max_iter, budget_note, budgeted) = pass_budget(prob, cfg, b);
     let cfg = &SolverConfig {
         block_size: b,
         max_iter,
@@ -1114,7 +1123,6 @@ pub fn solve<T: Scalar>(
     // KRR and L2-SVC on a small feature map start at their optimum, solved in the primal;
     // the first check certifies it
     let mut done = false;
-    let budgeted = !budget_note.is_empty();
     let mut start_note = budget_note;
     let cold = st.alpha.iter().all(|&a| a == 0.0);
     let krr = cfg.direct_krr && direct::applies(prob);
@@ -1197,9 +1205,12 @@ pub fn solve<T: Scalar>(
     // the file once more: left out unless checks were asked for
     if budgeted && cfg.check_every == 0 {
         st.light_checks = true;
-        start_note = format!(
-            "{start_note}; no duality gap: computing it would read the file again (--check-every asks for checks)"
-        );
+        let light = "no duality gap: computing it would read the file again (--check-every \
+                     asks for checks)";
+        start_note = match start_note.as_str() {
+            "" => light.to_string(),
+            before => format!("{before}; {light}"),
+        };
     }
     let reads = BlockReads::of(prob.x);
     while iter < cfg.max_iter && !done {
