@@ -17,7 +17,7 @@
 #    user runs it; with M = 2048 (the default's map) the "pass" run is the same fit's one pass.
 # Bytes read are `read_bytes` of /proc/PID/io, sampled every 0.2 s until the process ends, the
 # page cache dropped first. STEPS, when set, caps the iterations or steps of the "pass" fits;
-# ONLY=pass or ONLY=default runs those fits only, and KEEP=1 adds the runs to the record's
+# ONLY=pass or ONLY=default runs those fits only, FILES=big or FILES=sub those files only, and KEEP=1 adds the runs to the record's
 # earlier ones (runs.jsonl) instead of starting it again.
 set -euo pipefail
 DIR="$1"; ROWS="${2:-12000000}"; CAP="${3:-4}"; M="${4:-512}"; SOLVER="${5:-dbcd}"
@@ -73,7 +73,7 @@ print(f"{name}: {float(wall):.1f} s wall (fit {fit} s), read {int(rb) / 1e9:.2f}
 EOF
 }
 
-for file in big sub; do
+for file in ${FILES:-big sub}; do
     rows=$ROWS; [[ "$file" == sub ]] && rows=1000000
     iters=$(( rows / 512 )) solver=""
     if [[ "$SOLVER" == cdsg ]]; then iters=$(( rows / 256 )); solver="--solver cdsg"; fi
