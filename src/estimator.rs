@@ -43,8 +43,8 @@ use crate::loss::Loss;
 use crate::memory::MemoryLimit;
 use crate::model::{
     FORMAT_NAME, FORMAT_VERSION_BIAS, FORMAT_VERSION_DUAL, FORMAT_VERSION_OVO,
-    FORMAT_VERSION_STOCHASTIC, Model, Precision, Representation, Task, TrainingInfo, accuracy,
-    rmse,
+    FORMAT_VERSION_STOCHASTIC, Model, Passes, Precision, Representation, Task, TrainingInfo,
+    accuracy, rmse,
 };
 use crate::preprocess::{
     Multiclass, Standardizer, TargetScaler, classes_of, encode_labels, encode_pairs, vote,
@@ -1345,6 +1345,17 @@ impl Joker {
             ..self.solver.clone()
         };
 
+        // the statistics' passes over the rows: the standardisation, and a data-wide width rule
+        // whose sums were not taken when a mapped file was opened
+        let rule = self.bandwidth.for_fit(
+            self.n_components.is_some() && self.feature_map == FeatureKind::Random,
+            self.dsg.is_some(),
+        );
+        let sums_kept = weighted.is_none()
+            && matches!(&data.x, Features::Dense(m) if m.opening_sums().is_some());
+        let data_wide = matches!(rule, Bandwidth::MeanSquaredDistance | Bandwidth::Scale);
+        let statistics =
+            f64::from(u8::from(self.standardize)) + f64::from(u8::from(data_wide && !sums_kept));
         let (standardizer, x, kernel, map) =
             self.prepared_features::<U, T>(&data.x, weighted, comm, backend)?;
         let alpha0 = self.warm_start_duals(opts.warm_start, n, tt, d)?;
@@ -1436,6 +1447,7 @@ impl Joker {
             distributed: dist.is_some(),
             seconds: start.elapsed().as_secs_f64(),
             device_note,
+            statistics,
         };
         // a distributed exact model's support rows are every rank's
         Ok(self.assemble(fitted, map.as_ref(), everyone.as_ref().unwrap_or(&x)))
@@ -1647,6 +1659,10 @@ impl Joker {
                     _ => String::new(),
                 },
                 search: None,
+                passes: sol.passes.clone().map(|p| Passes {
+                    statistics: f.statistics,
+                    ..p
+                }),
             },
             history: sol.history,
         }
@@ -1932,6 +1948,8 @@ struct Fitted {
     n_total: usize,
     /// A distributed fit: this rank's dual coefficients are not the model's.
     distributed: bool,
+    /// Passes of the statistics over the rows ([`Passes::statistics`]).
+    statistics: f64,
 }
 
 /// The targets of a fit as the solver sees them.
@@ -2178,6 +2196,7 @@ fn full_krr<T: Scalar>(
         stop,
         fell_back: None,
         pairs_at_once: 0,
+        passes: None,
         intercept: Vec::new(),
         start: String::new(),
         history,

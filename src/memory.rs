@@ -96,7 +96,16 @@ fn cgroup_left() -> Option<usize> {
 /// of other files included, which it gives up) capped by this process's cgroup memory limit,
 /// which counts the cached pages of the files it reads. A file larger than this is read from
 /// disk again on every pass over it.
+///
+/// `JOKER_CACHE_ROOM=BYTES` in the environment replaces the measurement: to see, without a
+/// memory cap, what a fit does with a file beyond the page cache (the tests use it).
 pub fn cache_room() -> Option<usize> {
+    if let Some(bytes) = std::env::var("JOKER_CACHE_ROOM")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+    {
+        return Some(bytes);
+    }
     let limit = cgroup_memory().map(|(max, _)| max);
     [meminfo_available(), limit].into_iter().flatten().min()
 }

@@ -114,6 +114,31 @@ pub enum Representation {
     },
 }
 
+/// Passes a fit made over its training rows, by phase. On rows mapped from a file larger than
+/// the page cache each pass is a read of the file (`docs/out-of-core.md`); opening the file is
+/// one more, outside the fit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Passes {
+    /// The statistics: the standardisation (1 where it is fitted) and the data-wide width rule
+    /// (1 where its sums were not taken when a mapped file was opened; the median reads a
+    /// sample only).
+    pub statistics: f64,
+    /// The start: the direct KRR solve (1) or the finite Newton start (its steps over all
+    /// rows, plus the sample's share).
+    pub start: f64,
+    /// Block coordinate descent: iterations times the block size over the rows.
+    pub blocks: f64,
+    /// The checks that computed the objectives, each a pass.
+    pub checks: f64,
+}
+
+impl Passes {
+    /// All of them.
+    pub fn total(&self) -> f64 {
+        self.statistics + self.start + self.blocks + self.checks
+    }
+}
+
 /// What happened during training (informational).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainingInfo {
@@ -181,6 +206,10 @@ pub struct TrainingInfo {
     /// [`Model::target_scaler`]'s mean); absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intercept: Option<f64>,
+    /// The passes over the training rows by phase (DBCD-TR fits; absent otherwise, and older
+    /// builds ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passes: Option<Passes>,
     /// The model search that chose `C` and the width ([`Joker::search`](crate::Joker::search)),
     /// absent otherwise (older builds ignore it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -697,6 +697,16 @@ fn train<U: Scalar>(a: &TrainArgs, est: &Joker, model_path: &Path) -> CliResult<
         if !model.training.start.is_empty() {
             eprintln!("start: {}", model.training.start);
         }
+        if let Some(p) = &model.training.passes {
+            eprintln!(
+                "passes: {:.2} over the rows (statistics {}, start {:.2}, blocks {:.2}, checks {})",
+                p.total(),
+                p.statistics,
+                p.start,
+                p.blocks,
+                p.checks
+            );
+        }
         if let Some(c) = &model.calibration {
             eprintln!(
                 "probabilities: Platt's sigmoid per decision column, fitted on {}-fold cross-validated decision values",

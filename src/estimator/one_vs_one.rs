@@ -92,6 +92,7 @@ impl Joker {
             working_set: String::new(),
             fell_back: None,
             pairs_at_once: if side_by_side { concurrent } else { 1 },
+            passes: None,
             intercept: Vec::new(),
             start: String::new(),
         };

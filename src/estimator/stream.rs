@@ -202,6 +202,8 @@ impl Joker {
             distributed: false,
             seconds: start.elapsed().as_secs_f64(),
             device_note,
+            // not counted: the doubly stochastic solvers have no pass count (`sol.passes`)
+            statistics: 0.0,
         };
         Ok(self.assemble(fitted, Some(&map), &some_rows))
     }

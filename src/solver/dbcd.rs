@@ -402,6 +402,10 @@ pub struct Solution {
     /// The intercept of each target column (in the units of the targets the solver saw),
     /// when [`SolverConfig::intercept`] asked for one; empty otherwise.
     pub intercept: Vec<f64>,
+    /// The passes over the rows of the start, the blocks and the checks (the statistics are
+    /// the caller's); `None` where not counted (one-vs-one's pairs, distributed fits, other
+    /// solvers).
+    pub passes: Option<crate::model::Passes>,
 }
 
 /// How the kernel is represented.
@@ -509,6 +513,8 @@ struct State<'a, T: Scalar> {
     /// file beyond the page cache, under the pass budget, where each check would read the
     /// file again. The validation set is still scored.
     light_checks: bool,
+    /// Checks that computed the objectives (a pass over the rows each).
+    full_checks: usize,
 }
 
 /// Sample `i`'s coordinate data for target column `t`.
@@ -1140,9 +1146,13 @@ pub fn solve<T: Scalar>(
             budget => format!("{skipped}; {budget}"),
         };
     }
+    let mut start_passes = 0.0;
     if cold && (krr || krr_exact || svc) {
         let tc = Instant::now();
         let mut halted = None;
+        // the direct solves read the rows once; Newton's steps once each (the sample's steps
+        // a share of a pass)
+        start_passes = 1.0;
         start_note = if krr_exact {
             direct::krr_exact_optimum(&mut st, intercept.is_some())?;
             match intercept {
@@ -1174,6 +1184,8 @@ pub fn solve<T: Scalar>(
             };
             let steps = newton::squared_hinge_optimum(&mut st, backend, cfg.seed, &mut halt)?;
             halted = steps.halted;
+            start_passes = steps.whole as f64
+                + (steps.sample * steps.sample_rows) as f64 / prob.x.nrows().max(1) as f64;
             steps.describe()
         };
         timings.update += tc.elapsed().as_secs_f64();
@@ -1319,6 +1331,12 @@ pub fn solve<T: Scalar>(
         fell_back: resume.note,
         pairs_at_once: 0,
         start: start_note,
+        passes: Some(crate::model::Passes {
+            statistics: 0.0,
+            start: start_passes,
+            blocks: (iter * b) as f64 / n.max(1) as f64,
+            checks: st.full_checks as f64,
+        }),
         intercept: match intercept {
             Some(_) => st.shift,
             None => Vec::new(),
@@ -1855,6 +1873,7 @@ fn start_state<'a, T: Scalar>(
         scale: 1.0,
         shift: vec![0.0; tt],
         light_checks: false,
+        full_checks: 0,
     };
     for t in 0..tt {
         for i in 0..n {
@@ -2071,7 +2090,10 @@ fn monitor<T: Scalar>(
     st.pull_theta()?;
     let (primal, dual, gap) = match st.light_checks {
         true => (f64::NAN, f64::NAN, f64::NAN),
-        false => st.objectives()?,
+        false => {
+            st.full_checks += 1;
+            st.objectives()?
+        }
     };
     let validation = hooks
         .validate

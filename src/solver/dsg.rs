@@ -913,6 +913,7 @@ impl<'a, T: Scalar> Fit<'a, T> {
             working_set: String::new(),
             fell_back: None,
             pairs_at_once: 0,
+            passes: None,
             intercept: Vec::new(),
             start: String::new(),
         }

@@ -49,6 +49,65 @@ fn data32(n: usize, d: usize, seed: u64) -> Dataset<f32> {
     Dataset::new(data.x.cast::<f32>(), data.y).unwrap()
 }
 
+/// A default fit on rows mapped from a file beyond the page cache (`JOKER_CACHE_ROOM` makes
+/// the room smaller than the file, in a child process) makes the passes its iterations imply
+/// and no more: the statistics from the opening pass's sums, no start, one pass of blocks and
+/// no check of the objectives. The same file within the page cache is checked as usual.
+#[test]
+fn a_default_fit_beyond_the_page_cache_reads_the_rows_once() {
+    let d = dir("passes");
+    let path = write(&d, &data32(4000, 20, 31));
+    let fit = |room: Option<&str>, name: &str| -> serde_json::Value {
+        let model = d.join(name);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_joker"));
+        cmd.args([
+            "train",
+            "-q",
+            "--no-standardize",
+            "-l",
+            "l2-svc",
+            "-m",
+            "64",
+        ])
+        .arg(&path)
+        .arg(&model);
+        match room {
+            Some(r) => cmd.env("JOKER_CACHE_ROOM", r),
+            None => cmd.env_remove("JOKER_CACHE_ROOM"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap()
+    };
+    let beyond = fit(Some("100000"), "beyond.json");
+    let t = &beyond["training"];
+    let p = &t["passes"];
+    let iterations = t["iterations"].as_f64().unwrap();
+    assert_eq!(iterations, (4000f64 / 512.0).ceil(), "{t}");
+    assert_eq!(
+        p["statistics"], 0.0,
+        "the width from the opening pass's sums: {p}"
+    );
+    assert_eq!(p["start"], 0.0, "no Newton start on mapped rows: {p}");
+    assert_eq!(p["checks"], 0.0, "no check of the objectives: {p}");
+    assert!(
+        (p["blocks"].as_f64().unwrap() - iterations * 512.0 / 4000.0).abs() < 1e-9,
+        "{p}"
+    );
+    assert!(t["gap"].is_null(), "{t}");
+    assert!(beyond["version"].as_u64().unwrap() >= 2);
+    // within the page cache: the checks compute the gap
+    let within = fit(None, "within.json");
+    let p = &within["training"]["passes"];
+    assert!(p["checks"].as_f64().unwrap() >= 1.0, "{p}");
+    assert!(within["training"]["gap"].is_f64(), "{}", within["training"]);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 fn theta(m: &Model) -> &[f64] {
     match &m.representation {
         Representation::RandomFeatures { theta, .. } => theta,

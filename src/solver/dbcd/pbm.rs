@@ -437,6 +437,7 @@ fn run<T: Scalar>(
         working_set: schedule.choice.note,
         fell_back: None,
         pairs_at_once: 0,
+        passes: None,
         intercept: match intercept {
             Some(_) => st.shift,
             None => Vec::new(),
