@@ -791,7 +791,11 @@ impl Sink {
     /// Appends every row of `x`.
     fn push_rows(&mut self, x: &Features<f32>) -> Result<()> {
         let d = x.ncols();
-        let mut row = vec![0.0f32; d];
+        // one dense row, where a row is made dense (not for sparse rows written as CSR)
+        let mut row = Vec::new();
+        if !(matches!(self, Sink::Csr(_)) && matches!(x, Features::Sparse(_))) {
+            row = crate::memory::try_filled(d, 0.0f32, "a row being converted")?;
+        }
         for i in 0..x.nrows() {
             match (&mut *self, x) {
                 (Sink::Csr(w), Features::Sparse(m)) => {
@@ -957,7 +961,9 @@ pub fn output_bytes(layout: Layout, rows: u64, d: u64, stored: f64) -> u64 {
 /// of the file system it goes to: the estimate from the first part's rows (`first`, of about
 /// `rows` rows in all), against the space left. Sparse rows
 /// written dense are the usual cause (one LIBSVM index of 1e9 makes every row 4 GB), so the
-/// message says how full the rows are and names the CSR layout.
+/// message says how full the rows are and names the CSR layout. The memory the conversion
+/// holds is checked first, against the memory available (the address-space and cgroup limits
+/// included).
 fn check_output_size(out: &Path, layout: Layout, first: &Features<f32>, rows: usize) -> Result<()> {
     let (n, d) = (first.nrows().max(1), first.ncols());
     let stored = match first {
@@ -969,13 +975,44 @@ fn check_output_size(out: &Path, layout: Layout, first: &Features<f32>, rows: us
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    let size = |b: u64| crate::memory::human(usize::try_from(b).unwrap_or(usize::MAX));
+    // the memory the conversion holds: the labels (8 bytes a row, written at the end) and one
+    // row made dense where rows are written dense or read dense
+    let row = match (layout, first) {
+        (Layout::Csr, Features::Sparse(_)) => 0,
+        _ => 4 * d as u64,
+    };
+    let held = 8 * rows as u64 + row;
+    if let Some(room) = crate::memory::available()
+        && held > room as u64
+    {
+        let name = out.to_string_lossy();
+        let name = name.strip_suffix(".partial").unwrap_or(&name);
+        return Err(JokerError::Io {
+            path: PathBuf::from(name),
+            source: std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!(
+                    "the conversion would hold about {} in memory (the labels, 8 bytes for each \
+                     of {rows} rows, and a row of {d} columns made dense), and {} is available: \
+                     nothing was written{}",
+                    size(held),
+                    size(room as u64),
+                    if row > 0 && layout == Layout::Dense {
+                        "; as CSR arrays (`joker convert --csr`) sparse rows stay sparse"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+        });
+    }
     let Some(free) = super::free_space(dir) else {
         return Ok(());
     };
     if need <= free {
         return Ok(());
     }
-    let size = |b: u64| crate::memory::human(usize::try_from(b).unwrap_or(usize::MAX));
     let hint = if layout == Layout::Dense && stored < 0.5 {
         format!(
             "; the rows are sparse ({stored:.2e} of the entries stored): as CSR arrays \

@@ -815,6 +815,26 @@ fn memory_limits_are_errors_not_aborts() {
         ],
     );
     fails_with(o, "cannot allocate");
+    // a conversion whose one dense row (6 GB) exceeds the address space: refused before
+    // anything is written, with its estimate; as CSR it holds no dense row and converts
+    t.write("one-wide.svm", "1 1:0.5 1500000000:1\n-1 2:1\n");
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 3000000",
+        &["convert", "one-wide.svm", "ow.npy"],
+    );
+    let err = fails_with(o, "in memory");
+    assert!(
+        err.contains("nothing was written") && err.contains("--csr"),
+        "{err}"
+    );
+    assert!(!t.path("ow.npy").exists());
+    let o = joker_limited(
+        &t.0,
+        "ulimit -v 3000000",
+        &["convert", "--csr", "one-wide.svm", "owc"],
+    );
+    ok(o);
     // ... and where the frequencies fit but the block's features do not
     let o = joker_limited(
         &t.0,
