@@ -41,7 +41,8 @@ from .core import (  # noqa: F401
 # The estimators, imported on first use: the low-level layer needs numpy only, and importing
 # scikit-learn takes a while.
 _ESTIMATORS = ("KernelHuberRegressor", "KernelLogisticRegression",
-               "KernelLpRegressor", "KernelRidge", "KernelSVC", "KernelSVCCV", "KernelSVR")
+               "KernelLpRegressor", "KernelRidge", "KernelRidgeCV", "KernelSVC", "KernelSVCCV",
+               "KernelSVR")
 
 
 def __getattr__(name):
@@ -58,7 +59,8 @@ def __dir__():
 
 __version__ = version()
 
-__all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+__all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelRidgeCV",
+           "KernelSVR",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError", "Joker", "Model",
            "Progress", "Interrupt", "JokerError", "load", "version", "gpu_available",
            "device_count"]

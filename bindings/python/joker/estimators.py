@@ -10,6 +10,8 @@ scikit-learn estimator of the same model, with "Kernel" in front:
   ``predict_proba``;
 - :class:`KernelRidge`: kernel ridge regression ("krr"), with ``alpha`` as in
   ``sklearn.kernel_ridge.KernelRidge``;
+- :class:`KernelSVCCV` and :class:`KernelRidgeCV`: ``C`` (or ``alpha``) and the kernel width
+  chosen by joker's own cross-validated search, then refitted on all rows;
 - :class:`KernelSVR`: support vector regression ("svr"), ``C`` and ``epsilon`` as in ``SVR``;
 - :class:`KernelHuberRegressor`: Huber regression ("huber", threshold ``delta``);
 - :class:`KernelLpRegressor`: Lp regression, ``p=1`` the L1 regression ("l1", the
@@ -52,7 +54,7 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # scikit-learn 1.5: the estimator's method
     _sklearn_validate_data = None
 
-__all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+__all__ = ["KernelSVC", "KernelSVCCV", "KernelRidgeCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError"]
 
 # scikit-learn's kernel name for the Gaussian kernel, beside joker's own names.
@@ -1077,6 +1079,42 @@ class KernelLpRegressor(_JokerRegressor):
         return ("l1", 0.0) if p == 1 else ("lp", p)
 
 
+def _search(est, params, X, y, values, name):
+    """joker's search over ``values`` of ``name`` ("C", or "alpha" = 1 / C) x
+    ``est.gamma_factors`` by ``est.cv``-fold cross-validation; sets ``cv_results_``,
+    ``best_index_``, ``best_params_`` and ``best_score_`` as GridSearchCV does and returns the
+    refitted model and the winner's parameters."""
+    rs = est.random_state
+    seed = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
+    values = np.asarray(values, dtype=np.float64).ravel()
+    cs = values if name == "C" else 1.0 / values
+
+    def to_param(c):
+        return c if name == "C" else 1.0 / c
+    factors = np.asarray(est.gamma_factors, dtype=np.float64).ravel()
+    folds = min(int(est.cv), X.shape[0])
+    model = params.search(X, y, c_values=cs, gamma_factors=factors, folds=folds, seed=seed)
+    rec = model.search()
+    cands = rec["candidates"]
+    means = np.array([c["mean"] for c in cands])
+    order = np.argsort(-means, kind="stable")
+    ranks = np.empty(len(cands), dtype=np.int32)
+    ranks[order] = np.arange(1, len(cands) + 1)
+    est.cv_results_ = {
+        "params": [{name: to_param(c["c"]), "gamma": c["gamma"]} for c in cands],
+        "mean_test_score": means,
+        "std_test_score": np.array([c["spread"] for c in cands]),
+        "rank_test_score": ranks,
+        **{f"split{k}_test_score": np.array([c["scores"][k] for c in cands])
+           for k in range(rec["folds"])},
+    }
+    est.best_index_ = rec["best"]
+    best = cands[est.best_index_]
+    est.best_params_ = {name: to_param(best["c"]), "gamma": best["gamma"]}
+    est.best_score_ = best["mean"]
+    return model, est.best_params_
+
+
 class KernelSVCCV(KernelSVC):
     __doc__ = f"""A kernel SVM whose ``C`` and kernel width are chosen by cross-validation, as
     ``joker train --search`` (joker's own search: each fold's fits start from the previous
@@ -1161,29 +1199,102 @@ class KernelSVCCV(KernelSVC):
         return self._fit(X, y, None, classifier=True)
 
     def _train(self, params, X, y, sample_weight, progress):
-        rs = self.random_state
-        seed = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
-        cs = np.asarray(self.Cs, dtype=np.float64).ravel()
-        factors = np.asarray(self.gamma_factors, dtype=np.float64).ravel()
-        folds = min(int(self.cv), X.shape[0])
-        model = params.search(X, y, c_values=cs, gamma_factors=factors, folds=folds, seed=seed)
-        rec = model.search()
-        cands = rec["candidates"]
-        means = np.array([c["mean"] for c in cands])
-        order = np.argsort(-means, kind="stable")
-        ranks = np.empty(len(cands), dtype=np.int32)
-        ranks[order] = np.arange(1, len(cands) + 1)
-        self.cv_results_ = {
-            "params": [{"C": c["c"], "gamma": c["gamma"]} for c in cands],
-            "mean_test_score": means,
-            "std_test_score": np.array([c["spread"] for c in cands]),
-            "rank_test_score": ranks,
-            **{f"split{k}_test_score": np.array([c["scores"][k] for c in cands])
-               for k in range(rec["folds"])},
-        }
-        self.best_index_ = rec["best"]
-        best = cands[self.best_index_]
-        self.best_params_ = {"C": best["c"], "gamma": best["gamma"]}
-        self.best_score_ = best["mean"]
-        self.C_ = best["c"]
+        model, best = _search(self, params, X, y, self.Cs, "C")
+        self.C_ = best["C"]
+        return model
+
+
+class KernelRidgeCV(KernelRidge):
+    __doc__ = f"""Kernel ridge regression whose ``alpha`` and kernel width are chosen by
+    cross-validation (R^2 on the held-out folds), as ``joker train --search`` does for a
+    regression, then refitted on all rows.
+
+    Parameters
+    ----------
+    alphas : sequence of float, default=(0.01, 0.1, 1.0, 10.0)
+        The values of ``alpha`` tried (joker's ``lambda``; ``C = 1 / alpha``).
+    gamma_factors : sequence of float, default=(0.25, 0.5, 1.0, 2.0, 4.0)
+        The widths tried, as factors of the width ``gamma`` gives (1: that width).
+    cv : int, default=3
+        Cross-validation folds (the rows shuffled by ``random_state``, 0 when None).
+
+    The other parameters are those of :class:`KernelRidge` (its ``alpha`` is the search's).
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{{"alpha": alpha, "gamma": gamma}}`` of the winner, refitted on all rows as
+        ``model_``.
+    best_score_ : float
+        The winner's mean held-out R^2.
+    best_index_ : int
+        The winner's index in ``cv_results_``.
+    cv_results_ : dict
+        As scikit-learn's ``GridSearchCV``: ``params``, ``mean_test_score``,
+        ``std_test_score``, ``split<k>_test_score`` and ``rank_test_score``.
+    alpha_ : float
+        The winner's ``alpha``.
+    """
+
+    _parameter_constraints: dict = {
+        **KernelRidge._parameter_constraints,
+        "alphas": ["array-like"],
+        "gamma_factors": ["array-like"],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+    }
+    for _name in ("alpha", "full_krr", "krr_blocks", "krr_rank", "krr_tol",
+                  "krr_store_preconditioners"):
+        _parameter_constraints.pop(_name)
+    del _name
+
+    def __init__(self, alphas=(0.01, 0.1, 1.0, 10.0), *, gamma_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
+                 cv=3, kernel="rbf", gamma="auto", n_components="auto", normalize_target=True,
+                 features="rff", centers="leverage", precision="f32", standardize=True, tol=1e-3,
+                 max_iter=10000, block_size=None, time_limit=None, check_every=0,
+                 max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
+                 tr_norm="auto", bias=0.0, direct_krr=True, random_state=None, verbose=0):
+        super().__init__(
+            1.0, kernel=kernel, gamma=gamma, n_components=n_components,
+            normalize_target=normalize_target, features=features, centers=centers,
+            precision=precision, standardize=standardize, tol=tol, max_iter=max_iter,
+            block_size=block_size, time_limit=time_limit, check_every=check_every,
+            max_memory=max_memory, device=device, nystrom_rank=nystrom_rank, tr_model=tr_model,
+            kernel_cache=kernel_cache, working_set=working_set, auto_exact=auto_exact,
+            stall=stall, tr_norm=tr_norm, bias=bias, direct_krr=direct_krr,
+            random_state=random_state, verbose=verbose)
+        # not parameters here: the search chooses alpha, and full KRR does not search
+        del self.alpha, self.full_krr, self.krr_blocks, self.krr_rank, self.krr_tol
+        del self.krr_store_preconditioners
+        self.alphas = alphas
+        self.gamma_factors = gamma_factors
+        self.cv = cv
+
+    def _regularization(self):
+        return {"lambda_": 1.0}  # replaced by each candidate's
+
+    def _expected_failed_checks(self):
+        return {}  # fit takes no sample_weight: the weight checks do not apply
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Searches ``alphas`` x ``gamma_factors`` by ``cv``-fold cross-validation and fits the
+        winner on all rows.
+
+        Parameters
+        ----------
+        X : {{array-like, sparse matrix}} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Targets.
+
+        Returns
+        -------
+        self : KernelRidgeCV
+        """
+        return self._fit(X, y, None, classifier=False)
+
+    def _train(self, params, X, y, sample_weight, progress):
+        model, best = _search(self, params, X, y, self.alphas, "alpha")
+        self.alpha_ = best["alpha"]
         return model

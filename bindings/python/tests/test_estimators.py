@@ -202,6 +202,38 @@ class TestSVMProbabilities(unittest.TestCase):
         np.testing.assert_array_equal(back.predict_proba(Xt)[:, 1], p)
 
 
+class TestKernelRidgeCV(unittest.TestCase):
+    """KernelRidgeCV: alpha and the width by joker's cross-validated search (R^2)."""
+
+    def test_check_estimator(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_check_estimator(joker.KernelRidgeCV(alphas=[0.1, 1.0], gamma_factors=[0.5, 1.0],
+                                                    random_state=0))
+        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
+        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
+        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+
+    def test_the_search_and_its_winner(self):
+        X, y = regression(300, 4)
+        cv = joker.KernelRidgeCV(alphas=[1e-3, 0.1, 10.0], gamma_factors=[0.5, 1.0, 2.0],
+                                 cv=3, random_state=1).fit(X, y)
+        r = cv.cv_results_
+        self.assertEqual(len(r["params"]), 9)
+        self.assertEqual(cv.best_params_, r["params"][cv.best_index_])
+        self.assertEqual(cv.alpha_, cv.best_params_["alpha"])
+        self.assertAlmostEqual(cv.model_.lambda_, cv.alpha_)
+        self.assertEqual(r["rank_test_score"][cv.best_index_], 1)
+        # the heaviest ridge underfits this smooth target: it does not win
+        self.assertLess(cv.alpha_, 10.0)
+        self.assertGreater(cv.best_score_, 0.9)
+        # the refitted winner as a plain KernelRidge with its alpha and its width (the default
+        # width resolved on all rows where the winner is the default): the same predictions
+        plain = joker.KernelRidge(alpha=cv.alpha_, gamma=cv.model_.gamma,
+                                  random_state=1).fit(X, y)
+        np.testing.assert_allclose(cv.predict(X), plain.predict(X), rtol=1e-5, atol=1e-6)
+
+
 class TestBuiltInSearch(unittest.TestCase):
     """KernelSVCCV: joker's own cross-validated search, in scikit-learn's style."""
 
