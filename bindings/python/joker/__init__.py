@@ -40,7 +40,7 @@ from .core import (  # noqa: F401
 )
 # The estimators, imported on first use: the low-level layer needs numpy only, and importing
 # scikit-learn takes a while.
-_ESTIMATORS = ("KernelHuberRegressor", "KernelLogisticRegression",
+_ESTIMATORS = ("KernelHuberRegressor", "KernelLogisticRegression", "KernelLogisticRegressionCV",
                "KernelLpRegressor", "KernelRidge", "KernelRidgeCV", "KernelSVC", "KernelSVCCV",
                "KernelSVR")
 
@@ -60,7 +60,7 @@ def __dir__():
 __version__ = version()
 
 __all__ = ["KernelSVC", "KernelSVCCV", "KernelLogisticRegression", "KernelRidge", "KernelRidgeCV",
-           "KernelSVR",
+           "KernelSVR", "KernelLogisticRegressionCV",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError", "Joker", "Model",
            "Progress", "Interrupt", "JokerError", "load", "version", "gpu_available",
            "device_count"]

@@ -10,7 +10,8 @@ scikit-learn estimator of the same model, with "Kernel" in front:
   ``predict_proba``;
 - :class:`KernelRidge`: kernel ridge regression ("krr"), with ``alpha`` as in
   ``sklearn.kernel_ridge.KernelRidge``;
-- :class:`KernelSVCCV` and :class:`KernelRidgeCV`: ``C`` (or ``alpha``) and the kernel width
+- :class:`KernelSVCCV`, :class:`KernelLogisticRegressionCV` and :class:`KernelRidgeCV`: ``C``
+  (or ``alpha``) and the kernel width
   chosen by joker's own cross-validated search, then refitted on all rows;
 - :class:`KernelSVR`: support vector regression ("svr"), ``C`` and ``epsilon`` as in ``SVR``;
 - :class:`KernelHuberRegressor`: Huber regression ("huber", threshold ``delta``);
@@ -54,7 +55,7 @@ try:  # scikit-learn >= 1.6
 except ImportError:  # scikit-learn 1.5: the estimator's method
     _sklearn_validate_data = None
 
-__all__ = ["KernelSVC", "KernelSVCCV", "KernelRidgeCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
+__all__ = ["KernelSVC", "KernelSVCCV", "KernelRidgeCV", "KernelLogisticRegressionCV", "KernelLogisticRegression", "KernelRidge", "KernelSVR",
            "KernelHuberRegressor", "KernelLpRegressor", "JokerValueError"]
 
 # scikit-learn's kernel name for the Gaussian kernel, beside joker's own names.
@@ -1297,4 +1298,97 @@ class KernelRidgeCV(KernelRidge):
     def _train(self, params, X, y, sample_weight, progress):
         model, best = _search(self, params, X, y, self.alphas, "alpha")
         self.alpha_ = best["alpha"]
+        return model
+
+
+class KernelLogisticRegressionCV(KernelLogisticRegression):
+    __doc__ = f"""Kernel logistic regression whose ``C`` and kernel width are chosen by
+    cross-validation (held-out accuracy), as ``joker train --search`` does, then refitted on all
+    rows; ``predict_proba`` gives the refitted model's probabilities.
+
+    Parameters
+    ----------
+    Cs : sequence of float, default=(0.1, 1.0, 10.0, 100.0)
+        The values of ``C`` tried.
+    gamma_factors : sequence of float, default=(0.25, 0.5, 1.0, 2.0, 4.0)
+        The widths tried, as factors of the width ``gamma`` gives (1: that width).
+    cv : int, default=3
+        Cross-validation folds (the rows shuffled by ``random_state``, 0 when None).
+
+    The other parameters are those of :class:`KernelLogisticRegression` (its ``C`` is the
+    search's).
+
+    Attributes
+    ----------
+    best_params_ : dict
+        ``{{"C": C, "gamma": gamma}}`` of the winner, refitted on all rows as ``model_``.
+    best_score_ : float
+        The winner's mean held-out accuracy.
+    best_index_ : int
+        The winner's index in ``cv_results_``.
+    cv_results_ : dict
+        As scikit-learn's ``GridSearchCV``: ``params``, ``mean_test_score``,
+        ``std_test_score``, ``split<k>_test_score`` and ``rank_test_score``.
+    C_ : float
+        The winner's ``C``.
+    """
+
+    _parameter_constraints: dict = {
+        **KernelLogisticRegression._parameter_constraints,
+        "Cs": ["array-like"],
+        "gamma_factors": ["array-like"],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+    }
+    _parameter_constraints.pop("C")
+
+    def __init__(self, Cs=(0.1, 1.0, 10.0, 100.0), *, gamma_factors=(0.25, 0.5, 1.0, 2.0, 4.0),
+                 cv=3, kernel="rbf", gamma="auto", n_components="auto", class_weight=None,
+                 features="rff", centers="leverage", precision="f32", standardize=True, tol=1e-3,
+                 max_iter=10000, block_size=None, time_limit=None, check_every=0,
+                 max_memory=None, device="auto", nystrom_rank=0, tr_model="auto",
+                 kernel_cache=2 << 30, working_set="auto", auto_exact=None, stall=True,
+                 tr_norm="auto", bias=0.0, multiclass="auto", decision_function_shape="ovr",
+                 random_state=None, verbose=0):
+        super().__init__(
+            1.0, kernel=kernel, gamma=gamma, n_components=n_components,
+            class_weight=class_weight, features=features, centers=centers, precision=precision,
+            standardize=standardize, tol=tol, max_iter=max_iter, block_size=block_size,
+            time_limit=time_limit, check_every=check_every, max_memory=max_memory,
+            device=device, nystrom_rank=nystrom_rank, tr_model=tr_model,
+            kernel_cache=kernel_cache, working_set=working_set, auto_exact=auto_exact,
+            stall=stall, tr_norm=tr_norm, bias=bias, multiclass=multiclass,
+            decision_function_shape=decision_function_shape, random_state=random_state,
+            verbose=verbose)
+        del self.C  # not a parameter here: the search chooses it
+        self.Cs = Cs
+        self.gamma_factors = gamma_factors
+        self.cv = cv
+
+    def _regularization(self):
+        return {"c": 1.0}  # replaced by each candidate's
+
+    def _expected_failed_checks(self):
+        return {}  # fit takes no sample_weight: the weight checks do not apply
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Searches ``Cs`` x ``gamma_factors`` by ``cv``-fold cross-validation and fits the
+        winner on all rows.
+
+        Parameters
+        ----------
+        X : {{array-like, sparse matrix}} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Class labels, at least two classes.
+
+        Returns
+        -------
+        self : KernelLogisticRegressionCV
+        """
+        return self._fit(X, y, None, classifier=True)
+
+    def _train(self, params, X, y, sample_weight, progress):
+        model, best = _search(self, params, X, y, self.Cs, "C")
+        self.C_ = best["C"]
         return model

@@ -234,6 +234,30 @@ class TestKernelRidgeCV(unittest.TestCase):
         np.testing.assert_allclose(cv.predict(X), plain.predict(X), rtol=1e-5, atol=1e-6)
 
 
+class TestKernelLogisticRegressionCV(unittest.TestCase):
+    """KernelLogisticRegressionCV: C and the width by joker's search, with probabilities."""
+
+    def test_check_estimator(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_check_estimator(joker.KernelLogisticRegressionCV(
+                Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0], random_state=0))
+        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
+        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
+        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+
+    def test_the_winner_and_its_probabilities(self):
+        X, y = two_classes(240, 29)
+        cv = joker.KernelLogisticRegressionCV(Cs=[0.01, 1.0, 100.0], gamma_factors=[1.0],
+                                              random_state=3).fit(X, y)
+        self.assertEqual(cv.best_params_, cv.cv_results_["params"][cv.best_index_])
+        self.assertEqual(cv.C_, cv.best_params_["C"])
+        self.assertGreater(cv.C_, 0.01)  # the weakest fit of this boundary does not win
+        p = cv.predict_proba(X)
+        np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+        self.assertEqual(list(cv.classes_[p.argmax(axis=1)]), list(cv.predict(X)))
+
+
 class TestBuiltInSearch(unittest.TestCase):
     """KernelSVCCV: joker's own cross-validated search, in scikit-learn's style."""
 
