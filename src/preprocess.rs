@@ -409,72 +409,36 @@ pub fn vote(row: &[f64], k: usize) -> usize {
 /// Weng (2004), as LIBSVM's: the `p` on the simplex that best satisfies
 /// `r_ji p_i = r_ij p_j` for every pair in least squares, i.e. `min 1/2 p^T Q p` subject to
 /// `sum p = 1` with `Q_ii = sum_{j != i} r_ji^2` and `Q_ij = -r_ji r_ij`; its optimality
-/// conditions `[Q e; e^T 0] [p; b] = [0; 1]` are solved directly (Gaussian elimination with
-/// partial pivoting on a `(k + 1)`-square system). Exact when the pairwise probabilities come
+/// conditions `[Q e; e^T 0] [p; b] = [0; 1]` are solved directly (an LU factor with partial
+/// pivoting of the `(k + 1)`-square system). Exact when the pairwise probabilities come
 /// from one distribution (`r_ij = p_i / (p_i + p_j)`); the pairwise values are kept within
 /// `[1e-7, 1 - 1e-7]`, and any round-off below zero is clipped before normalising.
 pub fn couple(r: &[f64], k: usize) -> Vec<f64> {
     let eps = 1e-7;
-    let n = k + 1;
-    let mut a = vec![0.0f64; n * n];
-    let mut rhs = vec![0.0f64; n];
+    let mut a = faer::Mat::<f64>::zeros(k + 1, k + 1);
     for (&(i, j), &rj) in class_pairs(k).iter().zip(r) {
         // r_ij = P(i | i or j) = 1 - r[p]; r_ji = r[p]
         let rj = rj.clamp(eps, 1.0 - eps);
         let ri = 1.0 - rj;
-        a[i * n + i] += rj * rj;
-        a[j * n + j] += ri * ri;
-        a[i * n + j] -= rj * ri;
-        a[j * n + i] -= rj * ri;
+        a[(i, i)] += rj * rj;
+        a[(j, j)] += ri * ri;
+        a[(i, j)] -= rj * ri;
+        a[(j, i)] -= rj * ri;
     }
     for i in 0..k {
-        a[i * n + k] = 1.0;
-        a[k * n + i] = 1.0;
+        a[(i, k)] = 1.0;
+        a[(k, i)] = 1.0;
     }
-    rhs[k] = 1.0;
-    let p = match solve_dense(&mut a, &mut rhs, n) {
-        Some(x) => x[..k].iter().map(|&v| v.max(0.0)).collect::<Vec<_>>(),
-        None => vec![1.0; k],
-    };
+    let rhs = faer::Mat::<f64>::from_fn(k + 1, 1, |i, _| if i == k { 1.0 } else { 0.0 });
+    let x = faer::linalg::solvers::Solve::solve(&a.partial_piv_lu(), &rhs);
+    let p: Vec<f64> = (0..k).map(|i| x[(i, 0)].max(0.0)).collect();
+    // a singular system (non-finite values) falls back to the uniform distribution
     let total: f64 = p.iter().sum();
     if total > 0.0 && total.is_finite() {
         p.into_iter().map(|v| v / total).collect()
     } else {
         vec![1.0 / k as f64; k]
     }
-}
-
-/// Solves the `n x n` row-major system `a x = b` in place by Gaussian elimination with
-/// partial pivoting; `None` for a singular (or non-finite) matrix.
-fn solve_dense(a: &mut [f64], b: &mut [f64], n: usize) -> Option<Vec<f64>> {
-    for col in 0..n {
-        let piv =
-            (col..n).max_by(|&x, &y| a[x * n + col].abs().total_cmp(&a[y * n + col].abs()))?;
-        if !(a[piv * n + col].abs() > 1e-300) {
-            return None;
-        }
-        if piv != col {
-            for c in 0..n {
-                a.swap(piv * n + c, col * n + c);
-            }
-            b.swap(piv, col);
-        }
-        for row in col + 1..n {
-            let f = a[row * n + col] / a[col * n + col];
-            if f != 0.0 {
-                for c in col..n {
-                    a[row * n + c] -= f * a[col * n + c];
-                }
-                b[row] -= f * b[col];
-            }
-        }
-    }
-    let mut x = vec![0.0; n];
-    for row in (0..n).rev() {
-        let s: f64 = (row + 1..n).map(|c| a[row * n + c] * x[c]).sum();
-        x[row] = (b[row] - s) / a[row * n + row];
-    }
-    x.iter().all(|v| v.is_finite()).then_some(x)
 }
 
 /// One-vs-one targets: column `p` of pair `(a, b)` is `-1` on the rows of class `a`, `+1` on

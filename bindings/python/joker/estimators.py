@@ -1116,7 +1116,24 @@ def _search(est, params, X, y, values, name):
     return model, est.best_params_
 
 
-class KernelSVCCV(KernelSVC):
+class _SearchCV:
+    """What the CV estimators share: the grid ``_GRID`` of the searched parameter ``_SEARCHED``
+    ("C", or "alpha" = 1 / C) searched by :func:`_search` in place of the library's fit, the
+    winner kept as ``C_`` or ``alpha_``."""
+
+    _GRID, _SEARCHED = "Cs", "C"
+
+    def _regularization(self):
+        # replaced by each candidate's
+        return {"c": 1.0} if self._SEARCHED == "C" else {"lambda_": 1.0}
+
+    def _train(self, params, X, y, sample_weight, progress):
+        model, best = _search(self, params, X, y, getattr(self, self._GRID), self._SEARCHED)
+        setattr(self, f"{self._SEARCHED}_", best[self._SEARCHED])
+        return model
+
+
+class KernelSVCCV(_SearchCV, KernelSVC):
     __doc__ = f"""A kernel SVM whose ``C`` and kernel width are chosen by cross-validation, as
     ``joker train --search`` (joker's own search: each fold's fits start from the previous
     ``C``'s duals on the exact kernel), then refitted on all rows.
@@ -1178,9 +1195,6 @@ class KernelSVCCV(KernelSVC):
         self.gamma_factors = gamma_factors
         self.cv = cv
 
-    def _regularization(self):
-        return {"c": 1.0}  # replaced by each candidate's
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Searches ``Cs`` x ``gamma_factors`` by ``cv``-fold cross-validation and fits the
@@ -1199,13 +1213,11 @@ class KernelSVCCV(KernelSVC):
         """
         return self._fit(X, y, None, classifier=True)
 
-    def _train(self, params, X, y, sample_weight, progress):
-        model, best = _search(self, params, X, y, self.Cs, "C")
-        self.C_ = best["C"]
-        return model
 
 
-class KernelRidgeCV(KernelRidge):
+class KernelRidgeCV(_SearchCV, KernelRidge):
+    _GRID, _SEARCHED = "alphas", "alpha"
+
     __doc__ = f"""Kernel ridge regression whose ``alpha`` and kernel width are chosen by
     cross-validation (R^2 on the held-out folds), as ``joker train --search`` does for a
     regression, then refitted on all rows.
@@ -1271,9 +1283,6 @@ class KernelRidgeCV(KernelRidge):
         self.gamma_factors = gamma_factors
         self.cv = cv
 
-    def _regularization(self):
-        return {"lambda_": 1.0}  # replaced by each candidate's
-
     def _expected_failed_checks(self):
         return {}  # fit takes no sample_weight: the weight checks do not apply
 
@@ -1295,13 +1304,9 @@ class KernelRidgeCV(KernelRidge):
         """
         return self._fit(X, y, None, classifier=False)
 
-    def _train(self, params, X, y, sample_weight, progress):
-        model, best = _search(self, params, X, y, self.alphas, "alpha")
-        self.alpha_ = best["alpha"]
-        return model
 
 
-class KernelLogisticRegressionCV(KernelLogisticRegression):
+class KernelLogisticRegressionCV(_SearchCV, KernelLogisticRegression):
     __doc__ = f"""Kernel logistic regression whose ``C`` and kernel width are chosen by
     cross-validation (held-out accuracy), as ``joker train --search`` does, then refitted on all
     rows; ``predict_proba`` gives the refitted model's probabilities.
@@ -1364,9 +1369,6 @@ class KernelLogisticRegressionCV(KernelLogisticRegression):
         self.gamma_factors = gamma_factors
         self.cv = cv
 
-    def _regularization(self):
-        return {"c": 1.0}  # replaced by each candidate's
-
     def _expected_failed_checks(self):
         return {}  # fit takes no sample_weight: the weight checks do not apply
 
@@ -1388,7 +1390,3 @@ class KernelLogisticRegressionCV(KernelLogisticRegression):
         """
         return self._fit(X, y, None, classifier=True)
 
-    def _train(self, params, X, y, sample_weight, progress):
-        model, best = _search(self, params, X, y, self.Cs, "C")
-        self.C_ = best["C"]
-        return model

@@ -82,6 +82,17 @@ def run_check_estimator(estimator):
     return check_estimator(estimator)
 
 
+def checks_skipped(estimator):
+    """The scikit-learn checks run_check_estimator(estimator) skipped, beside the expected
+    failures and the array API check (skipped unless SCIPY_ARRAY_API is set)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_check_estimator(estimator)
+    skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
+    allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
+    return [m for m in skipped if not any(f"check {c} " in m for c in allowed)]
+
+
 class TestCheckEstimator(unittest.TestCase):
     """scikit-learn's own conformance checks: with scikit-learn 1.5 every one of them passes
     (none is skipped or expected to fail)."""
@@ -206,13 +217,8 @@ class TestKernelRidgeCV(unittest.TestCase):
     """KernelRidgeCV: alpha and the width by joker's cross-validated search (R^2)."""
 
     def test_check_estimator(self):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run_check_estimator(joker.KernelRidgeCV(alphas=[0.1, 1.0], gamma_factors=[0.5, 1.0],
-                                                    random_state=0))
-        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
-        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
-        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+        est = joker.KernelRidgeCV(alphas=[0.1, 1.0], gamma_factors=[0.5, 1.0], random_state=0)
+        self.assertEqual(checks_skipped(est), [])
 
     def test_the_search_and_its_winner(self):
         X, y = regression(300, 4)
@@ -238,13 +244,9 @@ class TestKernelLogisticRegressionCV(unittest.TestCase):
     """KernelLogisticRegressionCV: C and the width by joker's search, with probabilities."""
 
     def test_check_estimator(self):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run_check_estimator(joker.KernelLogisticRegressionCV(
-                Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0], random_state=0))
-        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
-        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
-        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+        est = joker.KernelLogisticRegressionCV(Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0],
+                                               random_state=0)
+        self.assertEqual(checks_skipped(est), [])
 
     def test_the_winner_and_its_probabilities(self):
         X, y = two_classes(240, 29)
@@ -262,13 +264,8 @@ class TestBuiltInSearch(unittest.TestCase):
     """KernelSVCCV: joker's own cross-validated search, in scikit-learn's style."""
 
     def test_check_estimator(self):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            run_check_estimator(joker.KernelSVCCV(Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0],
-                                                  random_state=0))
-        skipped = [str(w.message) for w in caught if "SkipTest" in type(w.message).__name__]
-        allowed = [*EXPECTED_FAILED_CHECKS, "check_array_api_input"]
-        self.assertEqual([m for m in skipped if not any(f"check {c} " in m for c in allowed)], [])
+        est = joker.KernelSVCCV(Cs=[0.5, 4.0], gamma_factors=[0.5, 1.0], random_state=0)
+        self.assertEqual(checks_skipped(est), [])
 
     def test_the_search_and_its_results(self):
         X, y = two_classes(240, 23)
